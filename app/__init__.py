@@ -1,0 +1,1 @@
+"""The service: command line, configuration, batch coordinator, Spark plumbing and metrics."""

@@ -1,0 +1,139 @@
+"""An in-memory partitioned source and its opaque/transactional spouts, for tests and the demo.
+
+The source can make a partition unavailable, hide records beyond a per-partition visible limit
+(so a replayed txid sees a different end: opacity), and truncate a partition's start (retention).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from spouts.metadata import Partition, PartitionMetadata
+from spouts.protocols import (
+    DataLossError,
+    DataLossPolicy,
+    PartitionUnavailableError,
+    Record,
+    SpoutKind,
+)
+
+
+@dataclass
+class _Log:
+    records: list[Record] = field(default_factory=list)
+    log_start: int = 0
+    visible: int | None = None  # offsets >= visible are not readable yet (None: all)
+    available: bool = True
+
+
+class MemorySource:
+    """Partitioned logs in memory; offsets are list indices."""
+
+    def __init__(self, partitions: Iterable[Partition] = ()) -> None:
+        self._logs: dict[Partition, _Log] = {p: _Log() for p in partitions}
+        self._lock = threading.Lock()
+
+    def add_partition(self, p: Partition) -> None:
+        with self._lock:
+            self._logs.setdefault(p, _Log())
+
+    def partitions(self) -> list[Partition]:
+        with self._lock:
+            return sorted(self._logs)
+
+    def append(self, p: Partition, key: bytes | None, value: bytes | None) -> int:
+        with self._lock:
+            log = self._logs[p]
+            offset = len(log.records)
+            log.records.append(Record(p.topic, p.partition, offset, key, value))
+            return offset
+
+    def set_available(self, p: Partition, available: bool) -> None:
+        self._logs[p].available = available
+
+    def set_visible(self, p: Partition, limit: int | None) -> None:
+        """Only offsets below ``limit`` can be read (None lifts it)."""
+        self._logs[p].visible = limit
+
+    def truncate_before(self, p: Partition, offset: int) -> None:
+        """Retention: offsets below ``offset`` are gone."""
+        self._logs[p].log_start = max(self._logs[p].log_start, offset)
+
+    def all_records(self) -> list[Record]:
+        with self._lock:
+            return [r for p in sorted(self._logs) for r in self._logs[p].records]
+
+    def bounds(self, p: Partition) -> tuple[int, int]:
+        """``(log_start, end)`` of what can be read now; raises if unavailable."""
+        log = self._logs[p]
+        if not log.available:
+            raise PartitionUnavailableError(p, "no leader")
+        end = len(log.records) if log.visible is None else min(log.visible, len(log.records))
+        return log.log_start, max(end, log.log_start)
+
+    def read(self, p: Partition, first: int, next_: int) -> list[Record]:
+        log = self._logs[p]
+        if not log.available:
+            raise PartitionUnavailableError(p, "no leader")
+        if first < log.log_start:
+            raise DataLossError(p, first, log.log_start)
+        return log.records[first:next_]
+
+
+class _Coordinator:
+    def __init__(self, source: MemorySource) -> None:
+        self._source = source
+
+    def partitions(self) -> Sequence[Partition]:
+        return self._source.partitions()
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryEmitter:
+    """Plans from the last metadata (EARLIEST on first poll) and reads exact ranges."""
+
+    def __init__(self, source: MemorySource, kind: SpoutKind, topology_id: str,
+                 data_loss: DataLossPolicy = DataLossPolicy.FAIL) -> None:
+        self._source, self._kind, self._topology, self._data_loss = source, kind, topology_id, data_loss
+        self.lost_offsets = 0
+
+    def plan_partition(self, partition: Partition, last: PartitionMetadata | None,
+                       max_records: int) -> PartitionMetadata | None:
+        try:
+            log_start, end = self._source.bounds(partition)
+        except PartitionUnavailableError:
+            if self._kind is SpoutKind.TRANSACTIONAL:
+                raise
+            return last.empty_after() if last else None
+        start = log_start if last is None else last.next_offset
+        if start < log_start:
+            if self._data_loss is DataLossPolicy.FAIL:
+                raise DataLossError(partition, start, log_start)
+            self.lost_offsets += log_start - start
+            start = log_start
+        stop = max(start, min(start + max_records, end))
+        return PartitionMetadata(partition.topic, partition.partition, start, stop, stop - start, self._topology)
+
+    def emit_partition(self, meta: PartitionMetadata) -> list[Record]:
+        return self._source.read(meta.partition_id, meta.first_offset, meta.next_offset)
+
+    def close(self) -> None:
+        pass
+
+
+class MemorySpout:
+    """A partitioned spout over a :class:`MemorySource`, opaque or transactional."""
+
+    def __init__(self, source: MemorySource, kind: SpoutKind = SpoutKind.OPAQUE, topology_id: str = "test",
+                 data_loss: DataLossPolicy = DataLossPolicy.FAIL) -> None:
+        self.source, self.kind, self.topology_id, self.data_loss = source, kind, topology_id, data_loss
+
+    def coordinator(self) -> _Coordinator:
+        return _Coordinator(self.source)
+
+    def emitter(self) -> MemoryEmitter:
+        return MemoryEmitter(self.source, self.kind, self.topology_id, self.data_loss)

@@ -1,0 +1,100 @@
+"""Typed partition metadata and batch plans, with a stable JSON serialisation.
+
+Offsets follow Kafka: ``first_offset`` is the first offset a batch reads, ``next_offset`` the one
+after the last (exclusive), so an empty range has ``first_offset == next_offset``. The trap: the
+next batch starts at ``next_offset`` of the last *committed* batch, never ``next_offset + 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Partition:
+    """A topic partition; ``id`` (``topic:partition``) is how it is named in stored metadata."""
+
+    topic: str
+    partition: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+    @staticmethod
+    def parse(pid: str) -> Partition:
+        topic, _, number = pid.rpartition(":")
+        return Partition(topic, int(number))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    """What one batch read from one partition: offsets ``[first_offset, next_offset)``."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    next_offset: int
+    record_count: int
+    topology_id: str
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.first_offset <= self.next_offset:
+            raise ValueError(f"bad offset range [{self.first_offset}, {self.next_offset}) for {self.topic}:{self.partition}")
+        if not 0 <= self.record_count <= self.next_offset - self.first_offset:
+            raise ValueError(f"record_count {self.record_count} does not fit range of {self.topic}:{self.partition}")
+
+    @property
+    def partition_id(self) -> Partition:
+        return Partition(self.topic, self.partition)
+
+    @property
+    def empty(self) -> bool:
+        return self.first_offset == self.next_offset
+
+    def empty_after(self) -> PartitionMetadata:
+        """An empty range starting where this one ends (a partition that yields nothing this batch)."""
+        return PartitionMetadata(self.topic, self.partition, self.next_offset, self.next_offset, 0, self.topology_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "first_offset": self.first_offset,
+                "next_offset": self.next_offset, "record_count": self.record_count, "topology_id": self.topology_id}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> PartitionMetadata:
+        return PartitionMetadata(str(d["topic"]), int(d["partition"]), int(d["first_offset"]),
+                                 int(d["next_offset"]), int(d["record_count"]), str(d["topology_id"]))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    """The ranges of one txid, by partition: what is frozen before the batch's first state write."""
+
+    txid: int
+    partitions: Mapping[Partition, PartitionMetadata]
+
+    def __iter__(self) -> Iterator[PartitionMetadata]:
+        return iter(self.partitions[p] for p in sorted(self.partitions))
+
+    @property
+    def record_count(self) -> int:
+        return sum(m.record_count for m in self.partitions.values())
+
+    @property
+    def offset_count(self) -> int:
+        return sum(m.next_offset - m.first_offset for m in self.partitions.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": FORMAT_VERSION, "txid": self.txid,
+                "partitions": {p.id: m.to_json() for p, m in sorted(self.partitions.items())}}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> BatchPlan:
+        if d.get("v") != FORMAT_VERSION:
+            raise ValueError(f"unknown batch metadata format {d.get('v')!r} (expected {FORMAT_VERSION})")
+        metas = {Partition.parse(pid): PartitionMetadata.from_json(m) for pid, m in d["partitions"].items()}
+        return BatchPlan(int(d["txid"]), metas)

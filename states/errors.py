@@ -1,0 +1,53 @@
+"""Errors raised by states and transactional-state stores; each carries the data that explains it."""
+
+from __future__ import annotations
+
+
+class StateError(Exception):
+    """Base of every state error."""
+
+
+class StaleBatchError(StateError):
+    """A batch is behind the state: the stored txid is newer than the batch's, so it must not write."""
+
+    def __init__(self, batch_txid: int, stored_txid: int, key: object = None) -> None:
+        self.batch_txid, self.stored_txid, self.key = batch_txid, stored_txid, key
+        super().__init__(
+            f"batch txid {batch_txid} is behind the state (stored txid {stored_txid}"
+            + (f", key {key!r})" if key is not None else ")")
+        )
+
+
+class CasRetriesExhaustedError(StateError):
+    """Compare-and-set kept failing for some keys after the allowed number of attempts."""
+
+    def __init__(self, keys: list[object], attempts: int) -> None:
+        self.keys, self.attempts = keys, attempts
+        super().__init__(f"compare-and-set failed {attempts} times for {len(keys)} key(s), e.g. {keys[:3]!r}")
+
+
+class LeaseHeldError(StateError):
+    """Another coordinator holds the topology's lease."""
+
+    def __init__(self, topology_id: str, owner: str, epoch: int) -> None:
+        self.topology_id, self.owner, self.epoch = topology_id, owner, epoch
+        super().__init__(f"topology {topology_id!r} is led by {owner!r} (epoch {epoch})")
+
+
+class LeaseLostError(StateError):
+    """This coordinator's lease epoch is no longer current: a newer coordinator took over."""
+
+    def __init__(self, topology_id: str, epoch: int, current_epoch: int | None = None) -> None:
+        self.topology_id, self.epoch, self.current_epoch = topology_id, epoch, current_epoch
+        super().__init__(
+            f"lease of topology {topology_id!r} lost: epoch {epoch} is no longer current"
+            + (f" (now {current_epoch})" if current_epoch is not None else "")
+        )
+
+
+class SchemaMismatchError(StateError):
+    """A table exists with a schema different from the one the configuration asks for."""
+
+
+class InvalidIdentifierError(StateError, ValueError):
+    """A table, keyspace or column name from configuration is not a safe identifier."""

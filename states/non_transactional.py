@@ -1,0 +1,32 @@
+"""NonTransactionalMap: applies every update, replays included (at-least-once)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.metrics import METRICS, Metrics
+from states.cas import write_through
+from states.protocols import BackingMap, Updater
+
+
+class NonTransactionalMap:
+    """Map state storing bare values: a replayed batch is counted again (Trident's ``NonTransactionalMap``)."""
+
+    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: Metrics = METRICS) -> None:
+        self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
+
+    def begin_commit(self, txid: int) -> None:
+        pass
+
+    def commit(self, txid: int) -> None:
+        pass
+
+    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        return self.backing.multi_get(keys)
+
+    def multi_update(self, keys: Sequence[Any], updaters: Sequence[Updater]) -> list[Any]:
+        return write_through(self.backing, keys, updaters, max_attempts=self._max_attempts, metrics=self._metrics)
+
+    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        self.backing.multi_put(keys, values)

@@ -1,0 +1,112 @@
+"""The small protocols every state, backing map and transactional-state store implements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+K = TypeVar("K")
+V = TypeVar("V")
+Json = Any  # what json.dumps accepts: dict / list / str / int / float / bool / None
+Updater = Callable[[Any], Any]
+
+
+@runtime_checkable
+class State(Protocol):
+    """Told when a batch's state update begins and ends (Trident's ``State``)."""
+
+    def begin_commit(self, txid: int) -> None: ...
+
+    def commit(self, txid: int) -> None: ...
+
+
+@runtime_checkable
+class MapState(State, Protocol[K, V]):
+    """A keyed state: read values, apply per-key updaters for the current txid, or overwrite."""
+
+    def multi_get(self, keys: Sequence[K]) -> list[V | None]: ...
+
+    def multi_update(self, keys: Sequence[K], updaters: Sequence[Updater]) -> list[V]: ...
+
+    def multi_put(self, keys: Sequence[K], values: Sequence[V]) -> None: ...
+
+
+@runtime_checkable
+class Snapshottable(State, Protocol[V]):
+    """A single global value (a global aggregate): Trident's ``Snapshottable``."""
+
+    def get(self) -> V | None: ...
+
+    def update(self, updater: Updater) -> V: ...
+
+    def set(self, value: V) -> None: ...
+
+
+@runtime_checkable
+class BackingMap(Protocol[K, V]):
+    """Storage of stored values (opaque, transactional or plain) by key: two methods."""
+
+    def multi_get(self, keys: Sequence[K]) -> list[V | None]: ...
+
+    def multi_put(self, keys: Sequence[K], values: Sequence[V]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CasResult(Generic[V]):
+    """Outcome of one compare-and-set: applied, or not applied together with the current value."""
+
+    applied: bool
+    current: V | None = None
+
+
+@runtime_checkable
+class CasBackingMap(BackingMap[K, V], Protocol[K, V]):
+    """A backing map that can write a value only if the stored one is still ``expected``.
+
+    ``expected`` None means "only if absent". A result that is not applied carries the value
+    stored now, so the caller recomputes from it without another read. Unknown outcomes (a
+    timed-out compare-and-set) are resolved inside the implementation: what comes back is known.
+    """
+
+    def multi_cas(
+        self, keys: Sequence[K], expected: Sequence[V | None], values: Sequence[V]
+    ) -> list[CasResult[V]]: ...
+
+
+@runtime_checkable
+class TransactionalStateStore(Protocol):
+    """Durable small JSON documents of one topology (Trident's ``TransactionalState``).
+
+    Writes are fenced by the coordinator lease: ``put`` and ``delete`` with an ``epoch`` that is
+    no longer current raise :class:`~states.errors.LeaseLostError` and change nothing.
+    """
+
+    topology_id: str
+
+    def get(self, key: str) -> Json | None: ...
+
+    def put(self, key: str, value: Json, *, epoch: int) -> None: ...
+
+    def delete(self, keys: Sequence[str], *, epoch: int) -> None: ...
+
+    def keys(self, prefix: str) -> list[str]:
+        """The stored keys starting with ``prefix``, sorted."""
+        ...
+
+
+@runtime_checkable
+class CoordinatorLease(Protocol):
+    """One active coordinator per topology: a lease with a TTL and an epoch that grows on takeover."""
+
+    def acquire_lease(self, owner: str, ttl_s: float) -> int:
+        """Take the lease if free or expired (or already ours); returns the new epoch."""
+        ...
+
+    def renew_lease(self, owner: str, epoch: int, ttl_s: float) -> None:
+        """Extend our lease; raises LeaseLostError if ``epoch`` is no longer current."""
+        ...
+
+    def release_lease(self, owner: str, epoch: int) -> None:
+        """Give the lease up (a no-op if it is no longer ours)."""
+        ...
