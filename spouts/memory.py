@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from spouts.metadata import Partition, PartitionMetadata
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.protocols import (
     DataLossError,
     DataLossPolicy,
@@ -88,6 +88,9 @@ class _Coordinator:
 
     def partitions(self) -> Sequence[Partition]:
         return self._source.partitions()
+
+    def committed(self, plan: BatchPlan) -> None:
+        pass
 
     def close(self) -> None:
         pass

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from spouts.metadata import Partition, PartitionMetadata
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 
 
 class SpoutKind(enum.Enum):
@@ -69,6 +69,10 @@ class PartitionedCoordinator(Protocol):
     """Driver side: the partitions that exist now (called once per batch; may cache discovery)."""
 
     def partitions(self) -> Sequence[Partition]: ...
+
+    def committed(self, plan: BatchPlan) -> None:
+        """Called after ``plan``'s txid committed (e.g. to publish offsets for monitoring)."""
+        ...
 
     def close(self) -> None: ...
 
