@@ -1,0 +1,74 @@
+"""How a map state is laid out in a table: kind, typed key columns, typed value columns.
+
+Durable backends turn a :class:`MapSpec` into a table people can query: one column per key
+field, one per value field, plus ``txid`` (and ``prev_<value>`` for opaque state). Keys are
+tuples in key-column order; a value is a scalar when there is one value column, else a tuple.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from states.errors import InvalidIdentifierError
+
+# Column types a state may use, named as in CQL. Backends map them to their own types.
+COLUMN_TYPES = frozenset({"text", "bigint", "int", "double", "boolean", "blob", "timestamp"})
+_IDENT = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+RESERVED = frozenset({"txid", "select", "from", "where", "and", "key", "table", "token", "limit", "order", "by",
+                      "insert", "update", "delete", "into", "values", "set", "if", "exists", "not", "primary"})
+
+
+class StateKind(enum.Enum):
+    """Which fault-tolerance rule a map state applies (see the ``states`` package docstring)."""
+
+    OPAQUE = "opaque"
+    TRANSACTIONAL = "transactional"
+    NON_TRANSACTIONAL = "non_transactional"
+
+
+def check_identifier(name: str, what: str = "identifier") -> str:
+    """``name`` if it is a safe lower-case identifier (no quoting, no CQL/SQL injection), else raise."""
+    if not isinstance(name, str) or not _IDENT.match(name) or name in RESERVED:
+        raise InvalidIdentifierError(
+            f"invalid {what} {name!r}: use 1-48 lower-case letters, digits and underscores, starting with a "
+            f"letter, and not a reserved word"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: str
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "column name")
+        if self.name.startswith("prev_"):
+            raise InvalidIdentifierError(f"column name {self.name!r}: the prefix prev_ is reserved for opaque state")
+        if self.type not in COLUMN_TYPES:
+            raise ValueError(f"column {self.name!r}: unsupported type {self.type!r} (one of {sorted(COLUMN_TYPES)})")
+
+
+@dataclass(frozen=True, slots=True)
+class MapSpec:
+    """A map state's table: name, kind, key columns and value columns."""
+
+    table: str
+    kind: StateKind
+    key: tuple[Column, ...]
+    value: tuple[Column, ...]
+
+    def __post_init__(self) -> None:
+        check_identifier(self.table, "table name")
+        if not self.key or not self.value:
+            raise ValueError(f"table {self.table!r} needs at least one key column and one value column")
+        names = [c.name for c in self.key + self.value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"table {self.table!r}: duplicate column names in {names}")
+
+    @property
+    def scalar(self) -> bool:
+        """True when values are scalars (one value column), False when tuples."""
+        return len(self.value) == 1
