@@ -17,6 +17,7 @@ import pytest
 
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
 from states.spec import MapSpec
+from states.sqlite import SqliteBackingMap, SqliteTransactionalStateStore
 
 
 @dataclass
@@ -54,10 +55,39 @@ def memory_store(topology_id: str, request: pytest.FixtureRequest) -> StoreHarne
     return StoreHarness(store, lambda: store, expire)
 
 
+def sqlite_map(spec: MapSpec, request: pytest.FixtureRequest) -> Backend:
+    path = request.getfixturevalue("tmp_path") / "state.db"
+    opened = [SqliteBackingMap(path, spec)]
+
+    def reopen() -> SqliteBackingMap:
+        opened.append(SqliteBackingMap(path, spec))
+        return opened[-1]
+
+    request.addfinalizer(lambda: [m.close() for m in opened])
+    return Backend(opened[0], reopen)
+
+
+def sqlite_store(topology_id: str, request: pytest.FixtureRequest) -> StoreHarness:
+    path, clock = request.getfixturevalue("tmp_path") / "state.db", FakeClock()
+    opened = [SqliteTransactionalStateStore(path, topology_id, clock=clock)]
+
+    def reopen() -> SqliteTransactionalStateStore:
+        opened.append(SqliteTransactionalStateStore(path, topology_id, clock=clock))
+        return opened[-1]
+
+    def expire() -> None:
+        clock.now += 10_000
+
+    request.addfinalizer(lambda: [s.close() for s in opened])
+    return StoreHarness(opened[0], reopen, expire)
+
+
 BACKING_MAPS: dict[str, Callable[[MapSpec, pytest.FixtureRequest], Backend]] = {
     "memory": memory_map,
+    "sqlite": sqlite_map,
 }
 
 STORES: dict[str, Callable[[str, pytest.FixtureRequest], StoreHarness]] = {
     "memory": memory_store,
+    "sqlite": sqlite_store,
 }

@@ -1,0 +1,117 @@
+"""How a :class:`~states.spec.MapSpec` lays stored values out in typed columns.
+
+Shared by the durable backends (this module imports no driver). A stored value becomes a row:
+
+* opaque:            ``txid, <v1>, <v2>, ..., prev_<v1>, prev_<v2>, ...``
+* transactional:     ``txid, <v1>, <v2>, ...``
+* non-transactional: ``<v1>, <v2>, ...``
+
+Keys become the key columns, in order. A value with one value column is a scalar, otherwise a
+tuple. Traps: a tuple value whose fields are all None reads back as None (there is no column to
+tell them apart), and so does a non-transactional value of None (the row reads as absent).
+Compare-and-set compares *encoded rows*, never Python values, so these collapses are harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from states.spec import MapSpec, StateKind
+from states.values import OpaqueValue, TransactionalValue
+
+Row = tuple[Any, ...]
+Convert = Callable[[Any], Any]
+
+
+def _cql_timestamp(v: datetime) -> datetime:
+    """A datetime as Cassandra stores it: naive UTC, millisecond precision."""
+    if v.tzinfo is not None:
+        v = v.astimezone(timezone.utc).replace(tzinfo=None)
+    return v.replace(microsecond=v.microsecond // 1000 * 1000)
+
+
+# Python value -> what the driver binds, by column type (both directions are the same for CQL).
+CQL_ENCODE: Mapping[str, Convert] = {
+    "text": str, "bigint": int, "int": int, "double": float, "boolean": bool, "blob": bytes,
+    "timestamp": _cql_timestamp,
+}
+CQL_DECODE: Mapping[str, Convert] = CQL_ENCODE  # the driver returns these types already
+
+
+class RowLayout:
+    """Encodes keys and stored values of one spec into column tuples, and back.
+
+    ``encode``/``decode`` convert one non-null column value by its type (a backend's types).
+    """
+
+    def __init__(self, spec: MapSpec, encode: Mapping[str, Convert] = CQL_ENCODE,
+                 decode: Mapping[str, Convert] = CQL_DECODE) -> None:
+        self.spec, self._enc, self._dec = spec, encode, decode
+        values = [(c.name, c.type) for c in spec.value]
+        if spec.kind is StateKind.OPAQUE:
+            stored = [("txid", "bigint"), *values, *((f"prev_{n}", t) for n, t in values)]
+        elif spec.kind is StateKind.TRANSACTIONAL:
+            stored = [("txid", "bigint"), *values]
+        else:
+            stored = values
+        self.key_columns: tuple[tuple[str, str], ...] = tuple((c.name, c.type) for c in spec.key)
+        self.stored_columns: tuple[tuple[str, str], ...] = tuple(stored)
+        self.columns = self.key_columns + self.stored_columns
+
+    # keys
+    def key_row(self, key: Any) -> Row:
+        if not isinstance(key, tuple):
+            if len(self.key_columns) != 1:
+                raise TypeError(f"table {self.spec.table}: key {key!r} must be a tuple of {len(self.key_columns)}")
+            key = (key,)
+        if len(key) != len(self.key_columns):
+            raise TypeError(f"table {self.spec.table}: key {key!r} must have {len(self.key_columns)} fields")
+        return tuple(self._convert(self._enc, t, v) for (_, t), v in zip(self.key_columns, key))
+
+    # stored values
+    def value_row(self, value: Any) -> Row | None:
+        """The stored columns of ``value`` (None for None: the row is absent)."""
+        if value is None:
+            return None
+        kind = self.spec.kind
+        if kind is StateKind.OPAQUE:
+            raw = (value.txid, *self._fields(value.curr), *self._fields(value.prev))
+        elif kind is StateKind.TRANSACTIONAL:
+            raw = (value.txid, *self._fields(value.val))
+        else:
+            raw = self._fields(value)
+        return tuple(self._convert(self._enc, t, v) for (_, t), v in zip(self.stored_columns, raw, strict=True))
+
+    def value_of(self, row: Row | None) -> Any:
+        """The stored value of the stored columns ``row`` (None when absent)."""
+        if row is None:
+            return None
+        row = tuple(self._convert(self._dec, t, v) for (_, t), v in zip(self.stored_columns, row, strict=True))
+        kind, n = self.spec.kind, len(self.spec.value)
+        if kind is StateKind.OPAQUE:
+            if row[0] is None:
+                return None
+            return OpaqueValue(row[0], self._value(row[1:1 + n]), self._value(row[1 + n:]))
+        if kind is StateKind.TRANSACTIONAL:
+            return None if row[0] is None else TransactionalValue(row[0], self._value(row[1:]))
+        return self._value(row)
+
+    def _fields(self, v: Any) -> tuple[Any, ...]:
+        if self.spec.scalar:
+            return (v,)
+        if v is None:
+            return (None,) * len(self.spec.value)
+        if not isinstance(v, tuple) or len(v) != len(self.spec.value):
+            raise TypeError(f"table {self.spec.table}: value {v!r} must be a tuple of {len(self.spec.value)}")
+        return v
+
+    def _value(self, fields: Row) -> Any:
+        if self.spec.scalar:
+            return fields[0]
+        return None if all(f is None for f in fields) else tuple(fields)
+
+    @staticmethod
+    def _convert(table: Mapping[str, Convert], type_: str, v: Any) -> Any:
+        return None if v is None else table[type_](v)

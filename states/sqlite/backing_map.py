@@ -1,0 +1,117 @@
+"""SqliteBackingMap: the embedded durable backing map, one typed table per map state."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from app.metrics import METRICS, Metrics
+from states.cassandra.codec import Convert, Row, RowLayout
+from states.protocols import CasResult
+from states.spec import MapSpec
+from states.sqlite.connection import Connections, quote
+from states.sqlite.schema import ensure_table
+
+_CHUNK = 500  # keys per SELECT: well under SQLite's bound-parameter limit
+
+SQLITE_ENCODE: Mapping[str, Convert] = {
+    "text": str, "bigint": int, "int": int, "double": float, "boolean": int, "blob": bytes,
+    "timestamp": datetime.isoformat,  # readable in the sqlite3 shell; round-trips tz-aware values
+}
+SQLITE_DECODE: Mapping[str, Convert] = {**SQLITE_ENCODE, "boolean": bool, "timestamp": datetime.fromisoformat}
+
+
+class SqliteBackingMap:
+    """Stored values of one :class:`MapSpec` in an SQLite file, with compare-and-set.
+
+    The table has the spec's typed key columns (the primary key), ``txid`` and the value columns
+    (and ``prev_<value>`` for opaque state), like the Cassandra table. ``multi_cas`` runs in one
+    ``BEGIN IMMEDIATE`` transaction: safe against other threads and processes on the machine.
+    Pickles as its path and spec (an executor reopens the file); metrics fall back to the default.
+    """
+
+    def __init__(self, path: str | Path, spec: MapSpec, *, busy_timeout_s: float = 30.0,
+                 synchronous: str = "FULL", metrics: Metrics = METRICS) -> None:
+        self.path, self.spec, self.metrics = str(path), spec, metrics
+        self._conns = Connections(path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
+        self._layout = RowLayout(spec, SQLITE_ENCODE, SQLITE_DECODE)
+        table = quote(spec.table)
+        names = [quote(n) for n, _ in self._layout.columns]
+        keys = [quote(n) for n, _ in self._layout.key_columns]
+        stored = [quote(n) for n, _ in self._layout.stored_columns]
+        self._select = f"SELECT {', '.join(names)} FROM {table} WHERE ({', '.join(keys)}) IN (VALUES {{rows}})"
+        self._row_params = "(" + ", ".join("?" * len(keys)) + ")"
+        self._upsert = (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+                        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
+                        + ", ".join(f"{c} = excluded.{c}" for c in stored))
+        with self._conns.immediate() as conn:
+            ensure_table(conn, self._layout)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "spec": self.spec, "busy_timeout_s": self._conns.busy_timeout_s,
+                "synchronous": self._conns.synchronous}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state.pop("path"), state.pop("spec"), **state)  # type: ignore[misc]
+
+    def close(self) -> None:
+        self._conns.close()
+
+    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        key_rows = [self._layout.key_row(k) for k in keys]
+        self._count("read")
+        conn = self._conns.get()
+        conn.execute("BEGIN")  # one snapshot for every chunk
+        try:
+            found = self._read(conn, key_rows)
+        finally:
+            conn.execute("COMMIT")
+        return [self._layout.value_of(found.get(kr)) for kr in key_rows]
+
+    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        rows = [self._row(k, v) for k, v in zip(keys, values, strict=True)]
+        self._count("write")
+        with self._conns.immediate() as conn:
+            conn.executemany(self._upsert, rows)
+
+    def multi_cas(self, keys: Sequence[Any], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
+        """Write each value only if the stored row still encodes ``expected``, all in one transaction."""
+        key_rows = [self._layout.key_row(k) for k in keys]
+        results, writes = [], []
+        self._count("cas")
+        with self._conns.immediate() as conn:
+            current = self._read(conn, key_rows)
+            for kr, e, v in zip(key_rows, expected, values, strict=True):
+                now = current.get(kr)
+                if now != self._layout.value_row(e):
+                    results.append(CasResult(False, self._layout.value_of(now)))
+                    continue
+                row = self._row(kr, v, encoded_key=True)
+                writes.append(row)
+                current[kr] = row[len(kr):]  # a repeated key in the same call sees this write
+                results.append(CasResult(True))
+            conn.executemany(self._upsert, writes)
+        return results
+
+    def _read(self, conn: sqlite3.Connection, key_rows: list[Row]) -> dict[Row, Row]:
+        n = len(self._layout.key_columns)
+        found: dict[Row, Row] = {}
+        unique = list(dict.fromkeys(key_rows))
+        for i in range(0, len(unique), _CHUNK):
+            chunk = unique[i:i + _CHUNK]
+            sql = self._select.format(rows=", ".join([self._row_params] * len(chunk)))
+            for r in conn.execute(sql, [p for kr in chunk for p in kr]):
+                found[tuple(r[:n])] = tuple(r[n:])
+        return found
+
+    def _row(self, key: Any, value: Any, *, encoded_key: bool = False) -> Row:
+        stored = self._layout.value_row(value)
+        if stored is None:
+            raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
+        return (key if encoded_key else self._layout.key_row(key)) + stored
+
+    def _count(self, kind: str) -> None:
+        self.metrics.state_requests.labels(backend="sqlite", kind=kind).inc()
