@@ -1,0 +1,152 @@
+"""Typed settings of the Kafka spouts, and the librdkafka configurations derived from them.
+
+Every librdkafka property passes through ``properties`` (SASL, TLS, timeouts). Secrets in it are
+never shown: :func:`redact` replaces them wherever settings are printed or logged.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from spouts.protocols import DataLossPolicy
+
+
+class FirstPoll(enum.Enum):
+    """Where a partition starts when there is no usable stored metadata (storm-kafka-client's names).
+
+    The plain strategies treat metadata stored by another topology id as absent (a new topology
+    starts fresh); the ``UNCOMMITTED_*`` ones resume from stored metadata whenever there is some.
+    """
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    TIMESTAMP = "timestamp"
+    UNCOMMITTED_EARLIEST = "uncommitted_earliest"
+    UNCOMMITTED_LATEST = "uncommitted_latest"
+    UNCOMMITTED_TIMESTAMP = "uncommitted_timestamp"
+
+    @property
+    def uncommitted(self) -> bool:
+        return self.name.startswith("UNCOMMITTED_")
+
+    @property
+    def position(self) -> str:
+        """``earliest``, ``latest`` or ``timestamp``: where the first poll starts."""
+        return self.name.removeprefix("UNCOMMITTED_").lower()
+
+
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+#: Properties the spout sets itself because correctness depends on them.
+RESERVED_PROPERTIES = frozenset({
+    "bootstrap.servers", "group.id", "isolation.level", "enable.auto.commit", "enable.auto.offset.store",
+    "enable.partition.eof", "auto.offset.reset",
+})
+
+_SECRET_NAME = re.compile(r"password|secret|ssl\.key\.pem|sasl\.oauthbearer\.config|sasl\.jaas\.config", re.I)
+
+
+def is_secret(name: str) -> bool:
+    """Whether a librdkafka property holds a secret (anything named like a password or secret)."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact(props: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``props`` that is safe to print: secret values replaced by ``'***'``."""
+    return {k: ("***" if is_secret(k) else v) for k, v in props.items()}
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class KafkaSpoutConfig:
+    """What a Kafka spout reads and how. Exactly one of ``topics`` / ``topic_pattern`` is set.
+
+    ``topic_pattern`` is a regular expression that must match a whole topic name (Java's
+    ``matches``); topics starting with ``__`` (Kafka's internal ones) are never matched by a pattern.
+    ``group_id`` is only for publishing committed offsets to monitoring (default ``trident-<topology
+    id>``); the spout never reads it back. Timeouts are in seconds: ``request_timeout_s`` bounds a
+    watermark or timestamp query while planning, ``read_timeout_s`` how long reading a range may make
+    no progress before the partition counts as unavailable.
+    """
+
+    bootstrap_servers: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    first_poll: FirstPoll = FirstPoll.UNCOMMITTED_EARLIEST
+    first_poll_timestamp_ms: int | None = None
+    data_loss: DataLossPolicy = DataLossPolicy.FAIL
+    isolation_level: str = "read_committed"
+    discovery_interval_s: float = 30.0
+    group_id: str | None = None
+    request_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0
+    exact_record_counts: bool = False
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "topics", tuple(self.topics))
+        object.__setattr__(self, "properties", MappingProxyType({str(k): str(v) for k, v in self.properties.items()}))
+        if bool(self.topics) == (self.topic_pattern is not None):
+            raise ValueError("set exactly one of topics (a list) or topic_pattern (a regular expression)")
+        if self.topic_pattern is not None:
+            re.compile(self.topic_pattern)
+        if not self.bootstrap_servers:
+            raise ValueError("bootstrap_servers is required")
+        if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
+            raise ValueError(f"first_poll {self.first_poll.name} needs first_poll_timestamp_ms")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level must be one of {ISOLATION_LEVELS}, not {self.isolation_level!r}")
+        reserved = RESERVED_PROPERTIES & set(self.properties)
+        if reserved:
+            raise ValueError(f"properties {sorted(reserved)} are set by the spout; use the typed settings instead")
+        if min(self.discovery_interval_s, self.request_timeout_s, self.read_timeout_s) < 0:
+            raise ValueError("intervals and timeouts must be >= 0")
+
+    def __repr__(self) -> str:
+        target = f"topics={list(self.topics)!r}" if self.topics else f"topic_pattern={self.topic_pattern!r}"
+        return (f"KafkaSpoutConfig(bootstrap_servers={self.bootstrap_servers!r}, {target}, "
+                f"first_poll={self.first_poll.name}, data_loss={self.data_loss.name}, "
+                f"isolation_level={self.isolation_level!r}, properties={redact(self.properties)!r})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # MappingProxyType does not pickle; ship a plain dict and rebuild.
+        values = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        values["properties"] = dict(self.properties)
+        return (_rebuild, (values,))
+
+    def group(self, topology_id: str) -> str:
+        """The consumer group offsets are published to (monitoring only)."""
+        return self.group_id or f"trident-{topology_id}"
+
+    def consumer_config(self, topology_id: str, role: str = "read") -> dict[str, str]:
+        """librdkafka settings of an assign-only consumer that never commits, with EOF events on.
+
+        ``role`` ("read" or "plan") keeps planning queries off reading consumers: a reader's
+        long-polling fetch would otherwise delay a watermark query on the same broker connection.
+        ``fetch.wait.max.ms`` defaults to 10: a range read that reached the log end leaves a
+        long-polling fetch in flight, and the next range's fetch waits behind it (readers unassign
+        after each range, so they never poll idly). User properties override these defaults, never
+        the settings correctness depends on.
+        """
+        conf: dict[str, str] = {"client.id": f"trident-{topology_id}", "fetch.wait.max.ms": "10"}
+        conf.update(self.properties)
+        conf.update({
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.group(topology_id),
+            "isolation.level": self.isolation_level,
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "enable.partition.eof": "true",
+            "auto.offset.reset": "error",  # a fetch below the log start must surface, never jump
+        })
+        if role != "read":
+            conf["client.id"] = f"{conf['client.id']}-{role}"
+        return conf
+
+
+def _rebuild(values: dict[str, Any]) -> KafkaSpoutConfig:
+    return KafkaSpoutConfig(**values)

@@ -1,0 +1,88 @@
+"""A per-process pool of Kafka consumers, keyed by their configuration.
+
+Spark executors read many ranges per process; creating a librdkafka client per read would cost
+more than the read. A read leases a consumer, assigns it, and gives it back. After a ``fork`` the
+inherited clients are unusable, so a pool seen from a new pid starts empty (without closing them).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from confluent_kafka import Consumer
+
+_MAX_IDLE_PER_CONFIG = 4
+
+ConfigKey = tuple[tuple[str, str], ...]
+
+
+def config_key(conf: Mapping[str, object]) -> ConfigKey:
+    return tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+
+
+class ConsumerPool:
+    """Idle consumers by frozen configuration; a lease is exclusive, so threads never share one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[ConfigKey, list[Consumer]] = {}
+        self._pid = os.getpid()
+        self.created = 0
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():  # forked: the parent's clients are not ours to use or close
+            self._idle, self._pid, self.created = {}, os.getpid(), 0
+
+    @contextmanager
+    def lease(self, conf: Mapping[str, object]) -> Iterator[Consumer]:
+        """A consumer for ``conf``, returned to the pool afterwards (closed instead if the body raised)."""
+        key = config_key(conf)
+        with self._lock:
+            self._check_pid()
+            idle = self._idle.get(key)
+            consumer = idle.pop() if idle else None
+        if consumer is None:
+            consumer = Consumer(dict(key))
+            with self._lock:
+                self.created += 1
+        try:
+            yield consumer
+        except BaseException:
+            _close_quietly(consumer)
+            raise
+        with self._lock:
+            self._check_pid()
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < _MAX_IDLE_PER_CONFIG:
+                idle.append(consumer)
+                consumer = None
+        if consumer is not None:
+            _close_quietly(consumer)
+
+    def idle_count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._idle.values())
+
+    def close_all(self, bootstrap_servers: str | None = None) -> None:
+        """Close idle consumers (only those for ``bootstrap_servers`` if given): tests, shutdown."""
+        with self._lock:
+            self._check_pid()
+            doomed = [k for k in self._idle if bootstrap_servers is None
+                      or dict(k).get("bootstrap.servers") == bootstrap_servers]
+            consumers = [c for k in doomed for c in self._idle.pop(k)]
+        for c in consumers:
+            _close_quietly(c)
+
+
+def _close_quietly(consumer: Consumer) -> None:
+    try:
+        consumer.close()
+    except Exception:  # already closed, or the cluster is gone: nothing to release
+        pass
+
+
+#: The process-wide pool used by the spouts and the Arrow reader.
+POOL = ConsumerPool()

@@ -1,0 +1,153 @@
+"""The coordinator side of the Kafka spouts: which partitions exist now, and offsets for monitoring.
+
+Partitions come from cluster metadata (``list_topics``), refreshed at most every
+``discovery_interval_s``: new partitions and new topics matching the pattern join, deleted ones
+leave. After a batch commits, its next offsets are committed to the consumer group ``group_id``
+from a background thread, so lag dashboards see the pipeline; they are never read back (the
+transactional-state store is the only source of resume offsets), and a failed publish only logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from spouts.kafka.config import KafkaSpoutConfig
+from spouts.metadata import BatchPlan, Partition
+
+log = logging.getLogger(__name__)
+
+
+def select_topics(config: KafkaSpoutConfig, available: Sequence[str]) -> list[str]:
+    """The topics of ``available`` the spout reads: listed ones that exist, or whole-name pattern matches."""
+    if config.topic_pattern is None:
+        present = set(available)
+        return [t for t in config.topics if t in present]
+    pattern = re.compile(config.topic_pattern)
+    return sorted(t for t in available if not t.startswith("__") and pattern.fullmatch(t))
+
+
+class KafkaCoordinator:
+    """Discovers partitions (cached for ``discovery_interval_s``) and publishes committed offsets."""
+
+    def __init__(self, config: KafkaSpoutConfig, topology_id: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config, self.topology_id, self._clock = config, topology_id, clock
+        self._metadata_client: Consumer | None = None
+        self._known: list[Partition] | None = None
+        self._refreshed_at = float("-inf")
+        self._publisher = _OffsetPublisher(config, topology_id)
+
+    def partitions(self) -> list[Partition]:
+        if self._known is None or self._clock() - self._refreshed_at >= self.config.discovery_interval_s:
+            self.refresh()
+        assert self._known is not None
+        return list(self._known)
+
+    def refresh(self) -> list[Partition]:
+        """Read metadata now. If the cluster can't answer, keep the last known partitions (or raise)."""
+        if self._metadata_client is None:
+            self._metadata_client = Consumer(self.config.consumer_config(self.topology_id))
+        try:
+            md = self._metadata_client.list_topics(timeout=self.config.request_timeout_s)
+        except KafkaException as e:
+            if self._known is None:
+                raise
+            log.warning("partition discovery failed (%s); keeping %d known partitions", e.args[0].str(), len(self._known))
+            return list(self._known)
+        found = [Partition(t, p) for t in select_topics(self.config, [n for n, tm in md.topics.items() if tm.error is None])
+                 for p in md.topics[t].partitions]
+        found.sort()
+        if self._known is not None and found != self._known:
+            joined, left = set(found) - set(self._known), set(self._known) - set(found)
+            log.info("partitions changed: %d joined %s, %d left %s", len(joined), sorted(q.id for q in joined)[:10],
+                     len(left), sorted(q.id for q in left)[:10])
+        self._known, self._refreshed_at = found, self._clock()
+        return list(found)
+
+    def committed(self, plan: BatchPlan) -> None:
+        """Publish ``plan``'s next offsets to the monitoring consumer group (asynchronously)."""
+        self._publisher.publish({m.partition_id: m.next_offset for m in plan})
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until published offsets reached Kafka (or failed); False on timeout."""
+        return self._publisher.flush(timeout)
+
+    def close(self) -> None:
+        self._publisher.close()
+        if self._metadata_client is not None:
+            self._metadata_client.close()
+            self._metadata_client = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"config": self.config, "topology_id": self.topology_id}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["config"], state["topology_id"])  # type: ignore[misc,arg-type]
+
+
+class _OffsetPublisher:
+    """Commits the latest offsets per partition from one daemon thread; newer offsets replace pending ones."""
+
+    def __init__(self, config: KafkaSpoutConfig, topology_id: str) -> None:
+        self._conf = config.consumer_config(topology_id)
+        self._cond = threading.Condition()
+        self._pending: dict[Partition, int] = {}
+        self._busy = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def publish(self, offsets: dict[Partition, int]) -> None:
+        if not offsets:
+            return
+        with self._cond:
+            if self._closed:
+                return
+            self._pending.update(offsets)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kafka-offset-publisher", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        client = Consumer(self._conf)  # never subscribes: commits need a group id, not membership
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._pending or self._closed)
+                    if self._closed and not self._pending:
+                        return
+                    batch, self._pending, self._busy = self._pending, {}, True
+                try:
+                    result = client.commit(offsets=[TopicPartition(p.topic, p.partition, o)
+                                                    for p, o in sorted(batch.items())], asynchronous=False)
+                    failed = [f"{tp.topic}:{tp.partition}" for tp in result or () if tp.error is not None]
+                    if failed:
+                        log.warning("publishing offsets to group %s failed for %s (monitoring only)",
+                                    self._conf["group.id"], failed[:10])
+                except KafkaException as e:
+                    log.warning("publishing offsets to group %s failed (monitoring only): %s",
+                                self._conf["group.id"], e.args[0].str())
+                finally:
+                    with self._cond:
+                        self._busy = False
+                        self._cond.notify_all()
+        finally:
+            client.close()

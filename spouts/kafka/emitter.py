@@ -1,0 +1,167 @@
+"""The emitter side of the Kafka spouts: plan a partition's next range, and read a planned range.
+
+Resume trap: the next range starts at ``last.next_offset`` (exclusive end of the last *committed*
+range), never ``+ 1``. A range ends at most ``max_records`` offsets later and never past the last
+stable offset: in ``read_committed`` mode librdkafka's watermark query (ListOffsets with the
+consumer's isolation level) returns the LSO as the high watermark, so open transactions are never
+planned into a range.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pyarrow as pa
+from confluent_kafka import KafkaException, Message, TopicPartition
+
+from app.metrics import METRICS, Metrics
+from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
+from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
+from spouts.kafka.consumers import POOL
+from spouts.kafka.reader import read_range
+from spouts.metadata import Partition, PartitionMetadata
+from spouts.protocols import (
+    DataLossError,
+    DataLossPolicy,
+    PartitionUnavailableError,
+    Record,
+    SpoutKind,
+)
+
+log = logging.getLogger(__name__)
+
+
+class KafkaEmitter:
+    """Plans ranges from watermarks (driver) and reads them back exactly (driver or executor).
+
+    Holds no client: consumers come from the per-process pool, so the emitter pickles as plain data.
+    """
+
+    def __init__(self, config: KafkaSpoutConfig, topology_id: str, kind: SpoutKind = SpoutKind.OPAQUE,
+                 metrics: Metrics | None = None) -> None:
+        self.config, self.topology_id, self.kind = config, topology_id, kind
+        self.metrics = metrics
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
+
+    @property
+    def _consumer_config(self) -> dict[str, str]:
+        return self.config.consumer_config(self.topology_id)
+
+    @property
+    def _planning_config(self) -> dict[str, str]:
+        return self.config.consumer_config(self.topology_id, role="plan")
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def plan_partition(self, partition: Partition, last: PartitionMetadata | None,
+                       max_records: int) -> PartitionMetadata | None:
+        """The next range of ``partition`` after ``last``; see :class:`spouts.protocols.PartitionedEmitter`.
+
+        First poll (``last`` is None, or a plain strategy and ``last`` stored by another topology
+        id) starts from the configured strategy; otherwise at ``last.next_offset``.
+        """
+        first_poll = last is None or (not self.config.first_poll.uncommitted and last.topology_id != self.topology_id)
+        try:
+            low, end = self._watermarks(partition)
+            if first_poll:
+                start = self._first_offset(partition, low, end)
+            else:
+                assert last is not None
+                start = self._checked_resume(partition, last.next_offset, low)
+            if start > end:
+                log.warning("%s: stored next offset %d is past the log end %d (log truncated or topic recreated); "
+                            "waiting for the log to reach it", partition.id, start, end)
+            stop = max(start, min(start + max_records, end))
+            count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
+        except PartitionUnavailableError:
+            if self.kind is SpoutKind.TRANSACTIONAL:
+                raise
+            return None if first_poll or last is None else last.empty_after()
+        return PartitionMetadata(partition.topic, partition.partition, start, stop, count, self.topology_id)
+
+    def _watermarks(self, p: Partition) -> tuple[int, int]:
+        """``(log start, LSO or high watermark)`` from the partition leader."""
+        with POOL.lease(self._planning_config) as consumer:
+            try:
+                wm = consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition),
+                                                    timeout=self.config.request_timeout_s, cached=False)
+            except KafkaException as e:
+                raise PartitionUnavailableError(p, f"watermark query failed: {e.args[0].str()}") from e
+        if wm is None:
+            raise PartitionUnavailableError(p, f"watermark query timed out after {self.config.request_timeout_s}s")
+        return int(wm[0]), int(wm[1])
+
+    def _first_offset(self, p: Partition, low: int, end: int) -> int:
+        position = self.config.first_poll.position
+        if position == "earliest":
+            return low
+        if position == "latest":
+            return end
+        assert self.config.first_poll_timestamp_ms is not None
+        offset = self._offset_for_time(p, self.config.first_poll_timestamp_ms)
+        return end if offset < 0 else min(max(offset, low), end)  # -1: no record at or after the time
+
+    def _offset_for_time(self, p: Partition, timestamp_ms: int) -> int:
+        """The first offset whose record timestamp is >= ``timestamp_ms``, or -1 if there is none."""
+        with POOL.lease(self._planning_config) as consumer:
+            try:
+                [tp] = consumer.offsets_for_times([TopicPartition(p.topic, p.partition, timestamp_ms)],
+                                                  timeout=self.config.request_timeout_s)
+            except KafkaException as e:
+                raise PartitionUnavailableError(p, f"offsets_for_times failed: {e.args[0].str()}") from e
+        if tp.error is not None:
+            raise PartitionUnavailableError(p, f"offsets_for_times failed: {tp.error.str()}")
+        return int(tp.offset)
+
+    def _checked_resume(self, p: Partition, next_offset: int, low: int) -> int:
+        """``next_offset``, unless retention removed it: then fail or skip to ``low`` by policy."""
+        if next_offset >= low:
+            return next_offset
+        policy = self.config.data_loss
+        metrics = self.metrics or METRICS
+        metrics.data_loss_events.labels(p.topic, str(p.partition), policy.value).inc()
+        if policy is DataLossPolicy.FAIL:
+            raise DataLossError(p, next_offset, low)
+        metrics.data_loss_offsets.labels(p.topic, str(p.partition)).inc(low - next_offset)
+        log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, continuing at %d",
+                    p.id, next_offset, low, low - next_offset, low)
+        return low
+
+    def _count(self, p: Partition, start: int, stop: int) -> int:
+        """Records actually delivered in ``[start, stop)`` (markers and aborted records excluded): reads it."""
+        probe = PartitionMetadata(p.topic, p.partition, start, stop, 0, self.topology_id)
+        with POOL.lease(self._consumer_config) as consumer:
+            return sum(len(chunk) for chunk in read_range(consumer, probe, read_timeout_s=self.config.read_timeout_s))
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def emit_partition(self, meta: PartitionMetadata) -> list[Record]:
+        """Exactly the records of ``meta``'s range; raises PartitionUnavailableError if it can't be read now."""
+        if meta.empty:
+            return []
+        with POOL.lease(self._consumer_config) as consumer:
+            return [to_record(m) for chunk in read_range(consumer, meta, read_timeout_s=self.config.read_timeout_s)
+                    for m in chunk]
+
+    def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+        """The records of ``meta``'s range as Arrow record batches (see :mod:`spouts.kafka.arrow`)."""
+        return read_arrow(self.config, self.topology_id, meta, batch_size=batch_size)
+
+    def close(self) -> None:
+        pass  # pooled consumers outlive emitters
+
+
+def to_record(m: Message) -> Record:
+    ts_type, ts = m.timestamp()
+    headers = m.headers()
+    return Record(m.topic(), m.partition(), m.offset(), m.key(), m.value(),
+                  ts if ts_type else 0, tuple(headers) if headers else ())

@@ -1,0 +1,85 @@
+"""Read exactly one planned range ``[first_offset, next_offset)`` of a partition.
+
+The trap: offsets are not records. Transaction markers and (in ``read_committed``) aborted records
+occupy offsets that are never delivered, so a range may yield fewer records than it spans and may
+end on offsets that deliver nothing. Reading therefore stops on *position* (a delivered offset at or
+past ``next_offset``, or an end-of-partition event at or past it), never after a count of records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from spouts.metadata import PartitionMetadata
+from spouts.protocols import DataLossError, PartitionUnavailableError
+
+#: How long one ``consume`` call may wait; progress is checked between calls.
+POLL_S = 0.05
+
+_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+
+
+def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: float,
+               chunk: int = 10_000) -> Iterator[list[Message]]:
+    """Yield the records of ``meta``'s range in order, in lists of at most ``chunk``.
+
+    Raises :class:`PartitionUnavailableError` when the range makes no progress for
+    ``read_timeout_s`` (no leader, broker down) and :class:`DataLossError` when its start is gone.
+    """
+    if meta.empty:
+        return
+    p = meta.partition_id
+    consumer.assign([TopicPartition(meta.topic, meta.partition, meta.first_offset)])
+    try:
+        pos, end = meta.first_offset, meta.next_offset
+        deadline = time.monotonic() + read_timeout_s
+        while pos < end:
+            before = pos
+            out: list[Message] = []
+            for m in consumer.consume(num_messages=max(1, min(chunk, end - pos)), timeout=POLL_S):
+                if m.topic() != meta.topic or m.partition() != meta.partition:
+                    continue  # left over from an earlier assignment of this pooled consumer
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pos = max(pos, m.offset())  # everything before the end was delivered or was a gap
+                        continue
+                    if err.code() in _OUT_OF_RANGE:
+                        raise _range_error(consumer, meta, pos, err)
+                    if err.fatal():
+                        raise KafkaException(err)
+                    continue  # transient (broker down, leader moving): retried by librdkafka
+                offset = m.offset()
+                if offset < pos:
+                    continue
+                if offset >= end:
+                    pos = end
+                    break
+                out.append(m)
+                pos = offset + 1
+            if out:
+                yield out
+            if pos > before:
+                deadline = time.monotonic() + read_timeout_s
+            elif time.monotonic() > deadline:
+                raise PartitionUnavailableError(
+                    p, f"no progress at offset {pos} for {read_timeout_s}s (range ends at {end})")
+    finally:
+        try:
+            consumer.unassign()  # stop prefetching past the range
+        except KafkaException:
+            pass
+
+
+def _range_error(consumer: Consumer, meta: PartitionMetadata, pos: int, err: KafkaError) -> Exception:
+    """Why a fetch was out of range: offsets gone below the log start, or the log end moved back."""
+    try:
+        wm = consumer.get_watermark_offsets(TopicPartition(meta.topic, meta.partition), timeout=5.0, cached=False)
+    except KafkaException:
+        wm = None
+    if wm is not None and pos < wm[0]:
+        return DataLossError(meta.partition_id, pos, wm[0])
+    return PartitionUnavailableError(meta.partition_id, f"offset {pos} out of range: {err.str()}")

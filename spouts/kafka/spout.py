@@ -1,0 +1,53 @@
+"""The Kafka spouts: opaque (default) and transactional, over explicitly assigned partitions.
+
+Construct with a :class:`KafkaSpoutConfig` and the topology id; the spout is plain picklable data
+(shipped to Spark executors), clients are created lazily where they are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from app.metrics import Metrics
+from spouts.kafka.arrow import DEFAULT_BATCH_SIZE
+from spouts.kafka.config import KafkaSpoutConfig
+from spouts.kafka.discovery import KafkaCoordinator
+from spouts.kafka.emitter import KafkaEmitter
+from spouts.metadata import PartitionMetadata
+from spouts.protocols import SpoutKind
+
+
+class KafkaSpout:
+    """An opaque partitioned Kafka spout: an unreadable partition gets an empty range and the batch goes on."""
+
+    kind: SpoutKind = SpoutKind.OPAQUE
+
+    def __init__(self, config: KafkaSpoutConfig, topology_id: str, metrics: Metrics | None = None) -> None:
+        self.config, self.topology_id, self.metrics = config, topology_id, metrics
+
+    def coordinator(self) -> KafkaCoordinator:
+        return KafkaCoordinator(self.config, self.topology_id)
+
+    def emitter(self) -> KafkaEmitter:
+        return KafkaEmitter(self.config, self.topology_id, self.kind, self.metrics)
+
+    def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+        """``meta``'s records as Arrow batches (what Spark executors call)."""
+        return self.emitter().read_arrow(meta, batch_size)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"config": self.config, "topology_id": self.topology_id, "metrics": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(topology_id={self.topology_id!r}, {self.config!r})"
+
+
+class TransactionalKafkaSpout(KafkaSpout):
+    """A transactional Kafka spout: a txid's ranges never change; an unreadable partition makes the batch wait."""
+
+    kind = SpoutKind.TRANSACTIONAL

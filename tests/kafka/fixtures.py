@@ -1,0 +1,118 @@
+"""Kafka test peers and their pytest fixtures (import them in a conftest to use them elsewhere).
+
+* ``kafka_cluster``: a fresh :class:`MockKafkaCluster` (3 brokers) per test, for failure control.
+* ``kafka_peer``: every available peer, one parametrisation each, for behaviour that must hold on
+  any Kafka: the mock always; ``testcontainers`` Kafka when a Docker engine answers; the cluster
+  named by ``KAFKA_BOOTSTRAP_SERVERS``. Unavailable real peers are reported as SKIPPED with the
+  reason, never passed. Peers share :class:`KafkaPeer`; the flags say what the peer implements.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Protocol
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.kafka.mock_cluster import MockKafkaCluster
+
+__all__ = ["KafkaPeer", "MockKafkaCluster", "RealKafkaPeer", "kafka_cluster", "kafka_peer", "unique_topic"]
+
+
+class KafkaPeer(Protocol):
+    kind: str  # "mock" or "real"
+
+    def bootstrap_servers(self) -> str: ...
+
+    def create_topic(self, name: str, partitions: int, replication: int = ...) -> None: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# What each kind of peer implements beyond the basics (the mock's gaps: see mock_cluster.py).
+READ_COMMITTED = {"mock": False, "real": True}
+TIMESTAMP_LOOKUP = {"mock": False, "real": True}
+
+
+def unique_topic(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class RealKafkaPeer:
+    """A real Kafka cluster, administered through the Admin API."""
+
+    kind = "real"
+
+    def __init__(self, bootstrap: str, replication: int = 1) -> None:
+        self._bootstrap, self._replication = bootstrap, replication
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def bootstrap_servers(self) -> str:
+        return self._bootstrap
+
+    def create_topic(self, name: str, partitions: int, replication: int = 0) -> None:
+        rf = min(replication, self._replication) if replication else self._replication
+        for f in self._admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=30).values():
+            f.result()
+
+    def delete_topic(self, name: str) -> None:
+        for f in self._admin.delete_topics([name], request_timeout=30).values():
+            f.result()
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        for f in self._admin.delete_records([TopicPartition(topic, partition, before_offset)],
+                                            request_timeout=30).values():
+            f.result()
+
+    def close(self) -> None:
+        pass
+
+
+def _testcontainers_peer() -> Iterator[RealKafkaPeer]:
+    try:
+        import docker  # testcontainers' dependency
+
+        docker.from_env().ping()
+    except Exception as e:  # no engine, no socket, no permission: all mean "not available here"
+        pytest.skip(f"testcontainers Kafka: no Docker engine answers ({type(e).__name__}: {e})")
+    try:
+        from testcontainers.community.kafka import KafkaContainer
+    except ImportError:  # testcontainers < 4.10 keeps it at the old path
+        from testcontainers.kafka import KafkaContainer  # type: ignore[no-redef]
+
+    with KafkaContainer() as container:
+        yield RealKafkaPeer(container.get_bootstrap_server())
+
+
+@pytest.fixture(scope="session", params=[
+    "mock",
+    pytest.param("testcontainers", marks=pytest.mark.real_kafka),
+    pytest.param("env", marks=pytest.mark.real_kafka),
+])
+def kafka_peer(request: pytest.FixtureRequest) -> Iterator[KafkaPeer]:
+    """Each available Kafka peer in turn (session-scoped; tests use their own topics)."""
+    if request.param == "mock":
+        with MockKafkaCluster(3) as cluster:
+            yield cluster
+    elif request.param == "testcontainers":
+        yield from _testcontainers_peer()
+    else:
+        bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap:
+            pytest.skip("real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set")
+        yield RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
+
+
+@pytest.fixture
+def kafka_cluster() -> Iterator[MockKafkaCluster]:
+    """A fresh 3-broker mock cluster for one test (failure control needs the mock's control API)."""
+    with MockKafkaCluster(3) as cluster:
+        yield cluster

@@ -1,0 +1,158 @@
+"""librdkafka's mock Kafka cluster, driven through ``ctypes`` from the library inside the confluent-kafka wheel.
+
+The mock speaks the real Kafka protocol on loopback (any process can connect to its brokers) and
+offers failure control: brokers down/up, leader moves, request errors, retention. Signatures follow
+``src/rdkafka_mock.h`` of librdkafka (an experimental API without ABI guarantees).
+
+Known gaps of the mock, checked by ``test_mock_cluster.py`` so a librdkafka upgrade that fixes them
+is noticed: Fetch always reports LastStableOffset = high watermark and no aborted transactions (a
+``read_committed`` consumer sees aborted and open-transaction records); ListOffsets by timestamp
+answers -1; no CreateTopics/CreatePartitions/DeleteRecords admin requests (hence the control calls).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from collections.abc import Sequence
+
+import confluent_kafka
+from confluent_kafka import Consumer
+
+_RK_PRODUCER = 0
+
+
+def librdkafka_path() -> str:
+    """The librdkafka shared library bundled with confluent-kafka (the one its C extension uses)."""
+    libs = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
+    found = sorted(glob.glob(os.path.join(libs, "librdkafka*.so*")))
+    if not found:
+        raise RuntimeError(f"no bundled librdkafka under {libs}")
+    return found[0]
+
+
+def _load() -> ctypes.CDLL:
+    lib = ctypes.CDLL(librdkafka_path())
+    vp, cp, i16, i32, i64 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int16, ctypes.c_int32, ctypes.c_int64
+    sigs: dict[str, tuple[object, list[object]]] = {
+        "rd_kafka_conf_new": (vp, []),
+        "rd_kafka_conf_set": (ctypes.c_int, [vp, cp, cp, cp, ctypes.c_size_t]),
+        "rd_kafka_new": (vp, [ctypes.c_int, vp, cp, ctypes.c_size_t]),
+        "rd_kafka_destroy": (None, [vp]),
+        "rd_kafka_err2str": (cp, [ctypes.c_int]),
+        "rd_kafka_mock_cluster_new": (vp, [vp, ctypes.c_int]),
+        "rd_kafka_mock_cluster_destroy": (None, [vp]),
+        "rd_kafka_mock_cluster_bootstraps": (cp, [vp]),
+        "rd_kafka_mock_topic_create": (ctypes.c_int, [vp, cp, ctypes.c_int, ctypes.c_int]),
+        "rd_kafka_mock_topic_delete": (ctypes.c_int, [vp, cp]),
+        "rd_kafka_mock_broker_set_down": (ctypes.c_int, [vp, i32]),
+        "rd_kafka_mock_broker_set_up": (ctypes.c_int, [vp, i32]),
+        "rd_kafka_mock_partition_set_leader": (ctypes.c_int, [vp, cp, i32, i32]),
+        "rd_kafka_mock_partition_set_follower": (ctypes.c_int, [vp, cp, i32, i32]),
+        "rd_kafka_mock_push_request_errors_array": (None, [vp, i16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]),
+        "rd_kafka_mock_clear_request_errors": (None, [vp, i16]),
+        "rd_kafka_mock_partition_delete_records": (ctypes.c_int, [vp, cp, i32, i64]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+class MockClusterError(RuntimeError):
+    """A mock control call returned a Kafka error code."""
+
+
+class MockKafkaCluster:
+    """A mock cluster of ``brokers`` brokers (ids 1..n) on loopback, owned by its own ``rd_kafka_t`` handle."""
+
+    kind = "mock"
+
+    def __init__(self, brokers: int = 3) -> None:
+        self._lib = lib = _load()
+        conf = lib.rd_kafka_conf_new()
+        errstr = ctypes.create_string_buffer(512)
+        for key, value in ((b"log_level", b"3"), (b"bootstrap.servers", b"")):
+            lib.rd_kafka_conf_set(conf, key, value, errstr, len(errstr))
+        self._rk = lib.rd_kafka_new(_RK_PRODUCER, conf, errstr, len(errstr))
+        if not self._rk:
+            raise MockClusterError(f"rd_kafka_new failed: {errstr.value.decode()}")
+        self._mc = lib.rd_kafka_mock_cluster_new(self._rk, brokers)
+        if not self._mc:
+            lib.rd_kafka_destroy(self._rk)
+            raise MockClusterError("rd_kafka_mock_cluster_new failed")
+        self.broker_ids = tuple(range(1, brokers + 1))
+        self._bootstrap = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
+
+    # -- the peer interface (shared with real Kafka peers) ------------------------------------
+
+    def bootstrap_servers(self) -> str:
+        return self._bootstrap
+
+    def create_topic(self, name: str, partitions: int, replication: int = 3) -> None:
+        self._check(self._lib.rd_kafka_mock_topic_create(self._mc, name.encode(), partitions, replication),
+                    f"create topic {name}")
+
+    def delete_topic(self, name: str) -> None:
+        self._check(self._lib.rd_kafka_mock_topic_delete(self._mc, name.encode()), f"delete topic {name}")
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        """Retention: offsets below ``before_offset`` are gone; the log start moves there."""
+        self._check(self._lib.rd_kafka_mock_partition_delete_records(self._mc, topic.encode(), partition, before_offset),
+                    f"delete records of {topic}:{partition} before {before_offset}")
+
+    # -- failure control (mock only) ----------------------------------------------------------
+
+    def broker_down(self, broker_id: int) -> None:
+        """Disconnect the broker and refuse connections (its partitions keep it as leader)."""
+        self._check(self._lib.rd_kafka_mock_broker_set_down(self._mc, broker_id), f"broker {broker_id} down")
+
+    def broker_up(self, broker_id: int) -> None:
+        self._check(self._lib.rd_kafka_mock_broker_set_up(self._mc, broker_id), f"broker {broker_id} up")
+
+    def set_leader(self, topic: str, partition: int, broker_id: int) -> None:
+        """Move the partition's leadership to ``broker_id`` (-1: no leader)."""
+        self._check(self._lib.rd_kafka_mock_partition_set_leader(self._mc, topic.encode(), partition, broker_id),
+                    f"set leader of {topic}:{partition} to {broker_id}")
+
+    def set_follower(self, topic: str, partition: int, broker_id: int) -> None:
+        self._check(self._lib.rd_kafka_mock_partition_set_follower(self._mc, topic.encode(), partition, broker_id),
+                    f"set follower of {topic}:{partition} to {broker_id}")
+
+    def push_request_errors(self, api_key: int, *errors: int) -> None:
+        """The next ``len(errors)`` requests of ``api_key`` (e.g. 2 = ListOffsets) fail with these codes, in order."""
+        arr = (ctypes.c_int * len(errors))(*errors)
+        self._lib.rd_kafka_mock_push_request_errors_array(self._mc, api_key, len(errors), arr)
+
+    def clear_request_errors(self, api_key: int) -> None:
+        self._lib.rd_kafka_mock_clear_request_errors(self._mc, api_key)
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """Partition -> leader broker id, from cluster metadata."""
+        c = Consumer({"bootstrap.servers": self._bootstrap, "group.id": "mock-metadata"})
+        try:
+            md = c.list_topics(topic, timeout=10)
+            return {p: m.leader for p, m in sorted(md.topics[topic].partitions.items())}
+        finally:
+            c.close()
+
+    def close(self) -> None:
+        if self._mc:
+            self._lib.rd_kafka_mock_cluster_destroy(self._mc)
+            self._lib.rd_kafka_destroy(self._rk)
+            self._mc = self._rk = None
+
+    def _check(self, err: int, what: str) -> None:
+        if err:
+            raise MockClusterError(f"{what}: {self._lib.rd_kafka_err2str(err).decode()} ({err})")
+
+    def __enter__(self) -> MockKafkaCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def brokers_other_than(cluster: MockKafkaCluster, ids: Sequence[int]) -> list[int]:
+    return [b for b in cluster.broker_ids if b not in ids]
