@@ -93,7 +93,10 @@ class KafkaSpoutConfig:
         if bool(self.topics) == (self.topic_pattern is not None):
             raise ValueError("set exactly one of topics (a list) or topic_pattern (a regular expression)")
         if self.topic_pattern is not None:
-            re.compile(self.topic_pattern)
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as e:
+                raise ValueError(f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}") from e
         if not self.bootstrap_servers:
             raise ValueError("bootstrap_servers is required")
         if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:

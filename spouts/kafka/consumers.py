@@ -64,6 +64,7 @@ class ConsumerPool:
 
     def idle_count(self) -> int:
         with self._lock:
+            self._check_pid()
             return sum(len(v) for v in self._idle.values())
 
     def close_all(self, bootstrap_servers: str | None = None) -> None:
