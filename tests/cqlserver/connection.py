@@ -214,19 +214,20 @@ class ClientConnection:
         p = req.params
         keyspace = p.keyspace or self.keyspace
         parsed = engine.parse(req.query)
-        info = self._info("QUERY", req.query, engine.describe(parsed, keyspace), p.consistency, p.serial_consistency)
+        described = engine.describe(parsed, keyspace)
+        info = self._info("QUERY", req.query, described, p.consistency, p.serial_consistency)
         return self._run(info, lambda: engine.execute(parsed, keyspace, p.values, _options(p), names=p.names),
-                         p.skip_metadata, None)
+                         p.skip_metadata, None, list(described.members))
 
     def _execute(self, req: m.ExecuteRequest) -> bytes | None:
         engine = self.server.engine
         entry = engine.lookup(req.prepared_id)
         p = req.params
-        info = self._info("EXECUTE", entry.query, engine.describe(entry.parsed, entry.keyspace),
-                          p.consistency, p.serial_consistency)
+        described = engine.describe(entry.parsed, entry.keyspace)
+        info = self._info("EXECUTE", entry.query, described, p.consistency, p.serial_consistency)
         return self._run(info, lambda: engine.execute(entry.parsed, entry.keyspace, p.values, _options(p),
                                                       variables=entry.variables),
-                         p.skip_metadata, req.result_metadata_id)
+                         p.skip_metadata, req.result_metadata_id, list(described.members))
 
     def _batch(self, req: m.BatchRequest) -> bytes | None:
         engine = self.server.engine
@@ -245,7 +246,7 @@ class ClientConnection:
                 parsed, query, ks, variables = engine.parse(entry.query), entry.query, keyspace, None
             described = engine.describe(parsed, ks)
             conditional |= described.conditional
-            member_tables.extend(described.tables)
+            member_tables.extend(described.members)
             tables.update(dict.fromkeys(described.tables))
             queries.append(query)
             items.append(BatchItem(parsed, entry.values, variables))

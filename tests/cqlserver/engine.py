@@ -51,6 +51,7 @@ class StatementInfo:
     tables: tuple[str, ...]  # "keyspace.table"
     conditional: bool
     system: bool
+    members: tuple[str, ...] = ()  # table of each statement of a batch, in order
 
 
 @dataclass
@@ -106,14 +107,15 @@ class Engine:
                                ast.DropTable, ast.Truncate)):
             names = [stmt.table]
             conditional = _is_conditional(stmt)
-        tables = tuple(dict.fromkeys(f"{n.keyspace or keyspace}.{n.name}" for n in names))
+        members = tuple(f"{n.keyspace or keyspace}.{n.name}" for n in names)
+        tables = tuple(dict.fromkeys(members))
         if isinstance(stmt, ast.Use):
             system = True
         elif isinstance(stmt, (ast.CreateKeyspace, ast.DropKeyspace)):
             system = False
         else:
             system = bool(tables) and all(is_system_keyspace(t.split(".", 1)[0]) for t in tables)
-        return StatementInfo(kind, tables, conditional, system)
+        return StatementInfo(kind, tables, conditional, system, members)
 
     # -- prepared statements ---------------------------------------------------
     def prepare(self, query: str, keyspace: str | None) -> PreparedStatement:

@@ -5,12 +5,14 @@ Follows Cassandra 4.x (`ModificationStatement.buildCasResultSet`, `CQL3CasReques
 * applied: a single row `[applied]=true`;
 * not applied: `[applied]=false` followed by the rows Cassandra's CAS read
   returned. Conditions on clustering rows read exactly those rows; with only
-  static conditions, the first live row of the partition is read. Selected
-  columns are the condition columns in IF order (a batch prepends the primary
-  key columns); with IF EXISTS / IF NOT EXISTS all columns (`SELECT *` order).
-  A partition with no live row but live static content yields one row of
-  static values. When nothing at all was read the result has only the
-  `[applied]` column.
+  static conditions, the first live row of the partition is read. Columns read
+  (`columnsToRead`): all statics if a statement writes a static column, else
+  the static condition columns; likewise for regular columns and "writes a
+  clustering row". Selected columns are the condition columns in IF order (a
+  batch prepends the primary key columns); with IF EXISTS / IF NOT EXISTS all
+  columns (`SELECT *` order), unread ones null. A partition with no live row
+  but live static content yields one row of static values. When nothing at all
+  was read the result has only the `[applied]` column.
 """
 
 from __future__ import annotations
@@ -50,7 +52,15 @@ def _holds(cond: Condition, current: Any) -> bool:
 def _set_exists(checks: _RowChecks, exists: bool) -> None:
     if checks.exists is not None and checks.exists != exists:
         raise InvalidRequest("Cannot mix IF EXISTS and IF NOT EXISTS conditions for the same row")
+    if checks.conditions:
+        raise InvalidRequest(f"Cannot mix IF conditions and IF {'' if exists else 'NOT '}EXISTS for the same row")
     checks.exists = exists
+
+
+def _add_condition(checks: _RowChecks, cond: Condition) -> None:
+    if checks.exists is not None:
+        raise InvalidRequest("Cannot mix IF conditions and IF NOT EXISTS for the same row")
+    checks.conditions.append(cond)
 
 
 def validate_conditional(plans: list[WritePlan], is_batch: bool) -> None:
@@ -94,12 +104,12 @@ def execute_cas(plans: list[WritePlan], data: TableData, now: float, is_batch: b
                 _set_exists(static_checks, plan.if_exists)
         for cond in plan.conditions:
             if cond.column.kind == STATIC:
-                static_checks.conditions.append(cond)
+                _add_condition(static_checks, cond)
             elif ck is None:
                 raise InvalidRequest("DELETE statements must restrict all PRIMARY KEY columns with equality "
                                      "relations in order to use IF condition on non static columns")
             else:
-                rows_checks.setdefault(ck, _RowChecks()).conditions.append(cond)
+                _add_condition(rows_checks.setdefault(ck, _RowChecks()), cond)
 
     applied = _static_holds(static_checks, part, now) and all(
         _row_holds(checks, part, ck, now) for ck, checks in rows_checks.items())
@@ -133,28 +143,23 @@ def _failure_rows(plans: list[WritePlan], table: Table, pk: tuple, part: Partiti
                   rows_checks: dict[tuple, _RowChecks], static_checks: _RowChecks,
                   applied_spec: ColumnSpec, now: float, is_batch: bool) -> Rows:
     any_exists = static_checks.exists is not None or any(c.exists is not None for c in rows_checks.values())
-    conditions = static_checks.conditions + [c for ch in rows_checks.values() for c in ch.conditions]
-    conditional = [p for p in plans if p.conditional]
+    conditioned = [c.column for p in plans if p.conditional for c in p.conditions]
+    # CQL3CasRequest.columnsToRead(): everything of a row kind the batch writes, else the condition columns.
+    read_static = ({c.name for c in table.statics} if any(p.updates_static for p in plans)
+                   else {c.name for c in conditioned if c.kind == STATIC})
+    read_regular = ({c.name for c in table.regulars} if any(p.updates_regular for p in plans)
+                    else {c.name for c in conditioned if c.kind != STATIC})
     if any_exists:
         selection = table.select_order()
-        read_static = any(p.updates_static for p in conditional) or (
-            static_checks.exists is not None and not rows_checks)
-        read_regular = {c.name for c in table.regulars} if any(p.updates_regular for p in conditional) else set()
     else:
         selection = []
-        ordered = [c.column for p in conditional for c in p.conditions]
-        for col in (table.primary_key if is_batch else []) + ordered:
+        for col in (table.primary_key if is_batch else []) + conditioned:
             if col not in selection:
                 selection.append(col)
-        read_static = any(c.column.kind == STATIC for c in conditions)
-        read_regular = {c.column.name for c in conditions if c.column.kind != STATIC}
 
     live_rows = [(ck, row) for ck, row in part.rows.items() if row.live(now)]
     live_rows.sort(key=lambda item: table.clustering_sort_key(item[0]))
-    if rows_checks:
-        read = [(ck, row) for ck, row in live_rows if ck in rows_checks]
-    else:
-        read = live_rows[:1]
+    read = [(ck, row) for ck, row in live_rows if ck in rows_checks] if rows_checks else live_rows[:1]
 
     def value(col: Column, ck: tuple | None, row: Any) -> Any:
         if col.kind == PARTITION_KEY:
@@ -162,16 +167,12 @@ def _failure_rows(plans: list[WritePlan], table: Table, pk: tuple, part: Partiti
         if col.kind == CLUSTERING:
             return None if ck is None else ck[col.position]
         if col.kind == STATIC:
-            return part.static_value(col.name, now) if read_static else None
+            return part.static_value(col.name, now) if col.name in read_static else None
         return row.value(col.name, now) if row is not None and col.name in read_regular else None
 
-    out: list[list[Any]] = []
-    for ck, row in read:
-        out.append([False] + [value(col, ck, row) for col in selection])
-    static_visible = read_static and any(
-        part.static_value(c.name, now) is not None for c in table.statics)
-    if not out and static_visible:
-        out.append([False] + [value(col, None, None) for col in selection])
+    out = [[False] + [value(col, ck, row) for col in selection] for ck, row in read]
+    if not out and any(part.static_value(name, now) is not None for name in read_static):
+        out.append([False] + [value(col, None, None) for col in selection])  # static-only partition
     if not out:
         return Rows([applied_spec], [[False]])
     specs = [ColumnSpec(table.keyspace, table.name, c.name, c.type) for c in selection]

@@ -54,18 +54,14 @@ class WritePlan:
 
     @property
     def updates_static(self) -> bool:
+        """Cassandra's updatesStaticRow(): some operation targets a static column."""
         cols = list(self.values) + self.deleted_columns
         return any(self.table.columns[c].kind == STATIC for c in cols)
 
     @property
     def updates_regular(self) -> bool:
-        """Writes a clustering row (any regular column, or the row itself)."""
-        if self.clustering_keys is not None and (self.kind == "insert" or not self.table.clustering):
-            return True
-        cols = list(self.values) + self.deleted_columns
-        if self.kind == "delete" and not cols:
-            return True
-        return any(self.table.columns[c].kind != STATIC for c in cols)
+        """Cassandra's updatesRegularRows(): no clustering columns, or clustering restricted."""
+        return not self.table.clustering or self.clustering_keys is not None or self.clustering_range is not None
 
 
 def _attribute(bindings: Bindings, term: ast.Term | None, type_: Any) -> Any:
