@@ -38,28 +38,28 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
         deadline = time.monotonic() + read_timeout_s
         while pos < end:
             before = pos
+            msgs = consumer.consume(num_messages=max(1, min(chunk, end - pos)), timeout=POLL_S)
+            if msgs and (msgs[0].partition() != meta.partition or msgs[0].topic() != meta.topic):
+                # librdkafka drops messages of an earlier assignment (fetch versions); never trust it blindly
+                msgs = [m for m in msgs if m.partition() == meta.partition and m.topic() == meta.topic]
             out: list[Message] = []
-            for m in consumer.consume(num_messages=max(1, min(chunk, end - pos)), timeout=POLL_S):
-                if m.topic() != meta.topic or m.partition() != meta.partition:
-                    continue  # left over from an earlier assignment of this pooled consumer
+            for m in msgs:
                 err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pos = max(pos, m.offset())  # everything before the end was delivered or was a gap
-                        continue
-                    if err.code() in _OUT_OF_RANGE:
-                        raise _range_error(consumer, meta, pos, err)
-                    if err.fatal():
-                        raise KafkaException(err)
-                    continue  # transient (broker down, leader moving): retried by librdkafka
-                offset = m.offset()
-                if offset < pos:
-                    continue
-                if offset >= end:
-                    pos = end
-                    break
-                out.append(m)
-                pos = offset + 1
+                if err is None:
+                    offset = m.offset()
+                    if offset >= end:
+                        pos = end
+                        break
+                    if offset >= pos:
+                        out.append(m)
+                        pos = offset + 1
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    pos = max(pos, m.offset())  # everything before the end was delivered or was a gap
+                elif err.code() in _OUT_OF_RANGE:
+                    raise _range_error(consumer, meta, pos, err)
+                elif err.fatal():
+                    raise KafkaException(err)
+                # anything else is transient (broker down, leader moving) and retried by librdkafka
             if out:
                 yield out
             if pos > before:

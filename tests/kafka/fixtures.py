@@ -3,13 +3,15 @@
 * ``kafka_cluster``: a fresh :class:`MockKafkaCluster` (3 brokers) per test, for failure control.
 * ``kafka_peer``: every available peer, one parametrisation each, for behaviour that must hold on
   any Kafka: the mock always; ``testcontainers`` Kafka when a Docker engine answers; the cluster
-  named by ``KAFKA_BOOTSTRAP_SERVERS``. Unavailable real peers are reported as SKIPPED with the
-  reason, never passed. Peers share :class:`KafkaPeer`; the flags say what the peer implements.
+  named by ``KAFKA_BOOTSTRAP_SERVERS`` (topics created with ``KAFKA_REPLICATION_FACTOR``, default 1;
+  the cluster must allow topic creation and DeleteRecords). Unavailable real peers are reported as
+  SKIPPED with the reason, never passed. Peers share :class:`KafkaPeer`; the flags say what the peer implements.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Protocol
@@ -59,9 +61,18 @@ class RealKafkaPeer:
         return self._bootstrap
 
     def create_topic(self, name: str, partitions: int, replication: int = 0) -> None:
+        """Create the topic and wait until every partition has a leader (creation is asynchronous in Kafka)."""
         rf = min(replication, self._replication) if replication else self._replication
         for f in self._admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=30).values():
             f.result()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            md = self._admin.list_topics(name, timeout=10).topics.get(name)
+            if md is not None and md.error is None and len(md.partitions) == partitions \
+                    and all(p.leader >= 0 for p in md.partitions.values()):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"topic {name} has no leaders after 30s")
 
     def delete_topic(self, name: str) -> None:
         for f in self._admin.delete_topics([name], request_timeout=30).values():
