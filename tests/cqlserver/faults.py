@@ -5,7 +5,8 @@ substring, after/times) + one effect. Faults are checked in injection order;
 every fault counts each request it matches (so `after=2` means "from the 3rd
 matching request on"), delays add up, and the first firing non-delay fault
 decides the outcome. Requests on system keyspaces (driver metadata queries)
-only match faults that name a system table explicitly.
+only match faults that name a system table explicitly; PREPARE and schema
+statements (DDL, USE) only match faults that name that opcode / statement.
 """
 
 from __future__ import annotations
@@ -102,8 +103,12 @@ class Fault:
     def matches(self, req: RequestInfo) -> bool:
         if self.opcode is not None and self.opcode.upper() != req.opcode:
             return False
+        if self.opcode is None and req.opcode == "PREPARE":
+            return False  # PREPARE only matches faults that ask for it
         if self.statement is not None and self.statement.lower() != req.kind:
             return False
+        if self.statement is None and req.kind in ("ddl", "use"):
+            return False  # schema statements only match faults that ask for them
         if self.conditional is not None and self.conditional != req.conditional:
             return False
         if self.cql_contains is not None and self.cql_contains.lower() not in req.cql.lower():
