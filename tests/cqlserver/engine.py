@@ -83,16 +83,19 @@ class Engine:
         self.lock = threading.RLock()
         self.prepared: dict[bytes, PreparedStatement] = {}
         self._parse_cache: OrderedDict[str, ast.Parsed] = OrderedDict()
+        self._parse_lock = threading.Lock()
         self.schema_listeners: list[Callable[[SchemaChange], None]] = []
 
     # -- parsing and description --------------------------------------------
     def parse(self, query: str) -> ast.Parsed:
-        cached = self._parse_cache.get(query)
+        with self._parse_lock:
+            cached = self._parse_cache.get(query)
         if cached is None:
             cached = parse(query)
-            self._parse_cache[query] = cached
-            if len(self._parse_cache) > 2048:
-                self._parse_cache.popitem(last=False)
+            with self._parse_lock:
+                self._parse_cache[query] = cached
+                if len(self._parse_cache) > 2048:
+                    self._parse_cache.popitem(last=False)
         return cached
 
     def describe(self, parsed: ast.Parsed, keyspace: str | None) -> StatementInfo:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 from .binding import Bindings
 from .cql import ast
 from .errors import InvalidRequest, ProtocolError
-from .restrictions import FILTERING_MESSAGE, SLICE_OPS, Restrictions, build_restrictions
+from .restrictions import FILTERING_MESSAGE, Restrictions, build_restrictions
 from .results import Rows
 from .schema import CLUSTERING, PARTITION_KEY, STATIC, Column, Table
 from .storage import Partition, Row, TableData, serialize_partition_key, token_of
@@ -265,5 +265,3 @@ def execute_select(stmt: ast.Select, table: Table, data: TableData, bindings: Bi
         last = (pk, None if stmt.distinct else ck)
     return Rows(sel.specs, out, paging_state)
 
-
-__all__ = ["ReadOptions", "execute_select", "SLICE_OPS"]
