@@ -9,8 +9,10 @@ storage, and a function that makes the current lease expire.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -82,12 +84,120 @@ def sqlite_store(topology_id: str, request: pytest.FixtureRequest) -> StoreHarne
     return StoreHarness(opened[0], reopen, expire)
 
 
+# Cassandra peers: the CQL test server always; a real Cassandra named by CASSANDRA_CONTACT_POINTS
+# (host[:port],...; optional CASSANDRA_LOCAL_DC, CASSANDRA_USERNAME, CASSANDRA_PASSWORD,
+# CASSANDRA_PROTOCOL_VERSION), else started by testcontainers when a Docker engine answers.
+# An absent real peer is reported SKIPPED with the reason, never passed. Each test gets its own
+# keyspace (dropped afterwards); peers and sessions live for the whole pytest process.
+
+
+@dataclass
+class CassandraPeer:
+    kind: str  # "cqlserver" or "real"
+    base: Any  # CassandraSettings without a keyspace of its own
+    server: Any = None  # the CqlServer, for faults, clocks and request counts (None when real)
+
+    def settings(self, keyspace: str, **overrides: Any) -> Any:
+        return replace(self.base, keyspace=keyspace, **overrides)
+
+
+_PEERS: dict[str, CassandraPeer | str] = {}  # kind -> peer, or the reason it is unavailable
+
+
+def cassandra_peer(request: pytest.FixtureRequest, kind: str) -> CassandraPeer:
+    """The process-wide peer of ``kind`` ("cqlserver" or "real"), started on first use; skips if absent."""
+    if kind not in _PEERS:
+        _PEERS[kind] = _start_peer(request.config, kind)
+    peer = _PEERS[kind]
+    if isinstance(peer, str):
+        pytest.skip(peer)
+    return peer
+
+
+def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
+    from states.cassandra.session import close_shared_clients
+    from states.cassandra.settings import CassandraSettings
+
+    if kind == "cqlserver":
+        from tests.cqlserver import CqlServer
+
+        server = CqlServer().start()
+        config.add_cleanup(server.stop)
+        config.add_cleanup(close_shared_clients)  # cleanups run last-in first-out: sessions first
+        return CassandraPeer(kind, CassandraSettings(contact_points=(server.host,), port=server.port,
+                                                     local_dc=server.data_center,
+                                                     protocol_version=max(server.protocol_versions)), server)
+    env = os.environ.get("CASSANDRA_CONTACT_POINTS")
+    if env:
+        hosts = [h.strip().rsplit(":", 1) if ":" in h else [h.strip(), "9042"] for h in env.split(",") if h.strip()]
+        password = os.environ.get("CASSANDRA_PASSWORD")
+        version = os.environ.get("CASSANDRA_PROTOCOL_VERSION")
+        config.add_cleanup(close_shared_clients)
+        return CassandraPeer(kind, CassandraSettings(
+            contact_points=tuple(h for h, _ in hosts), port=int(hosts[0][1]),
+            local_dc=os.environ.get("CASSANDRA_LOCAL_DC"), username=os.environ.get("CASSANDRA_USERNAME"),
+            password=password, protocol_version=int(version) if version else None))
+    try:
+        import docker  # testcontainers' dependency
+
+        docker.from_env().ping()
+    except Exception as e:  # no engine, no socket, no permission: all mean "not available here"
+        return (f"real Cassandra: CASSANDRA_CONTACT_POINTS is not set and no Docker engine answers for "
+                f"testcontainers ({type(e).__name__}: {e})")
+    from testcontainers.community.cassandra import CassandraContainer
+
+    container = CassandraContainer("cassandra:4.1").start()
+    config.add_cleanup(container.stop)
+    config.add_cleanup(close_shared_clients)
+    (host, port), = container.get_contact_points()
+    return CassandraPeer(kind, CassandraSettings(contact_points=(host,), port=port,
+                                                 local_dc=container.get_local_datacenter(), protocol_version=5))
+
+
+def cassandra_settings(request: pytest.FixtureRequest, kind: str, **overrides: Any) -> Any:
+    """Settings for a fresh keyspace on the ``kind`` peer; the keyspace is dropped after the test."""
+    from states.cassandra.session import shared_client
+
+    settings = cassandra_peer(request, kind).settings(f"t_{uuid.uuid4().hex[:16]}", **overrides)
+    request.addfinalizer(lambda: shared_client(settings).session.execute(
+        f"DROP KEYSPACE IF EXISTS {settings.keyspace}", timeout=60))
+    return settings
+
+
+def cassandra_map(spec: MapSpec, request: pytest.FixtureRequest, kind: str = "cqlserver") -> Backend:
+    from states.cassandra import CassandraBackingMap
+
+    settings = cassandra_settings(request, kind)
+    return Backend(CassandraBackingMap(settings, spec), lambda: CassandraBackingMap(settings, spec))
+
+
+def cassandra_store(topology_id: str, request: pytest.FixtureRequest, kind: str = "cqlserver") -> StoreHarness:
+    from states.cassandra import CassandraTransactionalStateStore
+
+    settings = cassandra_settings(request, kind)
+    store = CassandraTransactionalStateStore(settings, topology_id)
+    peer = cassandra_peer(request, kind)
+
+    def expire() -> None:
+        if peer.server is not None:
+            peer.server.advance_clock(10_000)  # the owner cell's TTL runs out on the server's clock
+        else:  # a real cluster's clock can't be moved: remove the TTL'd cell, which is what expiry does
+            store.client.session.execute(f"UPDATE {settings.keyspace}.{store.table} SET owner = null "
+                                         f"WHERE topology = %s", (topology_id,))
+
+    return StoreHarness(store, lambda: CassandraTransactionalStateStore(settings, topology_id), expire)
+
+
 BACKING_MAPS: dict[str, Callable[[MapSpec, pytest.FixtureRequest], Backend]] = {
     "memory": memory_map,
     "sqlite": sqlite_map,
+    "cassandra": cassandra_map,
+    "cassandra_real": lambda spec, request: cassandra_map(spec, request, "real"),
 }
 
 STORES: dict[str, Callable[[str, pytest.FixtureRequest], StoreHarness]] = {
     "memory": memory_store,
     "sqlite": sqlite_store,
+    "cassandra": cassandra_store,
+    "cassandra_real": lambda topology_id, request: cassandra_store(topology_id, request, "real"),
 }

@@ -1,0 +1,31 @@
+"""Cassandra backends: typed tables people query with CQL, every write a lightweight transaction.
+
+``OpaqueMap(CachedMap(CassandraBackingMap(settings, spec)))`` is the production stack; the
+transactional-state store and coordinator lease live in one partition per topology. Modules:
+``settings`` (typed settings), ``session`` (one cluster/session per process, prepared statements,
+retries), ``schema`` (create or validate tables), ``codec`` (values <-> typed columns, no driver),
+``unknown`` (resolving timed-out compare-and-sets), ``backing_map``, ``txstate``.
+Attributes are imported lazily, so ``states.cassandra.codec`` does not load the driver.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "CassandraBackingMap": "states.cassandra.backing_map",
+    "CassandraTransactionalStateStore": "states.cassandra.txstate",
+    "CassandraSettings": "states.cassandra.settings",
+    "TlsSettings": "states.cassandra.settings",
+    "CassandraClient": "states.cassandra.session",
+    "shared_client": "states.cassandra.session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'states.cassandra' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,0 +1,121 @@
+"""CassandraBackingMap: stored values in a typed Cassandra table, every write a lightweight transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.metrics import METRICS, Metrics
+from states.cassandra.codec import Row, RowLayout
+from states.cassandra.retry import Decision, decide
+from states.cassandra.schema import TableShape, ensure_table
+from states.cassandra.session import CassandraClient, shared_client
+from states.cassandra.settings import CassandraSettings
+from states.cassandra.unknown import resolve
+from states.protocols import CasResult
+from states.spec import MapSpec
+
+
+class CassandraBackingMap:
+    """Stored values of one :class:`MapSpec` in ``<keyspace>.<table>``, with compare-and-set.
+
+    The table has the key columns as a composite partition key, then ``txid``, the value columns
+    and, for opaque state, ``prev_<value>``: plain rows for cqlsh. Round trips per key:
+
+    * ``multi_get``: one SELECT per distinct key (token-aware, concurrent, retried);
+    * ``multi_cas``: one LWT per key, ``INSERT ... IF NOT EXISTS`` when nothing is expected, else
+      ``UPDATE ... IF`` every stored column equals what was read (nulls included). A failed LWT
+      returns the current row, which is decoded and returned: no re-read. An unknown outcome
+      costs one serial read (``states.cassandra.unknown``).
+
+    Under ``CachedMap`` the read is skipped for cached keys: a stale cache entry only costs a
+    failed LWT, which carries the current row, so the warm steady state is one request per key.
+    Pickles as settings and spec; an executor reconnects through its process's shared client.
+    """
+
+    def __init__(self, settings: CassandraSettings, spec: MapSpec, *, client: CassandraClient | None = None,
+                 metrics: Metrics = METRICS) -> None:
+        self.settings, self.spec, self.metrics = settings, spec, metrics
+        self.client = client or shared_client(settings)
+        self._layout = layout = RowLayout(spec)
+        shape = TableShape.of(settings.keyspace, layout)
+        ensure_table(self.client, shape, metrics)
+        self._stored = [n for n, _ in layout.stored_columns]
+        names = [n for n, _ in layout.columns]
+        where = " AND ".join(f"{n} = ?" for n, _ in layout.key_columns)
+        select = f"SELECT {', '.join(self._stored)} FROM {shape.name} WHERE {where}"
+        insert = f"INSERT INTO {shape.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        prepare = self.client.prepare
+        self._select = prepare(select, idempotent=True)
+        self._put = prepare(insert, idempotent=True)
+        self._insert_if_absent = prepare(insert + " IF NOT EXISTS", idempotent=False)
+        self._update_if = prepare(f"UPDATE {shape.name} SET {', '.join(f'{n} = ?' for n in self._stored)} "
+                                  f"WHERE {where} IF {' AND '.join(f'{n} = ?' for n in self._stored)}",
+                                  idempotent=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "spec": self.spec}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["settings"], state["spec"])  # type: ignore[misc]
+
+    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        key_rows = [self._layout.key_row(k) for k in keys]
+        unique = list(dict.fromkeys(key_rows))
+        results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics)
+        found = dict(zip(unique, (self._row_of(_ok(rs)) for rs in results), strict=True))
+        return [self._layout.value_of(found[kr]) for kr in key_rows]
+
+    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        """Unconditional upserts, e.g. to seed a table; the map states write with :meth:`multi_cas`."""
+        rows = [self._layout.key_row(k) + self._value_row(v) for k, v in zip(keys, values, strict=True)]
+        for rs in self.client.run([(self._put, r) for r in rows], kind="write", metrics=self.metrics):
+            _ok(rs)
+
+    def multi_cas(self, keys: Sequence[Any], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
+        """One LWT per key conditioned on ``expected`` (None: absent); unknown outcomes resolved."""
+        key_rows = [self._layout.key_row(k) for k in keys]
+        wanted = [self._value_row(v) for v in values]
+        requests = []
+        for kr, e, w in zip(key_rows, expected, wanted, strict=True):
+            old = self._layout.value_row(e)
+            requests.append((self._insert_if_absent, kr + w) if old is None else (self._update_if, w + kr + old))
+        results = self.client.run(requests, kind="cas", metrics=self.metrics, lwt=True)
+        out: list[CasResult[Any] | None] = [None] * len(keys)
+        unknown = []
+        for i, rs in enumerate(results):
+            if isinstance(rs, BaseException):
+                if decide(rs, lwt=True) is not Decision.RESOLVE:
+                    raise rs
+                unknown.append(i)
+                continue
+            row = rs.one()
+            out[i] = CasResult(True) if row["[applied]"] else CasResult(False, self._layout.value_of(self._lwt_row(row)))
+        if unknown:
+            resolved = resolve(self.client, self._select, [key_rows[i] for i in unknown],
+                               [wanted[i] for i in unknown], self._stored, self.metrics)
+            for i, (applied, current) in zip(unknown, resolved, strict=True):
+                out[i] = CasResult(True) if applied else CasResult(False, self._layout.value_of(current))
+        return out  # type: ignore[return-value]
+
+    def _value_row(self, value: Any) -> Row:
+        row = self._layout.value_row(value)
+        if row is None:
+            raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
+        return row
+
+    def _row_of(self, rs: Any) -> Row | None:
+        row = rs.one()
+        return None if row is None else tuple(row[c] for c in self._stored)
+
+    def _lwt_row(self, row: dict[str, Any]) -> Row | None:
+        """The stored columns a failed LWT returned (absent row: only ``[applied]`` comes back)."""
+        if not any(c in row for c in self._stored):
+            return None
+        return tuple(row.get(c) for c in self._stored)
+
+
+def _ok(result: Any) -> Any:
+    if isinstance(result, BaseException):
+        raise result
+    return result

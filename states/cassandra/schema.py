@@ -1,0 +1,126 @@
+"""Cassandra tables from a MapSpec: created if absent, validated if present, never altered.
+
+Every identifier that reaches CQL text is checked first (:func:`check_cql_identifier`): the
+project's rule (lower-case, ``[a-z][a-z0-9_]*``) plus CQL's reserved keywords, so names are used
+unquoted and read in cqlsh exactly as written (``SELECT word, count FROM ks.word_counts``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.metrics import Metrics
+from states.cassandra.codec import RowLayout
+from states.cassandra.session import BACKEND, CassandraClient
+from states.errors import InvalidIdentifierError, SchemaMismatchError
+from states.spec import check_identifier
+
+# Cassandra's reserved keywords (cannot be unquoted identifiers); see the CQL reference, appendix A.
+CQL_RESERVED = frozenset("""
+add allow alter and apply asc authorize batch begin by columnfamily create default delete desc describe drop
+entries execute from full grant if in index infinity insert into is keyspace limit materialized mbean mbeans
+modify nan norecursive not null of on or order primary rename replace revoke schema select set table to token
+truncate unlogged unset update use using view where with
+""".split())
+_REPLICATION_VALUE = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
+
+
+def check_cql_identifier(name: str, what: str = "identifier") -> str:
+    """``name`` if safe as an unquoted CQL identifier, else InvalidIdentifierError."""
+    check_identifier(name, what)
+    if name in CQL_RESERVED:
+        raise InvalidIdentifierError(f"invalid {what} {name!r}: it is a reserved CQL keyword")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """What a table must look like: typed columns, partition key, clustering and static columns."""
+
+    keyspace: str
+    table: str
+    columns: tuple[tuple[str, str], ...]
+    partition_key: tuple[str, ...]
+    clustering: tuple[str, ...] = ()
+    static: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(keyspace: str, layout: RowLayout) -> TableShape:
+        for name, _ in layout.columns:
+            if name != "txid" and not name.startswith("prev_"):
+                check_cql_identifier(name, "column name")
+        return TableShape(check_cql_identifier(keyspace, "keyspace name"),
+                          check_cql_identifier(layout.spec.table, "table name"),
+                          layout.columns, tuple(n for n, _ in layout.key_columns))
+
+    @property
+    def name(self) -> str:
+        return f"{self.keyspace}.{self.table}"
+
+    def create_cql(self) -> str:
+        cols = ", ".join(f"{n} {t}{' static' if n in self.static else ''}" for n, t in self.columns)
+        key = f"({', '.join(self.partition_key)})" + "".join(f", {c}" for c in self.clustering)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}, PRIMARY KEY ({key}))"
+
+
+def replication_cql(replication: Sequence[tuple[str, str]]) -> str:
+    for k, v in replication:
+        if not (_REPLICATION_VALUE.match(k) and _REPLICATION_VALUE.match(v)):
+            raise InvalidIdentifierError(f"invalid replication option {k!r}: {v!r}")
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in replication) + "}"
+
+
+def ensure_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -> None:
+    """Create the keyspace (if the settings say so) and table if absent, then validate the table.
+
+    Done once per session and table: a backing map built per Spark task costs no DDL round trips.
+    """
+    if shape in client.validated_tables:
+        return
+    s = client.settings
+    if s.create_keyspace:
+        _ddl(client, f"CREATE KEYSPACE IF NOT EXISTS {shape.keyspace} WITH replication = "
+                     f"{replication_cql(s.replication)}", metrics)
+    _ddl(client, shape.create_cql(), metrics)
+    validate_table(client, shape, metrics)
+    client.validated_tables.add(shape)
+
+
+def validate_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -> None:
+    """Raise SchemaMismatchError, naming table, column and both types, if the table differs from ``shape``."""
+    stmt = client.prepare("SELECT column_name, type, kind, position FROM system_schema.columns "
+                          "WHERE keyspace_name = ? AND table_name = ?", idempotent=True)
+    rows = list(client.run_one(stmt, (shape.keyspace, shape.table), kind="schema", metrics=metrics))
+    found = {r["column_name"]: r for r in rows}
+    if not found:
+        raise SchemaMismatchError(f"table {shape.name} does not exist (and could not be created)")
+    for name, type_ in shape.columns:
+        col = found.get(name)
+        if col is None:
+            raise SchemaMismatchError(f"table {shape.name} has no column {name!r} (expected type {type_}); "
+                                      f"migrate the table or configure another table name")
+        if _type(col["type"]) != type_:
+            raise SchemaMismatchError(f"table {shape.name} column {name!r} has type {col['type']}, expected {type_}")
+    _check_key(shape, found, "partition_key", shape.partition_key)
+    _check_key(shape, found, "clustering", shape.clustering)
+    for name in shape.static:
+        if found[name]["kind"] != "static":
+            raise SchemaMismatchError(f"table {shape.name} column {name!r} is {found[name]['kind']}, expected static")
+
+
+def _check_key(shape: TableShape, found: dict[str, dict], kind: str, expected: tuple[str, ...]) -> None:
+    actual = tuple(r["column_name"] for r in sorted(found.values(), key=lambda r: r["position"]) if r["kind"] == kind)
+    if actual != expected:
+        raise SchemaMismatchError(f"table {shape.name} has {kind.replace('_', ' ')} columns {list(actual)}, "
+                                  f"expected {list(expected)}")
+
+
+def _type(cql_type: str) -> str:
+    return "text" if cql_type == "varchar" else cql_type
+
+
+def _ddl(client: CassandraClient, cql: str, metrics: Metrics) -> None:
+    metrics.state_requests.labels(backend=BACKEND, kind="schema").inc()
+    client.session.execute(cql, timeout=max(client.settings.request_timeout_s, 30.0))

@@ -1,0 +1,151 @@
+"""One Cassandra cluster and session per process and settings, with prepared statements and retries.
+
+:func:`shared_client` is what backing maps and stores use: Spark executors open one session per
+Python worker process and reuse it for every batch (a forked child opens its own). A
+:class:`CassandraClient` of its own (``CassandraClient(settings)``) is for tests that need a
+second, independent session, e.g. a zombie writer.
+
+Routing is token-aware over the local data centre, every request uses the settings'
+consistency, the driver never retries by itself (:class:`FallthroughRetryPolicy`): retries and
+unknown outcomes are decided in ``states.cassandra.retry``, visibly and with metrics.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from cassandra import ConsistencyLevel
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.concurrent import execute_concurrent
+from cassandra.policies import DCAwareRoundRobinPolicy, FallthroughRetryPolicy, TokenAwarePolicy
+from cassandra.query import PreparedStatement, dict_factory
+
+from app.metrics import Metrics
+from states.cassandra.retry import Decision, backoff_s, decide
+from states.cassandra.settings import CassandraSettings, TlsSettings
+
+Request = tuple[Any, Sequence[Any]]  # (statement, bound values)
+BACKEND = "cassandra"
+
+
+def ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
+    """The TLS context for ``tls`` (None when disabled)."""
+    if not tls.enabled:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
+    ctx.check_hostname = tls.check_hostname
+    if tls.cert_file:
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    return ctx
+
+
+class CassandraClient:
+    """A connected session plus its prepared statements and the request loop with retries."""
+
+    def __init__(self, settings: CassandraSettings) -> None:
+        self.settings = settings
+        s = settings
+        profile = ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
+            retry_policy=FallthroughRetryPolicy(),
+            consistency_level=ConsistencyLevel.name_to_value[s.consistency],
+            serial_consistency_level=ConsistencyLevel.name_to_value[s.serial_consistency],
+            request_timeout=s.request_timeout_s,
+            row_factory=dict_factory,
+        )
+        auth = PlainTextAuthProvider(s.username, s.password.get()) if s.username and s.password else None
+        kwargs: dict[str, Any] = {"protocol_version": s.protocol_version} if s.protocol_version else {}
+        self.cluster = Cluster(list(s.contact_points), port=s.port, auth_provider=auth, ssl_context=ssl_context(s.tls),
+                               execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=s.connect_timeout_s,
+                               **kwargs)
+        self.session: Session = self.cluster.connect()
+        self.serial = ConsistencyLevel.name_to_value[s.serial_consistency]
+        self._prepared: dict[str, PreparedStatement] = {}
+        self.validated_tables: set[Any] = set()  # schema checked once per session (states.cassandra.schema)
+        self._lock = threading.Lock()
+
+    def prepare(self, cql: str, *, idempotent: bool) -> PreparedStatement:
+        """``cql`` prepared once per session (concurrent first calls may both prepare: harmless)."""
+        stmt = self._prepared.get(cql)
+        if stmt is None:
+            stmt = self.session.prepare(cql)
+            stmt.is_idempotent = idempotent
+            with self._lock:
+                stmt = self._prepared.setdefault(cql, stmt)
+        return stmt
+
+    def run(self, requests: Sequence[Request], *, kind: str, metrics: Metrics, lwt: bool = False) -> list[Any]:
+        """Execute ``requests`` concurrently (at most ``max_concurrency`` in flight).
+
+        Returns, in order, each request's ResultSet, or its exception when it failed for good
+        (after retries for reads and plain writes; at once for ``lwt``, so the caller resolves it).
+        A non-transient error is raised.
+        """
+        out: list[Any] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        for attempt in range(self.settings.max_retries + 1):
+            counter = metrics.state_requests.labels(backend=BACKEND, kind=kind)
+            counter.inc(len(pending))
+            results = execute_concurrent(self.session, [requests[i] for i in pending],
+                                         concurrency=self.settings.max_concurrency, raise_on_first_error=False)
+            again = []
+            for i, (ok, value) in zip(pending, results, strict=True):
+                if ok:
+                    out[i] = value
+                    continue
+                decision = decide(value, lwt=lwt)
+                if decision is Decision.RAISE:
+                    raise value
+                if decision is Decision.RETRY and attempt < self.settings.max_retries:
+                    again.append(i)
+                else:
+                    out[i] = value
+            if not again:
+                break
+            time.sleep(backoff_s(attempt, self.settings.backoff_initial_s, self.settings.backoff_max_s))
+            pending = again
+        return out
+
+    def run_one(self, statement: Any, values: Sequence[Any], *, kind: str, metrics: Metrics) -> Any:
+        """One read or idempotent write, retried; its ResultSet, or raise its final error."""
+        result = self.run([(statement, values)], kind=kind, metrics=metrics)[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def close(self) -> None:
+        self.cluster.shutdown()
+
+
+_shared: dict[tuple[CassandraSettings, int], CassandraClient] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_client(settings: CassandraSettings) -> CassandraClient:
+    """This process's client for ``settings``, connected on first use.
+
+    Shared across keyspaces: statements name their keyspace, so maps of several keyspaces on one
+    cluster use one session (the client's ``settings.keyspace`` is the first one asked for).
+    """
+    key = (replace(settings, keyspace="trident"), os.getpid())
+    with _shared_lock:
+        client = _shared.get(key)
+        if client is None:
+            client = _shared[key] = CassandraClient(settings)
+        return client
+
+
+def close_shared_clients() -> None:
+    """Shut down every shared client of this process (tests, service shutdown)."""
+    with _shared_lock:
+        clients = [c for (_, pid), c in _shared.items() if pid == os.getpid()]
+        _shared.clear()
+    for c in clients:
+        c.close()

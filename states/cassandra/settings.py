@@ -1,0 +1,107 @@
+"""Typed settings of the Cassandra backends: where the cluster is, how to talk to it, how hard to retry.
+
+Plain frozen dataclasses (picklable, hashable: one shared session per distinct settings and
+process). Secrets are :class:`Secret` so they never show in a repr, a log line or a traceback.
+Build them in code or from a config mapping with :meth:`CassandraSettings.from_mapping`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from states.spec import check_identifier
+
+CONSISTENCY_LEVELS = frozenset({"ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM",
+                                "LOCAL_ONE"})
+SERIAL_LEVELS = frozenset({"SERIAL", "LOCAL_SERIAL"})
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A password or key: compared and hashed by value, never printed."""
+
+    value: str = field(repr=False)
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    def get(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """TLS to the cluster. ``ca_file`` verifies the nodes; ``cert_file``/``key_file`` for client auth."""
+
+    enabled: bool = False
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    check_hostname: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CassandraSettings:
+    """How the state backends reach Cassandra.
+
+    ``consistency`` is used for reads and plain writes, and for the commit phase of lightweight
+    transactions; ``serial_consistency`` for their Paxos phase and for resolving unknown outcomes.
+    ``max_concurrency`` caps the requests in flight per call. Reads and plain writes that fail
+    with Unavailable, Overloaded or a timeout are retried up to ``max_retries`` times with
+    exponential backoff from ``backoff_initial_s`` to ``backoff_max_s``; a lightweight transaction
+    is never retried blindly (see ``states.cassandra.unknown``).
+    """
+
+    contact_points: tuple[str, ...] = ("127.0.0.1",)
+    port: int = 9042
+    keyspace: str = "trident"
+    local_dc: str | None = None  # None: the data centre of the first contact point
+    consistency: str = "LOCAL_QUORUM"
+    serial_consistency: str = "LOCAL_SERIAL"
+    username: str | None = None
+    password: Secret | None = None
+    tls: TlsSettings = TlsSettings()
+    max_concurrency: int = 64
+    max_retries: int = 5
+    backoff_initial_s: float = 0.05
+    backoff_max_s: float = 2.0
+    request_timeout_s: float = 10.0
+    connect_timeout_s: float = 5.0
+    protocol_version: int | None = None  # None: negotiate
+    create_keyspace: bool = True  # CREATE KEYSPACE IF NOT EXISTS with ``replication`` below
+    replication: tuple[tuple[str, str], ...] = (("class", "SimpleStrategy"), ("replication_factor", "1"))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.contact_points, str):
+            object.__setattr__(self, "contact_points", tuple(p.strip() for p in self.contact_points.split(",")))
+        if isinstance(self.password, str):
+            object.__setattr__(self, "password", Secret(self.password))
+        if isinstance(self.replication, Mapping):
+            object.__setattr__(self, "replication", tuple(sorted((str(k), str(v)) for k, v in self.replication.items())))
+        check_identifier(self.keyspace, "keyspace name")
+        if not self.contact_points or not all(self.contact_points):
+            raise ValueError("contact_points must name at least one host")
+        if self.consistency not in CONSISTENCY_LEVELS:
+            raise ValueError(f"consistency {self.consistency!r} is not one of {sorted(CONSISTENCY_LEVELS)}")
+        if self.serial_consistency not in SERIAL_LEVELS:
+            raise ValueError(f"serial_consistency {self.serial_consistency!r} is not one of {sorted(SERIAL_LEVELS)}")
+        if (self.username is None) != (self.password is None):
+            raise ValueError("set both username and password, or neither")
+        if self.max_concurrency < 1 or self.max_retries < 0:
+            raise ValueError("max_concurrency must be >= 1 and max_retries >= 0")
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> CassandraSettings:
+        """Settings from a config section (unknown keys are an error; ``tls`` may be a mapping)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"unknown cassandra settings {unknown}; known: {sorted(known)}")
+        values = dict(config)
+        if isinstance(values.get("tls"), Mapping):
+            values["tls"] = TlsSettings(**values["tls"])
+        if isinstance(values.get("contact_points"), list):
+            values["contact_points"] = tuple(values["contact_points"])
+        return cls(**values)

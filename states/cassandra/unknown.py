@@ -1,0 +1,71 @@
+"""Resolving lightweight transactions whose outcome is unknown.
+
+A compare-and-set that timed out (WriteTimeout with write type CAS), lost its connection, or
+hit Unavailable/Overloaded may or may not have been applied. We never send it again blindly:
+a second attempt of an applied write would fail its condition and look like a conflict with
+ourselves, and the two outcomes cannot be told apart afterwards. Instead:
+
+1. Read the row at SERIAL / LOCAL_SERIAL. A serial read runs Paxos on the partition, so it first
+   completes any proposal still in flight (ours included): what it returns is final.
+2. If the row holds exactly the value we were writing, report **applied**
+   (``trident_cas_unknown_outcomes_total{resolution="applied"}``).
+3. Otherwise report **not applied** with the row read as the current value
+   (``resolution="not_applied"``); the caller recomputes from it and tries again, exactly as after
+   an ordinary failed compare-and-set (``states.cas``), so no extra read is needed.
+
+Subtle case: the row can equal our value although *our* write was not the one applied, because a
+racing writer of the same txid (a zombie coordinator, a retried Spark task) computed and wrote the
+same value. Reporting "applied" is still correct: the frozen batch gives every writer of txid N the
+same partial, and the stored state is exactly the state we wanted. Nothing else we do depends on
+whose write landed. Conversely our write may have landed and been overwritten before the serial
+read; the opaque/transactional rules recompute from the newer value (or stop with StaleBatchError
+if a later txid is stored, which ordered commits make impossible for a live batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cassandra.query import BoundStatement, PreparedStatement
+
+from app.metrics import Metrics
+from states.cassandra.session import CassandraClient
+from states.errors import StateError
+
+
+class UnknownOutcomeError(StateError):
+    """A compare-and-set's outcome could not be resolved: even the serial read kept failing."""
+
+    def __init__(self, key: object, cause: BaseException) -> None:
+        self.key, self.cause = key, cause
+        super().__init__(f"outcome of the compare-and-set of key {key!r} is unknown: serial read failed ({cause!r})")
+
+
+def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[tuple[Any, ...]],
+            wanted: Sequence[tuple[Any, ...]], columns: Sequence[str], metrics: Metrics,
+            ) -> list[tuple[bool, tuple[Any, ...] | None]]:
+    """For each key, ``(applied, current stored row or None)`` from a serial read.
+
+    ``select`` (prepared) selects ``columns`` by key; it is sent at the serial consistency.
+    ``wanted`` holds the stored rows being written.
+    """
+    results = client.run([(serial(client, select, kr), None) for kr in key_rows], kind="serial_read",
+                         metrics=metrics)
+    out: list[tuple[bool, tuple[Any, ...] | None]] = []
+    for kr, want, rs in zip(key_rows, wanted, results, strict=True):
+        if isinstance(rs, BaseException):
+            raise UnknownOutcomeError(kr, rs) from rs
+        row = rs.one()
+        current = None if row is None else tuple(row[c] for c in columns)
+        applied = current == want
+        metrics.cas_unknown.labels(resolution="applied" if applied else "not_applied").inc()
+        out.append((applied, current))
+    return out
+
+
+def serial(client: CassandraClient, select: PreparedStatement, values: Sequence[Any]) -> BoundStatement:
+    """``select`` bound to ``values``, to be read at the serial consistency (a Paxos read)."""
+    bound = select.bind(values)
+    bound.consistency_level = client.serial
+    return bound
