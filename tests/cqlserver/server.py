@@ -68,6 +68,7 @@ class CqlServer:
         listener.bind((self.host, self._requested_port))
         listener.listen(128)
         self._listener = listener
+        self._requested_port = self.port  # a later start() (node "restart") reuses the port
         self.engine.node.port = self.port
         self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="cqlserver-worker")
         self._accept_thread = threading.Thread(target=self._accept_loop, name="cqlserver-accept", daemon=True)
@@ -75,7 +76,8 @@ class CqlServer:
         return self
 
     def stop(self) -> None:
-        """Close the listener and every client connection; data is kept."""
+        """Close the listener and every client connection; data is kept, and `start()` again
+        listens on the same port (a node restart, as far as clients can tell)."""
         listener, self._listener = self._listener, None
         if listener is None:
             return

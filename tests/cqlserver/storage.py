@@ -105,6 +105,7 @@ class TableData:
     def __init__(self, table: Table) -> None:
         self.table = table
         self.partitions: dict[tuple[Any, ...], Partition] = {}
+        self._order_keys: dict[tuple[Any, ...], tuple[int, bytes]] = {}
 
     def get(self, pk: tuple[Any, ...]) -> Partition | None:
         return self.partitions.get(pk)
@@ -116,8 +117,12 @@ class TableData:
         return part
 
     def order_key(self, pk: tuple[Any, ...]) -> tuple[int, bytes]:
-        key = serialize_partition_key(self.table, pk)
-        return token_of(key), key
+        """(Murmur3 token, key bytes): the order of partitions in full scans and paging."""
+        cached = self._order_keys.get(pk)
+        if cached is None:
+            key = serialize_partition_key(self.table, pk)
+            cached = self._order_keys[pk] = (token_of(key), key)
+        return cached
 
     def partition_keys(self, now: float, keys: list[tuple[Any, ...]] | None = None) -> list[tuple[Any, ...]]:
         """Live partition keys (all, or those among `keys`) in token order."""

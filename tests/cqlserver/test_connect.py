@@ -55,6 +55,17 @@ def test_v4_only_server_makes_driver_settle_on_v4(caplog):
             assert time.monotonic() - start < 1.0
             assert cluster.protocol_version == 4
             assert session.execute("SELECT key FROM system.local").one().key == "local"
+            # v4 encodings (byte flags, no metadata ids) through prepared statements, paging and LWT.
+            session.execute("CREATE KEYSPACE v4 WITH replication = {'class': 'SimpleStrategy', "
+                            "'replication_factor': 1}")
+            session.execute("CREATE TABLE v4.t (k int, c int, v text, PRIMARY KEY (k, c))")
+            insert = session.prepare("INSERT INTO v4.t (k, c, v) VALUES (?, ?, ?) IF NOT EXISTS")
+            assert all(session.execute(insert, (1, c, str(c))).was_applied for c in range(5))
+            again = session.execute(insert, (1, 0, "again"))
+            assert not again.was_applied and again.one().v == "0"
+            select = session.prepare("SELECT c FROM v4.t WHERE k = ?")
+            select.fetch_size = 2
+            assert [r.c for r in session.execute(select, (1,))] == [0, 1, 2, 3, 4]
         finally:
             cluster.shutdown()
     downgrades = [r.getMessage() for r in caplog.records if "Downgrading" in r.getMessage()]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from typing import Any
 
 import pytest
 from cassandra import ConsistencyLevel
+from cassandra.cluster import NoHostAvailable
+from cassandra.policies import ConstantReconnectionPolicy
 from cassandra.protocol import (ErrorMessage, OptionsMessage, PreparedQueryNotFound, PrepareMessage,
                                 ProtocolException, ResultMessage, StartupMessage, SupportedMessage,
                                 _ProtocolHandler)
@@ -97,6 +100,36 @@ def test_execute_with_skip_metadata_and_unknown_id(raw):
     assert skipped.parsed_rows == [("local", "Test Cluster")]
     unknown = raw.send_raw(0x0A, Writer().short_bytes(b"\x01" * 16).short(1).byte(0).getvalue())
     assert isinstance(unknown, PreparedQueryNotFound) and unknown.info == b"\x01" * 16
+
+
+def test_query_with_named_values(raw):
+    body = (Writer().long_string("SELECT cluster_name FROM system.local WHERE key = :k").short(1)
+            .byte(0x01 | 0x40).short(1).string("k").bytes(b"local").getvalue())
+    assert raw.send_raw(0x07, body).parsed_rows == [("Test Cluster",)]
+
+
+def test_restart_keeps_port_data_and_prepared_statements(cql_server):
+    cluster = connect_cluster(cql_server, reconnection_policy=ConstantReconnectionPolicy(0.05, None))
+    try:
+        session = cluster.connect()
+        session.execute("CREATE KEYSPACE rs WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE rs.t (k int PRIMARY KEY, v int)")
+        insert = session.prepare("INSERT INTO rs.t (k, v) VALUES (?, ?)")
+        session.execute(insert, (1, 1))
+        port = cql_server.port
+        cql_server.stop()
+        cql_server.start()
+        assert cql_server.port == port
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                session.execute(insert, (2, 2))
+                break
+            except NoHostAvailable:
+                time.sleep(0.02)
+        assert [r["k"] for r in cql_server.rows("rs", "t")] == [1, 2]
+    finally:
+        cluster.shutdown()
 
 
 def test_driver_reprepares_after_server_forgets_statements(cql_server):
