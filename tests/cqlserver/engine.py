@@ -20,7 +20,7 @@ from .cql import ast, parse
 from .errors import InvalidRequest, UnpreparedError
 from .lwt import execute_cas
 from .reads import ReadOptions, _selection, execute_select
-from .results import Prepared, Result, Rows, SchemaChange, Void
+from .results import Prepared, Result, Rows, SchemaChange, Void, rows_as_dicts
 from .schema import Catalog, Table
 from .storage import Cell, Clock, Row, TableData
 from .types import BIGINT
@@ -289,12 +289,11 @@ class Engine:
     def rows(self, keyspace: str, table_name: str) -> list[dict[str, Any]]:
         """Live rows of a table as dicts (SELECT * order), for test assertions."""
         with self.lock:
-            table = self.catalog.table(keyspace, table_name)
+            self.catalog.table(keyspace, table_name)
             parsed = self.parse(f'SELECT * FROM "{keyspace}"."{table_name}"')
             result = self.execute(parsed, keyspace, [], ExecOptions())
             assert isinstance(result, Rows)
-            names = [c.name for c in result.columns]
-            return [dict(zip(names, row)) for row in result.rows]
+            return rows_as_dicts(result)
 
     def truncate_all(self) -> None:
         with self.lock:

@@ -52,6 +52,12 @@ class Rows:
     metadata_id: bytes | None = None  # v5 id to report; default: digest of `columns`
 
 
+def rows_as_dicts(result: Rows) -> list[dict[str, Any]]:
+    """Rows as {column: value} with values as the driver would return them."""
+    return [{c.name: (None if v is None else c.type.to_python(v)) for c, v in zip(result.columns, row)}
+            for row in result.rows]
+
+
 @dataclass
 class Prepared:
     id: bytes

@@ -17,7 +17,7 @@ from .binding import collect_variables
 from .connection import ClientConnection
 from .engine import Engine, ExecOptions
 from .faults import Fault, FaultInjector
-from .results import Rows, SchemaChange
+from .results import Rows, SchemaChange, rows_as_dicts
 from .schema import Table
 from .stats import RequestRecord, Stats, StatsCollector
 from .system_tables import NodeInfo
@@ -198,13 +198,15 @@ class CqlServer:
                     for t in ks.tables.values()}
 
     def rows(self, keyspace: str, table: str) -> list[dict[str, Any]]:
-        """Live rows of a table as dicts (partition token order, then clustering order)."""
+        """Live rows of a table as dicts (partition token order, then clustering order).
+
+        Values are what the driver returns (timestamp: naive UTC datetime; sets: frozenset)."""
         return self.engine.rows(keyspace, table)
 
     def execute(self, cql: str, params: list[Any] | tuple[Any, ...] = (), keyspace: str | None = None) -> list[dict[str, Any]]:
         """Run CQL directly (no network, no counting, no faults); returns rows as dicts.
 
-        `params` are Python values bound to `?` markers (timestamps as datetime or ms).
+        `params` are Python values bound to `?` markers (timestamps as datetime or ms since epoch).
         """
         engine = self.engine
         parsed = engine.parse(cql)
@@ -213,10 +215,7 @@ class CqlServer:
             raw = [None if v is None else UNSET if v is UNSET else var.spec.type.encode(var.spec.type.coerce(v))
                    for var, v in zip(variables, params)]
             result = engine.execute(parsed, keyspace, raw, ExecOptions(), variables=variables)
-        if isinstance(result, Rows):
-            names = [c.name for c in result.columns]
-            return [dict(zip(names, row)) for row in result.rows]
-        return []
+        return rows_as_dicts(result) if isinstance(result, Rows) else []
 
     def advance_clock(self, seconds: float) -> None:
         """Move the server clock forward (TTLs expire as if `seconds` had passed)."""

@@ -19,6 +19,7 @@ def schema(session):
                     "PRIMARY KEY (tenant, seq))")
     session.execute("CREATE TABLE IF NOT EXISTS desc_events (p int, c int, v int, PRIMARY KEY (p, c)) "
                     "WITH CLUSTERING ORDER BY (c DESC)")
+    session.execute("CREATE TABLE IF NOT EXISTS lit (id uuid PRIMARY KEY, ts timestamp, b blob, f boolean, d double)")
 
 
 def test_create_existing_table_and_keyspace(session):
@@ -50,10 +51,9 @@ def test_all_supported_types_round_trip(session):
 
 
 def test_literals_in_cql_text(session):
-    session.execute("CREATE TABLE IF NOT EXISTS lit (id uuid PRIMARY KEY, ts timestamp, b blob, f boolean, d double)")
     session.execute("INSERT INTO lit (id, ts, b, f, d) VALUES (6ba7b810-9dad-11d1-80b4-00c04fd430c8, "
                     "'2020-01-02 03:04:05+0000', 0xCAFE, false, -1.5e3)")
-    row = session.execute("SELECT * FROM lit").one()
+    row = session.execute("SELECT * FROM lit WHERE id = 6ba7b810-9dad-11d1-80b4-00c04fd430c8").one()
     assert row.id == uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
     assert row.ts == datetime.datetime(2020, 1, 2, 3, 4, 5)
     assert (row.b, row.f, row.d) == (b"\xca\xfe", False, -1500.0)
@@ -207,6 +207,10 @@ def test_errors_are_proper_error_frames(session):
 def test_truncate_and_server_side_helpers(session, server):
     server.execute("INSERT INTO ks.kv (k, v) VALUES (?, ?)", ["helper", 42])
     assert server.execute("SELECT v FROM ks.kv WHERE k = 'helper'") == [{"v": 42}]
+    when = datetime.datetime(2024, 5, 1, 12, 0, 0, 250000)
+    server.execute("INSERT INTO ks.lit (id, ts) VALUES (?, ?)", [uuid.UUID(int=7), when])
+    assert session.execute("SELECT ts FROM lit WHERE id = %s", (uuid.UUID(int=7),)).one().ts == when
+    assert [r["ts"] for r in server.rows("ks", "lit") if r["id"] == uuid.UUID(int=7)] == [when]
     assert "ks.kv" in server.tables
     session.execute("TRUNCATE kv")
     assert server.rows("ks", "kv") == []

@@ -48,6 +48,10 @@ class CqlType:
         """Python value supplied by server-side helpers -> stored representation."""
         return value
 
+    def to_python(self, value: Any) -> Any:
+        """Stored representation -> what the DataStax driver would return (for test helpers)."""
+        return value
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CqlType) and other.name == self.name
 
@@ -231,6 +235,9 @@ class _Timestamp(CqlType):
             return (value - _EPOCH) // _dt.timedelta(milliseconds=1)
         return int(value)
 
+    def to_python(self, value: Any) -> _dt.datetime:
+        return _dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=value)
+
     def from_literal(self, kind: str, value: Any) -> int:
         if kind == "int":
             return int(value)
@@ -247,11 +254,19 @@ class _Date(CqlType):
     name, code = "date", 0x0011
 
     def encode(self, value: Any) -> bytes:
-        return struct.pack(">I", (int(value) + (1 << 31)) & 0xFFFFFFFF)
+        return struct.pack(">I", (self.coerce(value) + (1 << 31)) & 0xFFFFFFFF)
 
     def decode(self, data: bytes) -> int:
         _check_len(self, data, 4)
         return struct.unpack(">I", data)[0] - (1 << 31)
+
+    def coerce(self, value: Any) -> int:
+        if isinstance(value, _dt.date):
+            return (value - _dt.date(1970, 1, 1)).days
+        return int(value)
+
+    def to_python(self, value: Any) -> _dt.date:
+        return _dt.date(1970, 1, 1) + _dt.timedelta(days=value)
 
     def from_literal(self, kind: str, value: Any) -> int:
         if kind == "string":
