@@ -115,6 +115,10 @@ class KafkaSpoutConfig:
                 f"first_poll={self.first_poll.name}, data_loss={self.data_loss.name}, "
                 f"isolation_level={self.isolation_level!r}, properties={redact(self.properties)!r})")
 
+    def __hash__(self) -> int:
+        values = tuple(getattr(self, f) for f in self.__dataclass_fields__ if f != "properties")
+        return hash((values, tuple(sorted(self.properties.items()))))
+
     def __reduce__(self) -> tuple[Any, ...]:
         # MappingProxyType does not pickle; ship a plain dict and rebuild.
         values = {f: getattr(self, f) for f in self.__dataclass_fields__}

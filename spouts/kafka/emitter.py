@@ -67,7 +67,10 @@ class KafkaEmitter:
         """The next range of ``partition`` after ``last``; see :class:`spouts.protocols.PartitionedEmitter`.
 
         First poll (``last`` is None, or a plain strategy and ``last`` stored by another topology
-        id) starts from the configured strategy; otherwise at ``last.next_offset``.
+        id) starts from the configured strategy; otherwise at ``last.next_offset``. ``record_count``
+        is the offset span unless ``exact_record_counts`` (then the range is read to count records:
+        markers and aborted records make the span an upper bound). Sets the partition-lag gauge
+        (end offset minus the committed next offset).
         """
         first_poll = last is None or (not self.config.first_poll.uncommitted and last.topology_id != self.topology_id)
         try:
@@ -82,6 +85,8 @@ class KafkaEmitter:
                             "waiting for the log to reach it", partition.id, start, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
+            (self.metrics or METRICS).partition_lag.labels(self.topology_id, partition.topic,
+                                                           str(partition.partition)).set(max(0, end - start))
         except PartitionUnavailableError:
             if self.kind is SpoutKind.TRANSACTIONAL:
                 raise

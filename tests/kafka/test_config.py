@@ -50,6 +50,13 @@ def test_invalid_settings_are_refused(kwargs: dict[str, object], message: str) -
         KafkaSpoutConfig("b:9092", **kwargs)  # type: ignore[arg-type]
 
 
+def test_config_is_hashable_and_equal_by_value() -> None:
+    """Two configs with the same settings are equal and hash alike (properties included)."""
+    assert _cfg() == _cfg() and hash(_cfg()) == hash(_cfg())
+    other = KafkaSpoutConfig("b1:9092,b2:9092", topics=("events",), properties={**SECRETS, "sasl.password": "x"})
+    assert other != _cfg()
+
+
 def test_first_poll_flags() -> None:
     """UNCOMMITTED_* resume stored metadata; the position names where a first poll starts."""
     assert [s.uncommitted for s in FirstPoll] == [False, False, False, True, True, True]

@@ -125,6 +125,15 @@ def test_resume_starts_at_next_offset_never_plus_one(kafka_peer: KafkaPeer) -> N
     assert values == list(range(10))
 
 
+def test_plan_sets_partition_lag_to_end_minus_committed_offset(kafka_peer: KafkaPeer) -> None:
+    """Planning publishes each partition's lag: log end minus the next offset the last committed batch stored."""
+    topic = _topic(kafka_peer, 10)
+    metrics = Metrics(CollectorRegistry())
+    em = KafkaSpout(config(kafka_peer.bootstrap_servers(), topics=[topic]), "lagging", metrics).emitter()
+    em.plan_partition(Partition(topic, 0), PartitionMetadata(topic, 0, 0, 3, 3, "lagging"), 2)
+    assert metrics.value("trident_partition_lag", pipeline="lagging", topic=topic, partition="0") == 7
+
+
 def test_caps_bound_each_partition_and_the_batch(kafka_peer: KafkaPeer) -> None:
     """Under the planner's caps no partition exceeds per_partition and no batch exceeds per_batch; all is read once."""
     topic = _topic(kafka_peer, 60, partitions=3)
