@@ -130,7 +130,7 @@ class Fault:
         if self.effect == WRITE_TIMEOUT:
             if self.write_type == "CAS":
                 cl = req.serial_consistency or "SERIAL"
-            return WriteTimeoutError(f"Operation timed out - received only 0 responses. (injected)", cl, 0, 1,
+            return WriteTimeoutError("Operation timed out - received only 0 responses. (injected)", cl, 0, 1,
                                      self.write_type)
         if self.effect == READ_TIMEOUT:
             return ReadTimeoutError("Operation timed out - received only 0 responses. (injected)", cl, 0, 1, False)

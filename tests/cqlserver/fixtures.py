@@ -1,6 +1,7 @@
 """pytest fixtures for the CQL test server; import them from a conftest.py:
 
     from tests.cqlserver.fixtures import cql_server, cql_server_module  # noqa: F401
+    # or: pytest_plugins = ["tests.cqlserver.fixtures"]
 
 `cql_server` is function-scoped (fresh, empty node per test), `cql_server_module`
 and `cql_server_session` are shared (call `truncate_all()` / `clear_faults()` /
