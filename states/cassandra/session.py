@@ -24,7 +24,12 @@ from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.concurrent import execute_concurrent
-from cassandra.policies import DCAwareRoundRobinPolicy, FallthroughRetryPolicy, TokenAwarePolicy
+from cassandra.policies import (
+    DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
+    FallthroughRetryPolicy,
+    TokenAwarePolicy,
+)
 from cassandra.query import PreparedStatement, dict_factory
 
 from app.metrics import Metrics
@@ -64,6 +69,7 @@ class CassandraClient:
         kwargs: dict[str, Any] = {"protocol_version": s.protocol_version} if s.protocol_version else {}
         self.cluster = Cluster(list(s.contact_points), port=s.port, auth_provider=auth, ssl_context=ssl_context(s.tls),
                                execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=s.connect_timeout_s,
+                               reconnection_policy=ExponentialReconnectionPolicy(s.reconnect_base_s, s.reconnect_max_s),
                                **kwargs)
         self.session: Session = self.cluster.connect()
         self.serial = ConsistencyLevel.name_to_value[s.serial_consistency]

@@ -69,6 +69,8 @@ class CassandraSettings:
     backoff_max_s: float = 2.0
     request_timeout_s: float = 10.0
     connect_timeout_s: float = 5.0
+    reconnect_base_s: float = 1.0  # a node marked down is retried after this, doubling up to the max
+    reconnect_max_s: float = 60.0
     protocol_version: int | None = None  # None: negotiate
     create_keyspace: bool = True  # CREATE KEYSPACE IF NOT EXISTS with ``replication`` below
     replication: tuple[tuple[str, str], ...] = (("class", "SimpleStrategy"), ("replication_factor", "1"))

@@ -126,7 +126,9 @@ def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
         config.add_cleanup(close_shared_clients)  # cleanups run last-in first-out: sessions first
         return CassandraPeer(kind, CassandraSettings(contact_points=(server.host,), port=server.port,
                                                      local_dc=server.data_center,
-                                                     protocol_version=max(server.protocol_versions)), server)
+                                                     protocol_version=max(server.protocol_versions),
+                                                     backoff_initial_s=0.02, backoff_max_s=0.5,
+                                                     reconnect_base_s=0.05, reconnect_max_s=0.5), server)
     env = os.environ.get("CASSANDRA_CONTACT_POINTS")
     if env:
         hosts = [h.strip().rsplit(":", 1) if ":" in h else [h.strip(), "9042"] for h in env.split(",") if h.strip()]

@@ -1,0 +1,153 @@
+"""The Cassandra transactional-state store and lease beyond the shared contract: TTL, epochs, fencing, faults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from app.metrics import Metrics
+from states.cassandra import CassandraSettings, CassandraTransactionalStateStore
+from states.errors import LeaseHeldError, LeaseLostError
+from tests.cqlserver import CqlServer, Fault
+from tests.states.backends import cassandra_peer, cassandra_settings
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> CqlServer:
+    srv = cassandra_peer(request, "cqlserver").server
+    srv.clear_faults()
+    request.addfinalizer(srv.clear_faults)
+    return srv
+
+
+@pytest.fixture
+def settings(request: pytest.FixtureRequest, server: CqlServer) -> CassandraSettings:
+    return cassandra_settings(request, "cqlserver")
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics(CollectorRegistry())
+
+
+def lease_row(server: CqlServer, settings: CassandraSettings, topology: str) -> dict[str, Any]:
+    rows = server.execute(f"SELECT owner, epoch, TTL(owner) AS ttl FROM {settings.keyspace}.trident_state "
+                          f"WHERE topology = ? LIMIT 1", [topology])
+    return rows[0] if rows else {}
+
+
+class TestLease:
+    def test_owner_expires_with_its_ttl_and_the_epoch_survives(self, server: CqlServer,
+                                                              settings: CassandraSettings) -> None:
+        """The owner cell carries the lease TTL; after it runs out the epoch is still there and the next one grows."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e1 = store.acquire_lease("a", 30)
+        row = lease_row(server, settings, "wc")
+        assert (row["owner"], row["epoch"]) == ("a", e1) and 0 < row["ttl"] <= 30
+        server.advance_clock(31)
+        row = lease_row(server, settings, "wc")
+        assert (row["owner"], row["epoch"]) == (None, e1)
+        assert store.acquire_lease("b", 30) == e1 + 1
+
+    def test_renewal_extends_the_ttl(self, server: CqlServer, settings: CassandraSettings) -> None:
+        """A renewed lease outlives its first TTL; an unrenewed one does not."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e = store.acquire_lease("a", 10)
+        server.advance_clock(8)
+        store.renew_lease("a", e, 10)
+        server.advance_clock(8)
+        with pytest.raises(LeaseHeldError):
+            store.acquire_lease("b", 10)
+        server.advance_clock(3)
+        with pytest.raises(LeaseLostError):
+            store.renew_lease("a", e, 10)
+        assert store.acquire_lease("b", 10) == e + 1
+
+    def test_documents_are_plain_rows(self, server: CqlServer, settings: CassandraSettings) -> None:
+        """Documents are JSON text in rows keyed (topology, key), readable with CQL."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e = store.acquire_lease("a", 30)
+        store.put("spout/00000000000000000001", {"t:0": {"next": 5}}, epoch=e)
+        rows = server.execute(f"SELECT key, value FROM {settings.keyspace}.trident_state WHERE topology = 'wc'")
+        assert rows == [{"key": "spout/00000000000000000001", "value": '{"t:0": {"next": 5}}'}]
+
+    def test_a_fenced_put_or_delete_writes_nothing(self, server: CqlServer, settings: CassandraSettings) -> None:
+        """After a takeover the old epoch's put and delete raise LeaseLostError and leave every row as it was."""
+        a = CassandraTransactionalStateStore(settings, "wc")
+        e1 = a.acquire_lease("a", 10)
+        a.put("k", 1, epoch=e1)
+        server.advance_clock(11)
+        e2 = CassandraTransactionalStateStore(settings, "wc").acquire_lease("b", 10)
+        before = server.rows(settings.keyspace, "trident_state")
+        with pytest.raises(LeaseLostError):
+            a.put("k", 2, epoch=e1)
+        with pytest.raises(LeaseLostError):
+            a.put("new", 2, epoch=e1)
+        with pytest.raises(LeaseLostError):
+            a.delete(["k"], epoch=e1)
+        assert server.rows(settings.keyspace, "trident_state") == before
+        assert a.get("k") == 1 and a.get("new") is None and e2 == e1 + 1
+
+
+class TestUnknownOutcomes:
+    @pytest.mark.parametrize("applied", [True, False])
+    def test_put_timeout_is_resolved(self, server: CqlServer, settings: CassandraSettings, metrics: Metrics,
+                                     applied: bool) -> None:
+        """A put whose LWT timed out is resolved by serial reads (and re-sent only if it did not land)."""
+        store = CassandraTransactionalStateStore(settings, "wc", metrics=metrics)
+        e = store.acquire_lease("a", 30)
+        server.inject(Fault.write_timeout_cas(applied=applied, table="trident_state", statement="update"))
+        store.put("frozen/1", {"txid": 1}, epoch=e)
+        assert store.get("frozen/1") == {"txid": 1}
+        resolution = "applied" if applied else "not_applied"
+        assert metrics.value("trident_cas_unknown_outcomes_total", resolution=resolution) == 1
+        assert metrics.value("trident_state_requests_total", backend="cassandra", kind="cas") == (1 if applied else 2)
+
+    def test_put_timeout_after_a_takeover_is_lease_lost(self, server: CqlServer, settings: CassandraSettings) -> None:
+        """A put that timed out while a newer coordinator took over is reported as LeaseLostError."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e = store.acquire_lease("a", 10)
+        server.advance_clock(11)
+        CassandraTransactionalStateStore(settings, "wc").acquire_lease("b", 10)
+        server.inject(Fault.write_timeout_cas(applied=False, table="trident_state", statement="update"))
+        with pytest.raises(LeaseLostError):
+            store.put("frozen/1", {"txid": 1}, epoch=e)
+        assert store.get("frozen/1") is None
+
+    @pytest.mark.parametrize("applied", [True, False])
+    def test_acquire_timeout_is_resolved(self, server: CqlServer, settings: CassandraSettings, applied: bool) -> None:
+        """A takeover batch that timed out is resolved by the next serial read: ours if it landed, else re-tried."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        server.inject(Fault.write_timeout_cas(applied=applied, table="trident_state", statement="batch"))
+        e = store.acquire_lease("a", 30)
+        assert e == 1
+        with pytest.raises(LeaseHeldError):
+            CassandraTransactionalStateStore(settings, "wc").acquire_lease("b", 30)
+        store.put("k", "v", epoch=e)
+
+    @pytest.mark.parametrize("applied", [True, False])
+    def test_delete_timeout_is_resent_while_fenced(self, server: CqlServer, settings: CassandraSettings,
+                                                   applied: bool) -> None:
+        """A delete batch that timed out is sent again under the same epoch (deleting twice is harmless)."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e = store.acquire_lease("a", 30)
+        for k in ("s/1", "s/2", "s/3"):
+            store.put(k, 1, epoch=e)
+        server.inject(Fault.write_timeout_cas(applied=applied, table="trident_state", statement="batch"))
+        store.delete(["s/1", "s/2"], epoch=e)
+        assert store.keys("s/") == ["s/3"]
+
+    def test_renew_timeout_is_resent(self, server: CqlServer, settings: CassandraSettings) -> None:
+        """A renewal that timed out is sent again: renewing twice under the same owner and epoch is harmless."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e = store.acquire_lease("a", 10)
+        server.inject(Fault.write_timeout_cas(applied=True, table="trident_state", statement="update"))
+        server.advance_clock(8)
+        store.renew_lease("a", e, 10)
+        server.advance_clock(8)
+        with pytest.raises(LeaseHeldError):
+            store.acquire_lease("b", 10)
