@@ -90,7 +90,8 @@ class CassandraBackingMap:
                 unknown.append(i)
                 continue
             row = rs.one()
-            out[i] = CasResult(True) if row["[applied]"] else CasResult(False, self._layout.value_of(self._lwt_row(row)))
+            applied = row["[applied]"]
+            out[i] = CasResult(True) if applied else CasResult(False, self._layout.value_of(self._lwt_row(row)))
         if unknown:
             resolved = resolve(self.client, self._select, [key_rows[i] for i in unknown],
                                [wanted[i] for i in unknown], self._stored, self.metrics)

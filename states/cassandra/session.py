@@ -70,8 +70,15 @@ class CassandraClient:
         self.cluster = Cluster(list(s.contact_points), port=s.port, auth_provider=auth, ssl_context=ssl_context(s.tls),
                                execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=s.connect_timeout_s,
                                reconnection_policy=ExponentialReconnectionPolicy(s.reconnect_base_s, s.reconnect_max_s),
-                               **kwargs)
-        self.session: Session = self.cluster.connect()
+                               # A node coming back up would otherwise get every statement this process ever
+                               # prepared re-prepared before its pool opens (slow with many tables); an
+                               # unknown statement is re-prepared on first use anyway.
+                               reprepare_on_up=False, **kwargs)
+        try:
+            self.session: Session = self.cluster.connect()
+        except BaseException:
+            self.cluster.shutdown()  # don't leave the driver's threads behind
+            raise
         self.serial = ConsistencyLevel.name_to_value[s.serial_consistency]
         self._prepared: dict[str, PreparedStatement] = {}
         self.validated_tables: set[Any] = set()  # schema checked once per session (states.cassandra.schema)

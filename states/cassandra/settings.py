@@ -81,7 +81,8 @@ class CassandraSettings:
         if isinstance(self.password, str):
             object.__setattr__(self, "password", Secret(self.password))
         if isinstance(self.replication, Mapping):
-            object.__setattr__(self, "replication", tuple(sorted((str(k), str(v)) for k, v in self.replication.items())))
+            options = tuple(sorted((str(k), str(v)) for k, v in self.replication.items()))
+            object.__setattr__(self, "replication", options)
         check_identifier(self.keyspace, "keyspace name")
         if not self.contact_points or not all(self.contact_points):
             raise ValueError("contact_points must name at least one host")

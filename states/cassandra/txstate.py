@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from cassandra.query import BatchStatement, BatchType
 
 from app.metrics import METRICS, Metrics
-from states.cassandra.retry import Decision, decide
+from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.schema import TableShape, check_cql_identifier, ensure_table
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
@@ -88,7 +89,8 @@ class CassandraTransactionalStateStore:
 
     def put(self, key: str, value: Any, *, epoch: int) -> None:
         doc = json.dumps(value, ensure_ascii=False)
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
+            self._pause(attempt)
             rs = self._lwt(self._put, (doc, self.topology_id, key, epoch))
             if rs is not None:
                 return self._fenced(rs, epoch)
@@ -104,7 +106,8 @@ class CassandraTransactionalStateStore:
     def delete(self, keys: Sequence[str], *, epoch: int) -> None:
         if not keys:
             return
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
+            self._pause(attempt)
             batch = BatchStatement(BatchType.UNLOGGED)  # one partition: atomic and isolated anyway
             for k in keys:
                 batch.add(self._delete, (self.topology_id, k, epoch))
@@ -120,7 +123,8 @@ class CassandraTransactionalStateStore:
     # lease
     def acquire_lease(self, owner: str, ttl_s: float) -> int:
         writing: int | None = None
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
+            self._pause(attempt)
             held_by, epoch = self._serial_lease()
             if writing is not None and held_by == owner and epoch == writing:
                 return writing  # the previous attempt's outcome was unknown: it landed
@@ -138,7 +142,8 @@ class CassandraTransactionalStateStore:
         raise StateError(f"lease of topology {self.topology_id!r}: no decision after {_ATTEMPTS} attempts")
 
     def renew_lease(self, owner: str, epoch: int, ttl_s: float) -> None:
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
+            self._pause(attempt)
             rs = self._lwt(self._renew, (_ttl(ttl_s), owner, self.topology_id, owner, epoch), kind="lease")
             if rs is None:
                 continue  # unknown: renewing under the same owner and epoch again is harmless
@@ -149,11 +154,18 @@ class CassandraTransactionalStateStore:
         raise LeaseLostError(self.topology_id, epoch)
 
     def release_lease(self, owner: str, epoch: int) -> None:
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
+            self._pause(attempt)
             if self._lwt(self._release, (self.topology_id, owner, epoch), kind="lease") is not None:
                 return
 
     # helpers
+    def _pause(self, attempt: int) -> None:
+        """Back off before every attempt after the first (an unknown outcome or a lost race)."""
+        if attempt:
+            s = self.settings
+            time.sleep(backoff_s(attempt - 1, s.backoff_initial_s, s.backoff_max_s))
+
     def _lwt(self, statement: Any, values: Any, *, kind: str = "cas") -> Any:
         """The LWT's ResultSet, or None when its outcome is unknown."""
         result = self.client.run([(statement, values)], kind=kind, metrics=self.metrics, lwt=True)[0]

@@ -127,7 +127,7 @@ def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
         return CassandraPeer(kind, CassandraSettings(contact_points=(server.host,), port=server.port,
                                                      local_dc=server.data_center,
                                                      protocol_version=max(server.protocol_versions),
-                                                     backoff_initial_s=0.02, backoff_max_s=0.5,
+                                                     backoff_initial_s=0.02, backoff_max_s=0.5, max_retries=8,
                                                      reconnect_base_s=0.05, reconnect_max_s=0.5), server)
     env = os.environ.get("CASSANDRA_CONTACT_POINTS")
     if env:

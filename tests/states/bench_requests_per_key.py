@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
                 rows += measure(server, client, kind, args.keys, args.batches)
         finally:
             client.close()
-    print(f"Cassandra requests per updated key ({args.keys} keys, {args.batches} steady-state batches, CQL test server)")
+    print(f"Cassandra requests per updated key ({args.keys} keys, {args.batches} steady-state batches, "
+          f"CQL test server)")
     print(f"{'map':<14} {'scenario':<12} {'requests/key':>12} {'reads/key':>10} {'LWTs/key':>9} {'ms/batch':>9}")
     for kind, name, total, reads, lwts, ms in rows:
         print(f"{kind:<14} {name:<12} {total:>12.2f} {reads:>10.2f} {lwts:>9.2f} {ms:>9.1f}")

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import pytest
-from cassandra.cluster import Cluster
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import DCAwareRoundRobinPolicy
 from cassandra.protocol import ServerError
 from prometheus_client import CollectorRegistry
 
@@ -49,18 +49,6 @@ def peer(request: pytest.FixtureRequest) -> CassandraPeer:
 
 
 @pytest.fixture
-def fresh_client(request: pytest.FixtureRequest) -> Callable[[CassandraSettings], CassandraClient]:
-    """A second session, so schema validation is not skipped as already done by the shared one."""
-
-    def make(settings: CassandraSettings) -> CassandraClient:
-        client = CassandraClient(settings)
-        request.addfinalizer(client.close)
-        return client
-
-    return make
-
-
-@pytest.fixture
 def server_settings(request: pytest.FixtureRequest, peer: CassandraPeer) -> CassandraSettings:
     return cassandra_settings(request, "cqlserver")
 
@@ -77,8 +65,9 @@ def commit(state: Any, txid: int, counts: dict[Any, int]) -> None:
 
 def raw_session(settings: CassandraSettings) -> Any:
     """A plain driver session, as cqlsh or a user's application would open one."""
+    profile = ExecutionProfile(load_balancing_policy=DCAwareRoundRobinPolicy(settings.local_dc))
     cluster = Cluster(list(settings.contact_points), port=settings.port, protocol_version=settings.protocol_version
-                      or 4)
+                      or 4, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
     return cluster, cluster.connect()
 
 
@@ -117,7 +106,8 @@ class TestTablesPeopleQuery:
             ("bucketed", "word"): ("partition_key", 0, "text"), ("bucketed", "bucket"): ("partition_key", 1, "bigint"),
             ("bucketed", "txid"): ("regular", -1, "bigint"), ("bucketed", "count"): ("regular", -1, "bigint"),
             ("word_counts", "word"): ("partition_key", 0, "text"), ("word_counts", "txid"): ("regular", -1, "bigint"),
-            ("word_counts", "count"): ("regular", -1, "bigint"), ("word_counts", "prev_count"): ("regular", -1, "bigint"),
+            ("word_counts", "count"): ("regular", -1, "bigint"),
+            ("word_counts", "prev_count"): ("regular", -1, "bigint"),
         }
 
     def test_every_kind_and_column_type_round_trips(self, settings: CassandraSettings) -> None:
@@ -142,23 +132,21 @@ class TestTablesPeopleQuery:
 
 
 class TestSchemaChecks:
-    def test_type_mismatch_is_a_clear_error(self, settings: CassandraSettings,
-                                            fresh_client: Callable[[CassandraSettings], CassandraClient]) -> None:
+    def test_type_mismatch_is_a_clear_error(self, settings: CassandraSettings) -> None:
         """An existing table whose column has another type is refused, naming table, column and both types."""
         CassandraBackingMap(settings, MapSpec("word_counts", StateKind.OPAQUE, (Column("word", "text"),),
                                               (Column("count", "text"),)))
         with pytest.raises(SchemaMismatchError, match=rf"{settings.keyspace}\.word_counts column 'count' has type "
                                                       r"text, expected bigint"):
-            CassandraBackingMap(settings, WORDS, client=fresh_client(settings))
+            CassandraBackingMap(settings, WORDS)
 
-    def test_missing_column_is_a_clear_error_and_nothing_is_altered(self, settings: CassandraSettings,
-                                                                    fresh_client: Callable[[CassandraSettings], CassandraClient]) -> None:
+    def test_missing_column_is_a_clear_error_and_nothing_is_altered(self, settings: CassandraSettings) -> None:
         """A table lacking a column the spec needs is refused; the table keeps its columns."""
         tx = MapSpec("word_counts", StateKind.TRANSACTIONAL, (Column("word", "text"),), (Column("count", "bigint"),))
         CassandraBackingMap(settings, tx)
         with pytest.raises(SchemaMismatchError, match=rf"{settings.keyspace}\.word_counts has no column "
                                                       r"'prev_count' \(expected type bigint\)"):
-            CassandraBackingMap(settings, WORDS, client=fresh_client(settings))
+            CassandraBackingMap(settings, WORDS)
         cluster, session = raw_session(settings)
         try:
             names = {r.column_name for r in session.execute(
@@ -168,17 +156,19 @@ class TestSchemaChecks:
             cluster.shutdown()
         assert names == {"word", "txid", "count"}
 
-    def test_partition_key_mismatch_is_refused(self, settings: CassandraSettings,
-                                               fresh_client: Callable[[CassandraSettings], CassandraClient]) -> None:
+    def test_partition_key_mismatch_is_refused(self, settings: CassandraSettings) -> None:
         """A table keyed (word) with bucket as a clustering column is not the spec's ((word, bucket))."""
-        client = fresh_client(settings)
-        client.session.execute(f"CREATE KEYSPACE IF NOT EXISTS {settings.keyspace} WITH replication = "
-                               f"{replication_cql(settings.replication)}")
-        client.session.execute(f"CREATE TABLE {settings.keyspace}.bucketed (word text, bucket bigint, txid bigint, "
-                               f"count bigint, PRIMARY KEY ((word), bucket))")
+        cluster, session = raw_session(settings)
+        try:
+            session.execute(f"CREATE KEYSPACE IF NOT EXISTS {settings.keyspace} WITH replication = "
+                            f"{replication_cql(settings.replication)}")
+            session.execute(f"CREATE TABLE {settings.keyspace}.bucketed (word text, bucket bigint, txid bigint, "
+                            f"count bigint, PRIMARY KEY ((word), bucket))")
+        finally:
+            cluster.shutdown()
         with pytest.raises(SchemaMismatchError, match=r"partition key columns \['word'\], expected \['word', "
                                                       r"'bucket'\]"):
-            CassandraBackingMap(settings, BUCKETED, client=client)
+            CassandraBackingMap(settings, BUCKETED)
 
     def test_bad_identifiers_never_reach_cql(self, server_settings: CassandraSettings) -> None:
         """Keyspace, table, column names and replication options are validated before any CQL is built."""
@@ -284,3 +274,26 @@ def test_benchmark_reports_one_request_per_key_warm_and_two_cold() -> None:
     rows = {(kind, name): total for kind, name, total, *_ in main(["--keys", "20", "--batches", "2"])}
     for kind in ("opaque", "transactional"):
         assert (rows[kind, "warm cache"], rows[kind, "cold cache"], rows[kind, "no cache"]) == (1.0, 2.0, 2.0)
+
+
+def test_password_authentication_from_settings() -> None:
+    """username/password from the settings authenticate (PlainTextAuthProvider); a wrong password is refused."""
+    from cassandra.cluster import NoHostAvailable
+
+    from tests.cqlserver import CqlServer
+
+    with CqlServer(username="svc", password="s3cret") as server:
+        base = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="authed",
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions),
+                                 username="svc", password="s3cret")
+        client = CassandraClient(base)
+        try:
+            backing = CassandraBackingMap(base, WORDS, client=client)
+            backing.multi_put([("a",)], [OpaqueValue(1, 1)])
+            assert backing.multi_get([("a",)]) == [OpaqueValue(1, 1)]
+        finally:
+            client.close()
+        with pytest.raises(NoHostAvailable):
+            CassandraClient(CassandraSettings(contact_points=(server.host,), port=server.port,
+                                              protocol_version=max(server.protocol_versions),
+                                              username="svc", password="wrong"))

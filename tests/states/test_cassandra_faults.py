@@ -139,9 +139,9 @@ class TestUnknownOutcomes:
 
     @pytest.mark.parametrize("applied", [True, False])
     def test_dropped_connection_during_an_lwt(self, server: CqlServer, settings: CassandraSettings, stack: Any,
-                                              applied: bool) -> None:
+                                              other_client: CassandraClient, applied: bool) -> None:
         """A connection lost under an LWT is an unknown outcome too; after reconnecting it is resolved, not re-sent."""
-        state, m = stack()
+        state, m = stack(other_client)  # its own session: the node is marked down in this one only
         commit(state, 1)
         commit(state, 2)
         server.inject(Fault.drop_connection(applied=applied, table="word_counts", conditional=True))

@@ -66,7 +66,8 @@ class TestRetryDecision:
         """A lightweight transaction that failed transiently has an unknown outcome: resolve it."""
         assert decide(error, lwt=True) is Decision.RESOLVE
 
-    @pytest.mark.parametrize("error", [SyntaxException(0x2000, "bad", None), ServerError(0x0000, "bug", None), KeyError("x")])
+    @pytest.mark.parametrize("error", [SyntaxException(0x2000, "bad", None), ServerError(0x0000, "bug", None),
+                                       KeyError("x")])
     def test_other_errors_are_raised(self, error: Exception) -> None:
         """Bugs and invalid requests are never retried."""
         assert decide(error, lwt=False) is Decision.RAISE and decide(error, lwt=True) is Decision.RAISE

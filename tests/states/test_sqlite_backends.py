@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from app.metrics import Metrics
@@ -155,3 +157,20 @@ def test_store_fences_a_zombie_in_another_instance(db: Path) -> None:
     assert b.get("commit/1") is None and b.keys("") == []
     a.close()
     b.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.text(max_size=8), st.integers(-2**63, 2**63 - 1)), min_size=1, max_size=6, unique=True),
+       st.integers(1, 2**62), st.one_of(st.none(), st.floats(allow_nan=False)), st.text(), st.booleans())
+def test_stored_values_round_trip_and_compare_equal(tmp_path: Path, keys: list, txid: int, total: float | None,
+                                                    label: str, flag: bool) -> None:
+    """Any key and value round-trips, and the row read back is what a compare-and-set expects."""
+    spec = MapSpec("prop", StateKind.OPAQUE, (Column("word", "text"), Column("n", "bigint")),
+                   (Column("total", "double"), Column("label", "text"), Column("flag", "boolean")))
+    m = SqliteBackingMap(tmp_path / f"p{txid}.db", spec)
+    value = OpaqueValue(txid, (total, label, flag), None)
+    m.multi_put(keys, [value] * len(keys))
+    assert m.multi_get(keys) == [value] * len(keys)
+    assert all(r.applied for r in m.multi_cas(keys, [value] * len(keys), [OpaqueValue(txid + 1, None, value.curr)]
+                                              * len(keys)))
+    m.close()
