@@ -3,8 +3,9 @@
 ``OpaqueMap(CachedMap(CassandraBackingMap(settings, spec)))`` is the production stack; the
 transactional-state store and coordinator lease live in one partition per topology. Modules:
 ``settings`` (typed settings), ``session`` (one cluster/session per process, prepared statements,
-retries), ``schema`` (create or validate tables), ``codec`` (values <-> typed columns, no driver),
-``unknown`` (resolving timed-out compare-and-sets), ``backing_map``, ``txstate``.
+the request loop), ``retry`` (what to do after a failed request: retry, resolve or raise),
+``schema`` (create or validate tables), ``codec`` (values <-> typed columns, no driver),
+``unknown`` (resolving compare-and-sets of unknown outcome), ``backing_map``, ``txstate``.
 Attributes are imported lazily, so ``states.cassandra.codec`` does not load the driver.
 """
 
