@@ -8,10 +8,13 @@ from typing import Any
 from app.metrics import METRICS, Metrics
 from states.cas import write_through
 from states.protocols import BackingMap, Updater
+from states.spec import StateKind
 
 
 class NonTransactionalMap:
     """Map state storing bare values: a replayed batch is counted again (Trident's ``NonTransactionalMap``)."""
+
+    kind = StateKind.NON_TRANSACTIONAL
 
     def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: Metrics = METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics

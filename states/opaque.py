@@ -8,11 +8,14 @@ from typing import Any
 from app.metrics import METRICS, Metrics
 from states.cas import write_through
 from states.protocols import BackingMap, Updater
+from states.spec import StateKind
 from states.values import OpaqueValue
 
 
 class OpaqueMap:
     """Map state storing :class:`OpaqueValue` in any backing map (Trident's ``OpaqueMap``)."""
+
+    kind = StateKind.OPAQUE
 
     def __init__(self, backing: BackingMap[Any, OpaqueValue[Any]], *, max_cas_attempts: int = 8,
                  metrics: Metrics = METRICS) -> None:

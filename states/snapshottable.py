@@ -14,6 +14,7 @@ class SnapshottableMap:
 
     def __init__(self, delegate: MapState[Any, Any], key: Any = GLOBAL_KEY) -> None:
         self.delegate, self.key = delegate, key
+        self.kind = getattr(delegate, "kind", None)
 
     def begin_commit(self, txid: int) -> None:
         self.delegate.begin_commit(txid)

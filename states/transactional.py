@@ -8,11 +8,14 @@ from typing import Any
 from app.metrics import METRICS, Metrics
 from states.cas import write_through
 from states.protocols import BackingMap, Updater
+from states.spec import StateKind
 from states.values import TransactionalValue
 
 
 class TransactionalMap:
     """Map state storing :class:`TransactionalValue` in any backing map (Trident's ``TransactionalMap``)."""
+
+    kind = StateKind.TRANSACTIONAL
 
     def __init__(self, backing: BackingMap[Any, TransactionalValue[Any]], *, max_cas_attempts: int = 8,
                  metrics: Metrics = METRICS) -> None:

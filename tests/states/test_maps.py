@@ -1,0 +1,188 @@
+"""Map states over backing maps: CAS retries, caching, snapshots, aggregators, write skipping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from app.metrics import Metrics
+from states import (
+    CachedMap,
+    CasRetriesExhaustedError,
+    Count,
+    Max,
+    Min,
+    NonTransactionalMap,
+    OpaqueMap,
+    SnapshottableMap,
+    StaleBatchError,
+    Sum,
+    TransactionalMap,
+    combiner,
+)
+from states.aggregators import combine_updater
+from states.memory import MemoryBackingMap
+from states.protocols import CasResult
+from states.values import OpaqueValue
+
+
+class RacingMap(MemoryBackingMap):
+    """Before each CAS, a 'zombie' writes ``interference`` into the first key, ``times`` times."""
+
+    def __init__(self, interference: Sequence[Any], times: int) -> None:
+        super().__init__()
+        self.interference, self.times, self.cas_calls, self.gets = list(interference), times, 0, 0
+
+    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        self.gets += 1
+        return super().multi_get(keys)
+
+    def multi_cas(self, keys: Sequence[Any], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
+        self.cas_calls += 1
+        if self.times > 0:
+            self.times -= 1
+            self.data[keys[0]] = self.interference.pop(0)
+        return super().multi_cas(keys, expected, values)
+
+
+def opaque_commit(state: Any, txid: int, updates: dict[Any, int]) -> list[Any]:
+    state.begin_commit(txid)
+    out = state.multi_update(list(updates), [combine_updater(Count(), n) for n in updates.values()])
+    state.commit(txid)
+    return out
+
+
+class TestCompareAndSet:
+    def test_failed_cas_recomputes_from_returned_value_without_rereading(self) -> None:
+        """A zombie of the same txid wrote first: the CAS fails, the map recomputes from the returned row."""
+        metrics = Metrics(CollectorRegistry())
+        backing = RacingMap([OpaqueValue(5, 13, 10)], times=1)  # same txid 5, partial 3 on prev 10
+        backing.data[("k",)] = OpaqueValue(4, 10, 6)
+        state = OpaqueMap(backing, metrics=metrics)
+        assert opaque_commit(state, 5, {("k",): 3}) == [13]
+        assert backing.data[("k",)] == OpaqueValue(5, 13, 10)
+        assert backing.gets == 1 and backing.cas_calls == 1  # recomputed value equals stored: no second write
+        assert metrics.value("trident_cas_conflicts_total") == 1
+
+    def test_conflict_with_an_older_writer_retries_and_applies(self) -> None:
+        """The stored value changed under us (a retried write of txid 4): retry on the new value."""
+        backing = RacingMap([OpaqueValue(4, 11, 6)], times=1)
+        backing.data[("k",)] = OpaqueValue(4, 10, 6)
+        state = OpaqueMap(backing)
+        assert opaque_commit(state, 5, {("k",): 3}) == [14]
+        assert backing.data[("k",)] == OpaqueValue(5, 14, 11)
+        assert backing.cas_calls == 2
+
+    def test_writer_of_n_finding_n_plus_1_stops(self) -> None:
+        """A writer of txid N that finds N+1 stored raises StaleBatchError naming the key, writes nothing."""
+        backing = RacingMap([OpaqueValue(6, 20, 17)], times=1)
+        backing.data[("k",)] = OpaqueValue(4, 10, 6)
+        with pytest.raises(StaleBatchError) as e:
+            opaque_commit(OpaqueMap(backing), 5, {("k",): 3})
+        assert e.value.key == ("k",) and e.value.stored_txid == 6
+        assert backing.data[("k",)] == OpaqueValue(6, 20, 17)
+
+    def test_retries_are_bounded(self) -> None:
+        """A key that changes before every CAS exhausts the attempts with a typed error."""
+        backing = RacingMap([OpaqueValue(4, 10 + i, 6) for i in range(10)], times=10)
+        backing.data[("k",)] = OpaqueValue(4, 9, 6)
+        with pytest.raises(CasRetriesExhaustedError) as e:
+            opaque_commit(OpaqueMap(backing, max_cas_attempts=3), 5, {("k",): 1})
+        assert e.value.keys == [("k",)] and e.value.attempts == 3 and backing.cas_calls == 3
+
+    def test_unchanged_values_are_not_written(self) -> None:
+        """Replaying an applied transactional batch sends no write at all."""
+        backing = RacingMap([], times=0)
+        state = TransactionalMap(backing)
+        opaque_commit(state, 1, {("a",): 1, ("b",): 2})
+        calls = backing.cas_calls
+        opaque_commit(state, 1, {("a",): 1, ("b",): 2})
+        assert backing.cas_calls == calls
+        assert state.multi_get([("a",), ("b",)]) == [1, 2]
+
+
+class TestKinds:
+    def test_non_transactional_counts_a_replay_twice(self) -> None:
+        """At-least-once: the same txid applied twice is counted twice."""
+        state = NonTransactionalMap(MemoryBackingMap())
+        opaque_commit(state, 1, {("a",): 2})
+        opaque_commit(state, 1, {("a",): 2})
+        assert state.multi_get([("a",)]) == [4]
+
+    def test_opaque_replay_with_different_content_replaces_attempt(self) -> None:
+        """Opaque: attempt 2 of txid 1 with a different partial replaces attempt 1's contribution."""
+        state = OpaqueMap(MemoryBackingMap())
+        opaque_commit(state, 1, {("a",): 2})
+        opaque_commit(state, 1, {("a",): 5})
+        opaque_commit(state, 2, {("a",): 1})
+        assert state.multi_get([("a",)]) == [6]
+
+    def test_multi_update_outside_commit_is_refused(self) -> None:
+        with pytest.raises(RuntimeError):
+            OpaqueMap(MemoryBackingMap()).multi_update([("a",)], [lambda v: 1])
+
+    def test_snapshottable_global_count(self) -> None:
+        """A global aggregate lives under one fixed key and follows the opaque rule."""
+        snap = SnapshottableMap(OpaqueMap(MemoryBackingMap()))
+        for txid, n in ((1, 5), (1, 6), (2, 4)):
+            snap.begin_commit(txid)
+            snap.update(combine_updater(Sum(), n))
+            snap.commit(txid)
+        assert snap.get() == 10
+
+
+class TestCachedMap:
+    def test_warm_cache_skips_reads_and_survives_a_zombie(self) -> None:
+        """Warm reads come from the cache; a stale cached value costs one failed CAS, never a wrong count."""
+        backing = RacingMap([], times=0)
+        state = OpaqueMap(CachedMap(backing, size=100))
+        opaque_commit(state, 1, {("a",): 1})
+        gets = backing.gets
+        opaque_commit(state, 2, {("a",): 1})
+        assert backing.gets == gets  # warm: no read
+        backing.data[("a",)] = OpaqueValue(3, 7, 2)  # someone else committed txid 3 behind the cache's back
+        cas_calls = backing.cas_calls
+        assert opaque_commit(state, 4, {("a",): 1}) == [8]
+        assert backing.data[("a",)] == OpaqueValue(4, 8, 7)
+        assert backing.cas_calls == cas_calls + 2 and backing.gets == gets  # one refused CAS, one applied, no read
+
+    def test_lru_evicts_oldest(self) -> None:
+        cache = CachedMap(MemoryBackingMap(), size=2)
+        cache.multi_put([1, 2, 3], ["a", "b", "c"])
+        assert list(cache._lru) == [2, 3]
+        assert cache.multi_get([1, 2, 3]) == ["a", "b", "c"]
+
+    def test_cache_over_plain_map_has_no_cas(self) -> None:
+        """The cache offers compare-and-set exactly when the map below it does."""
+
+        class Plain:
+            def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+                return [None] * len(keys)
+
+            def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+                pass
+
+        assert not hasattr(CachedMap(Plain()), "multi_cas")
+        assert hasattr(CachedMap(MemoryBackingMap()), "multi_cas")
+
+
+class TestAggregators:
+    @pytest.mark.parametrize(("agg", "values", "expected"), [
+        (Count(), ["x", "y", "z"], 3),
+        (Sum(), [1, None, 5], 6),
+        (Min(), [4, 2, 9], 2),
+        (Max(), [4, 2, 9], 9),
+        (combiner("sum_sq", lambda v: v * v, lambda a, b: a + b, 0), [1, 2, 3], 14),
+    ])
+    def test_combine_over_partials_in_any_grouping(self, agg: Any, values: list[Any], expected: Any) -> None:
+        """Folding inits in two groups then combining equals folding them all."""
+        inits = [agg.init(v) for v in values]
+        left, right = agg.zero(), agg.zero()
+        for v in inits[:1]:
+            left = agg.combine(left, v)
+        for v in inits[1:]:
+            right = agg.combine(right, v)
+        assert agg.combine(left, right) == expected
