@@ -1,0 +1,304 @@
+"""The batch coordinator: plans txids, overlaps their processing, and commits them strictly in order.
+
+One coordinator per topology id is active (a lease in the transactional-state store). Per txid:
+
+1. **Plan**: each partition continues from the last committed (or in-flight earlier) range.
+2. **Process**: the executor reads exactly those ranges and pre-aggregates; no state is touched.
+3. **Freeze**: before the first state write, the plan is stored for the txid (fenced by the lease
+   epoch); every replay of the txid re-reads exactly these ranges.
+4. **Commit**: the executor applies the batch through the states; then the txid is marked
+   committed (fenced), the spout is told, and the rotating state forgets old txids.
+
+A failure of txid N fails every later in-flight txid too; N is replayed (from its frozen plan if
+it has one). Transactional spouts freeze at plan time, so their txids never change content.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
+from app.guarantees import check_combination
+from app.metrics import METRICS, Metrics
+from spouts.metadata import BatchPlan
+from spouts.planner import Caps, plan_batch
+from spouts.protocols import DataLossError, PartitionedSpout, SpoutKind
+from states.errors import LeaseHeldError, LeaseLostError, StaleBatchError
+from states.rotating import RotatingTransactionalState
+
+log = logging.getLogger(__name__)
+
+COMMITTED_KEY = "coordinator"
+BATCHES_NAMESPACE = "batches"
+FATAL = (DataLossError, LeaseLostError, LeaseHeldError, StaleBatchError)
+FaultHook = Callable[[str, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """How the coordinator paces batches and holds its lease."""
+
+    caps: Caps = field(default_factory=Caps)
+    max_pending: int = 1  # txids processed at once; commits are still one at a time, in order
+    retention: int = 16  # txids of metadata kept in the rotating state
+    lease_ttl_s: float = 30.0
+    owner: str = field(default_factory=socket.gethostname)  # a restarted pod with the same name takes over at once
+    retry_backoff_s: tuple[float, float] = (0.05, 5.0)  # first and largest wait before replaying a failed txid
+    idle_sleep_s: float = 0.5  # wait when there is nothing new to read
+    accept_at_least_once: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
+        if self.lease_ttl_s <= 0:
+            raise ValueError("lease_ttl_s must be > 0")
+
+
+class Coordinator:
+    """Drives one topology's batches against a spout, an executor and a transactional-state store."""
+
+    # Tests turn this off to show the partial-commit window that freezing closes (DESIGN.md §2):
+    # the plan is then stored after the state writes, as pure Trident does for opaque spouts.
+    _freeze_before_commit = True
+
+    def __init__(self, topology_id: str, spout: PartitionedSpout, executor: BatchExecutor, store: object,
+                 config: CoordinatorConfig | None = None, *, metrics: Metrics = METRICS,
+                 faults: FaultHook | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.topology_id, self.spout, self.executor, self.store = topology_id, spout, executor, store
+        self.config = config or CoordinatorConfig()
+        self._metrics, self._faults, self._clock = metrics, faults or (lambda point, txid: None), clock
+        for kind in executor.state_kinds():
+            check_combination(spout.kind, kind, accept_at_least_once=self.config.accept_at_least_once)
+        self._partitions = spout.coordinator()
+        self._emitter = spout.emitter()
+        self._pool = ThreadPoolExecutor(self.config.max_pending, thread_name_prefix=f"process-{topology_id}")
+        self._inflight: deque[Batch] = deque()
+        self._attempts: dict[int, int] = {}
+        self._failures = 0
+        self._epoch: int | None = None
+        self._renewed_at = 0.0
+        self._rotating: RotatingTransactionalState | None = None
+        self.committed_txid = 0
+        self.last_stats = CommitStats()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the lease and load where the topology stands."""
+        self._epoch = self.store.acquire_lease(self.config.owner, self.config.lease_ttl_s)
+        self._renewed_at = self._clock()
+        self._rotating = RotatingTransactionalState(self.store, BATCHES_NAMESPACE, epoch=self._epoch,
+                                                    retention=self.config.retention)
+        doc = self.store.get(COMMITTED_KEY) or {}
+        self.committed_txid = int(doc.get("committed_txid", 0))
+        m = self._metrics
+        m.lease_held.labels(self.topology_id).set(1)
+        m.lease_epoch.labels(self.topology_id).set(self._epoch)
+        m.committed_txid.labels(self.topology_id).set(self.committed_txid)
+        log.info("topology %s: lease epoch %d, resuming after txid %d", self.topology_id, self._epoch,
+                 self.committed_txid)
+
+    def close(self, *, release: bool = True) -> None:
+        """Stop processing; release the lease so a successor can start at once."""
+        self._fail_inflight()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._partitions.close()
+        self._emitter.close()
+        if release and self._epoch is not None:
+            try:
+                self.store.release_lease(self.config.owner, self._epoch)
+            except Exception:  # noqa: BLE001 - best effort: the TTL frees it anyway
+                log.warning("could not release the lease of %s", self.topology_id, exc_info=True)
+        self._metrics.lease_held.labels(self.topology_id).set(0)
+
+    def run(self, stop: threading.Event | None = None, *, max_batches: int | None = None,
+            until_idle: bool = False) -> int:
+        """Commit batches until ``stop`` is set, ``max_batches`` committed, or (``until_idle``) nothing is new.
+
+        Returns the number of txids committed. Fatal errors (data loss with policy fail, a lost
+        lease, a batch behind the state) propagate; anything else is retried with backoff.
+        """
+        if self._epoch is None:
+            self.start()
+        stop = stop or threading.Event()
+        committed = 0
+        while not stop.is_set() and (max_batches is None or committed < max_batches):
+            outcome = self.step()
+            if outcome == "committed":
+                committed += 1
+            elif outcome == "idle":
+                if until_idle:
+                    break
+                stop.wait(self.config.idle_sleep_s)
+            elif outcome == "failed":
+                stop.wait(self._backoff())
+        return committed
+
+    def run_until_idle(self, max_batches: int | None = None) -> int:
+        return self.run(max_batches=max_batches, until_idle=True)
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def step(self) -> str:
+        """Fill the pipeline, then finish the oldest txid: 'committed', 'idle' or 'failed'."""
+        self._keep_lease()
+        try:
+            self._fill()
+            if not self._inflight:
+                return "idle"
+            self._finish(self._inflight[0])
+        except FATAL:
+            self._fail_inflight()
+            raise
+        except Exception as e:  # noqa: BLE001 - every other failure replays the txid
+            txid = self._inflight[0].txid if self._inflight else self.committed_txid + 1
+            self._on_failure(txid, e)
+            return "failed"
+        self._failures = 0
+        return "committed"
+
+    def _fill(self) -> None:
+        """Plan and start processing txids until ``max_pending`` are in flight."""
+        while len(self._inflight) < self.config.max_pending:
+            batch = self._plan(self._inflight[-1].txid + 1 if self._inflight else self.committed_txid + 1)
+            if batch is None:
+                return
+            self._faults("process", batch.txid)
+            batch.future = self._pool.submit(self._timed, "process", self.executor.process, batch)
+            self._inflight.append(batch)
+            self._metrics.current_txid.labels(self.topology_id).set(batch.txid)
+
+    def _plan(self, txid: int) -> Batch | None:
+        """Step 1 (or the frozen plan of a replay); None when there is nothing new to read."""
+        assert self._rotating is not None
+        attempt = self._attempts.get(txid, 0) + 1
+        frozen = self._rotating.get_state(txid)
+        if frozen is not None:
+            return self._new_batch(txid, attempt, BatchPlan.from_json(frozen), frozen=True)
+        self._faults("plan", txid)
+        last = self._inflight[-1].plan if self._inflight else self._committed_plan()
+        with self._phase("plan"):
+            plan = plan_batch(txid, self._partitions.partitions(), self._emitter, last, self.config.caps)
+        if _same_position(plan, last):
+            return None
+        if self.spout.kind is SpoutKind.TRANSACTIONAL:
+            self._freeze(txid, plan)
+            return self._new_batch(txid, attempt, plan, frozen=True)
+        return self._new_batch(txid, attempt, plan, frozen=False)
+
+    def _new_batch(self, txid: int, attempt: int, plan: BatchPlan, *, frozen: bool) -> Batch:
+        self._attempts[txid] = attempt
+        if attempt > 1:
+            self._metrics.replays.labels(self.topology_id).inc()
+        return Batch(txid, attempt, plan, frozen)
+
+    def _committed_plan(self) -> BatchPlan | None:
+        assert self._rotating is not None
+        doc = self._rotating.get_state(self.committed_txid)
+        if doc is None and self.committed_txid > 0:
+            raise RuntimeError(f"metadata of committed txid {self.committed_txid} is missing from the store")
+        return None if doc is None else BatchPlan.from_json(doc)
+
+    def _finish(self, batch: Batch) -> None:
+        """Steps 2-4 for the oldest in-flight txid."""
+        assert batch.future is not None and self._rotating is not None
+        batch.result = batch.future.result()  # step 2 ran in the pool
+        batch.advance(BatchStatus.PROCESSED)
+        if not batch.frozen and self._freeze_before_commit:  # step 3
+            self._freeze(batch.txid, batch.plan)
+            batch.frozen = True
+        self._faults("commit", batch.txid)  # step 4
+        stats = self._timed("commit", self.executor.commit, batch, batch.result)
+        if not batch.frozen:  # only with freezing disabled: pure Trident stores the metadata here
+            self._freeze(batch.txid, batch.plan)
+        self._faults("mark", batch.txid)
+        self.store.put(COMMITTED_KEY, {"committed_txid": batch.txid}, epoch=self._epoch)
+        batch.advance(BatchStatus.COMMITTED)
+        self._inflight.popleft()
+        self.committed_txid, self.last_stats = batch.txid, stats
+        self._attempts.pop(batch.txid, None)
+        self._rotating.rotate(batch.txid)
+        self._after_commit(batch, stats)
+
+    def _freeze(self, txid: int, plan: BatchPlan) -> None:
+        assert self._rotating is not None
+        self._faults("freeze", txid)
+        with self._phase("freeze"):
+            self._rotating.override_state(txid, plan.to_json())
+
+    def _after_commit(self, batch: Batch, stats: CommitStats) -> None:
+        m, t = self._metrics, self.topology_id
+        m.batches.labels(t, "committed").inc()
+        m.committed_txid.labels(t).set(batch.txid)
+        m.records.labels(t).inc(stats.records)
+        m.keys_updated.labels(t).inc(stats.keys_updated)
+        try:
+            self._partitions.committed(batch.plan)
+        except Exception:  # noqa: BLE001 - monitoring offsets only; never fails a committed batch
+            log.warning("could not publish offsets of txid %d", batch.txid, exc_info=True)
+
+    # -- failures, lease, timing ------------------------------------------------------------
+
+    def _on_failure(self, txid: int, error: Exception) -> None:
+        self._failures += 1
+        self._metrics.batches.labels(self.topology_id, "failed").inc()
+        log.warning("txid %d attempt %d failed (%s: %s); replaying it and every later txid", txid,
+                    self._attempts.get(txid, 1), type(error).__name__, error)
+        self._fail_inflight()
+
+    def _fail_inflight(self) -> None:
+        """A failure of txid N fails every later in-flight txid too."""
+        while self._inflight:
+            b = self._inflight.pop()
+            if b.future is not None:
+                b.future.cancel()
+            if b.status is not BatchStatus.COMMITTED:
+                b.advance(BatchStatus.FAILED)
+
+    def _backoff(self) -> float:
+        first, largest = self.config.retry_backoff_s
+        return min(largest, first * 2 ** min(self._failures - 1, 16))
+
+    def _keep_lease(self) -> None:
+        """Renew at a third of the TTL; stop (LeaseLostError) before the lease could expire."""
+        now = self._clock()
+        if now - self._renewed_at < self.config.lease_ttl_s / 3:
+            return
+        assert self._epoch is not None
+        try:
+            self.store.renew_lease(self.config.owner, self._epoch, self.config.lease_ttl_s)
+            self._renewed_at = now
+        except LeaseLostError:
+            self._lose_lease()
+            raise
+        except Exception as e:  # noqa: BLE001 - a flaky store: keep trying while the lease is surely ours
+            if now - self._renewed_at >= self.config.lease_ttl_s * 0.8:
+                self._lose_lease()
+                raise LeaseLostError(self.topology_id, self._epoch) from e
+            log.warning("lease renewal failed, retrying: %s", e)
+
+    def _lose_lease(self) -> None:
+        self._fail_inflight()
+        self._metrics.lease_held.labels(self.topology_id).set(0)
+
+    def _phase(self, name: str):  # noqa: ANN202 - a context manager timing one phase
+        return self._metrics.phase_seconds.labels(self.topology_id, name).time()
+
+    def _timed(self, name: str, fn: Callable[..., object], *args: object) -> object:
+        with self._phase(name):
+            return fn(*args)
+
+
+def _same_position(plan: BatchPlan, last: BatchPlan | None) -> bool:
+    """True when ``plan`` reads nothing and changes no partition's position: nothing to commit."""
+    if plan.offset_count:
+        return False
+    before = {} if last is None else {p: m.next_offset for p, m in last.partitions.items()}
+    return {p: m.next_offset for p, m in plan.partitions.items()} == before
