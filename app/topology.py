@@ -1,0 +1,173 @@
+"""The topology API, in Trident's spirit: a stream from a spout, transforms, persistent aggregates.
+
+    topology = Topology("word-count")
+    words = (topology.new_stream(spout)
+             .map("CAST(value AS STRING) AS line")
+             .map("explode(split(line, ' ')) AS word")
+             .filter("word <> ''"))
+    counts = words.group_by("word").persistent_aggregate(state, Count(), output="count")
+
+A topology is plain data (picklable): Spark executes it (``app.spark``), and the YAML config
+compiles to the same objects (``app.config``). Transforms must be deterministic: a replayed txid
+must compute the same result from the same records.
+
+Records enter as columns ``topic, partition, offset, timestamp, key, value, headers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spouts.protocols import PartitionedSpout
+from states.aggregators import CombinerAggregator
+from states.factory import StateFactory
+from states.spec import check_identifier
+
+
+@dataclass(frozen=True, slots=True)
+class Transform:
+    """One step on the records DataFrame.
+
+    ``select``: Spark SQL expressions replacing the columns (``map``); ``with``: expressions
+    appended as new columns (``each``); ``filter``: a SQL predicate; ``function``: a Python
+    function ``DataFrame -> DataFrame``.
+    """
+
+    kind: str  # "select" | "with" | "filter" | "function"
+    exprs: tuple[str, ...] = ()
+    function: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("select", "with", "filter", "function"):
+            raise ValueError(f"unknown transform kind {self.kind!r}")
+        if (self.kind == "function") != (self.function is not None) or (self.kind != "function" and not self.exprs):
+            raise ValueError(f"transform {self.kind!r} needs {'a function' if self.kind == 'function' else 'expressions'}")
+
+
+@dataclass(frozen=True, slots=True)
+class Agg:
+    """One aggregate: ``aggregator`` over column ``input`` (None for Count), stored as column ``output``."""
+
+    aggregator: CombinerAggregator
+    output: str
+    input: str | None = None
+
+    def __post_init__(self) -> None:
+        check_identifier(self.output, "aggregate output column")
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentAggregate:
+    """``group_by(keys).persistent_aggregate(...)``; no keys means a global aggregate (one row)."""
+
+    name: str  # the state's table
+    factory: StateFactory
+    group_by: tuple[str, ...]
+    aggregates: tuple[Agg, ...]
+
+    @property
+    def is_global(self) -> bool:
+        return not self.group_by
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPersist:
+    """``partition_persist``: ``updater(state, rows)`` applies each commit task's rows (a list of dicts)."""
+
+    name: str
+    factory: StateFactory
+    key_columns: tuple[str, ...]
+    value_columns: tuple[str, ...]
+    updater: Callable[[Any, list[dict[str, Any]]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """An immutable chain of transforms on one spout's records; each method returns a new stream."""
+
+    topology: Topology
+    transforms: tuple[Transform, ...] = ()
+
+    def map(self, *exprs: str) -> Stream:
+        """Replace the columns with Spark SQL expressions (``selectExpr``); ``explode`` flat-maps."""
+        return self._then(Transform("select", exprs))
+
+    def each(self, *exprs: str) -> Stream:
+        """Append columns computed by Spark SQL expressions (``expr AS name``)."""
+        return self._then(Transform("with", exprs))
+
+    def filter(self, predicate: str) -> Stream:
+        return self._then(Transform("filter", (predicate,)))
+
+    def apply(self, function: Callable[[Any], Any]) -> Stream:
+        """Any deterministic ``DataFrame -> DataFrame`` function."""
+        return self._then(Transform("function", function=function))
+
+    def group_by(self, *fields: str) -> GroupedStream:
+        if not fields:
+            raise ValueError("group_by needs at least one field")
+        for f in fields:
+            check_identifier(f, "group-by field")
+        return GroupedStream(self, tuple(fields))
+
+    def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
+                             output: str | None = None, input: str | None = None, name: str) -> PersistentAggregate:
+        """A global aggregate (no grouping) into a snapshottable state, in table ``name``."""
+        return self.topology._add(PersistentAggregate(check_identifier(name, "table name"), factory, (),
+                                                      _aggs(aggregates, output, input), ), self)
+
+    def partition_persist(self, factory: StateFactory, key_columns: Sequence[str], value_columns: Sequence[str],
+                          updater: Callable[[Any, list[dict[str, Any]]], None], *, name: str) -> PartitionPersist:
+        return self.topology._add(PartitionPersist(check_identifier(name, "table name"), factory,
+                                                   tuple(key_columns), tuple(value_columns), updater), self)
+
+    def _then(self, t: Transform) -> Stream:
+        return Stream(self.topology, self.transforms + (t,))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedStream:
+    stream: Stream
+    fields: tuple[str, ...]
+
+    def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
+                             output: str | None = None, input: str | None = None,
+                             name: str | None = None) -> PersistentAggregate:
+        """Keyed aggregates into a map state; table ``name`` (default: the topology's name + the fields)."""
+        table = name or "_".join((self.stream.topology.name.replace("-", "_"), *self.fields))
+        sink = PersistentAggregate(check_identifier(table, "table name"), factory, self.fields,
+                                   _aggs(aggregates, output, input))
+        return self.stream.topology._add(sink, self.stream)
+
+
+@dataclass(eq=False)
+class Topology:
+    """One spout, its streams and their sinks; ``name`` is the topology id (where it resumes from)."""
+
+    name: str
+    spout: PartitionedSpout | None = None
+    sinks: list[tuple[Stream, PersistentAggregate | PartitionPersist]] = field(default_factory=list)
+
+    def new_stream(self, spout: PartitionedSpout) -> Stream:
+        if self.spout is not None and self.spout is not spout:
+            raise ValueError("a topology reads one spout; make another topology for another source")
+        self.spout = spout
+        return Stream(self)
+
+    def _add(self, sink: Any, stream: Stream) -> Any:
+        if any(s.name == sink.name for _, s in self.sinks):
+            raise ValueError(f"two sinks write table {sink.name!r}")
+        self.sinks.append((stream, sink))
+        return sink
+
+
+def _aggs(aggregates: CombinerAggregator | Sequence[Agg], output: str | None, input: str | None) -> tuple[Agg, ...]:
+    if isinstance(aggregates, Sequence):
+        if output or input:
+            raise ValueError("give output/input per Agg when passing several aggregates")
+        if not aggregates:
+            raise ValueError("persistent_aggregate needs at least one aggregate")
+        return tuple(aggregates)
+    return (Agg(aggregates, output or aggregates.name, input),)
