@@ -24,6 +24,11 @@ class OpaqueValue(Generic[T]):
     curr: T | None
     prev: T | None = None
 
+    @property
+    def current(self) -> T | None:
+        """The value readers see."""
+        return self.curr
+
     def base_for(self, batch_txid: int) -> T | None:
         """The value batch ``batch_txid`` must build on."""
         if batch_txid > self.txid:
@@ -51,6 +56,11 @@ class TransactionalValue(Generic[T]):
 
     txid: int
     val: T | None
+
+    @property
+    def current(self) -> T | None:
+        """The value readers see."""
+        return self.val
 
     @staticmethod
     def next(stored: TransactionalValue[T] | None, batch_txid: int, updater: Updater) -> TransactionalValue[T]:
