@@ -1,0 +1,103 @@
+"""Partition metadata serialisation and the planner's caps, fairness and resume rule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spouts.memory import MemorySource, MemorySpout
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+from spouts.planner import Caps, plan_batch
+from spouts.protocols import DataLossError, PartitionUnavailableError, SpoutKind
+
+metas = st.builds(
+    lambda topic, p, first, span, gaps: PartitionMetadata(topic, p, first, first + span, span - min(gaps, span), "t"),
+    st.from_regex(r"[a-z][a-z0-9._-]{0,20}", fullmatch=True), st.integers(0, 1000),
+    st.integers(0, 2**62), st.integers(0, 10**6), st.integers(0, 10),
+)
+
+
+class TestMetadata:
+    @given(st.lists(metas, max_size=6, unique_by=lambda m: (m.topic, m.partition)), st.integers(1, 2**40))
+    def test_plan_json_round_trips(self, ms: list[PartitionMetadata], txid: int) -> None:
+        """A plan survives JSON exactly, whatever its topics, partitions and offsets."""
+        plan = BatchPlan(txid, {m.partition_id: m for m in ms})
+        assert BatchPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+
+    def test_serialisation_is_stable(self) -> None:
+        """The stored format is fixed: versioned, partitions named topic:partition, sorted."""
+        plan = BatchPlan(7, {Partition("b", 1): PartitionMetadata("b", 1, 5, 9, 4, "topo"),
+                             Partition("a", 0): PartitionMetadata("a", 0, 0, 0, 0, "topo")})
+        assert json.dumps(plan.to_json(), sort_keys=False) == (
+            '{"v": 1, "txid": 7, "partitions": {'
+            '"a:0": {"topic": "a", "partition": 0, "first_offset": 0, "next_offset": 0, "record_count": 0, "topology_id": "topo"}, '
+            '"b:1": {"topic": "b", "partition": 1, "first_offset": 5, "next_offset": 9, "record_count": 4, "topology_id": "topo"}}}'
+        )
+
+    def test_unknown_format_version_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="unknown batch metadata format"):
+            BatchPlan.from_json({"v": 2, "txid": 1, "partitions": {}})
+
+    def test_bad_ranges_are_refused(self) -> None:
+        with pytest.raises(ValueError):
+            PartitionMetadata("t", 0, 5, 4, 0, "x")
+        with pytest.raises(ValueError):
+            PartitionMetadata("t", 0, 0, 4, 5, "x")
+
+    def test_topic_names_with_colons_in_ids_parse_from_the_right(self) -> None:
+        assert Partition.parse("my.topic-1:12") == Partition("my.topic-1", 12)
+
+
+def source_with(counts: list[int]) -> tuple[MemorySource, list[Partition]]:
+    parts = [Partition("t", i) for i in range(len(counts))]
+    src = MemorySource(parts)
+    for p, n in zip(parts, counts):
+        for i in range(n):
+            src.append(p, None, f"{p.partition}-{i}".encode())
+    return src, parts
+
+
+class TestPlanner:
+    def test_caps_per_partition_and_per_batch(self) -> None:
+        src, parts = source_with([10, 10, 10])
+        plan = plan_batch(1, parts, MemorySpout(src).emitter(), None, Caps(per_partition=4, per_batch=9))
+        spans = [m.next_offset - m.first_offset for m in plan]
+        assert max(spans) <= 4 and sum(spans) == 9
+
+    def test_successive_plans_tile_each_log_without_gaps_or_overlap(self) -> None:
+        """Each batch starts at the previous batch's next_offset (never +1); together they cover every offset once."""
+        src, parts = source_with([7, 0, 13])
+        emitter, last, seen = MemorySpout(src).emitter(), None, []
+        for txid in range(1, 20):
+            last = plan_batch(txid, parts, emitter, last, Caps(per_partition=3, per_batch=5))
+            seen += [(m.partition, o) for m in last for o in range(m.first_offset, m.next_offset)]
+        assert sorted(seen) == [(0, o) for o in range(7)] + [(2, o) for o in range(13)]
+
+    def test_total_cap_rotates_so_no_partition_starves(self) -> None:
+        src, parts = source_with([100, 100, 100])
+        emitter, last, read = MemorySpout(src).emitter(), None, {p.partition: 0 for p in parts}
+        for txid in range(1, 7):
+            last = plan_batch(txid, parts, emitter, last, Caps(per_partition=10, per_batch=10))
+            for m in last:
+                read[m.partition] += m.next_offset - m.first_offset
+        assert min(read.values()) > 0
+
+    def test_unavailable_partition_opaque_empty_transactional_raises(self) -> None:
+        src, parts = source_with([3, 3])
+        last = plan_batch(1, parts, MemorySpout(src).emitter(), None, Caps(per_partition=1, per_batch=10))
+        src.set_available(parts[0], False)
+        opaque = plan_batch(2, parts, MemorySpout(src).emitter(), last, Caps())
+        assert opaque.partitions[parts[0]] == last.partitions[parts[0]].empty_after()
+        assert opaque.partitions[parts[1]].next_offset == 3
+        with pytest.raises(PartitionUnavailableError):
+            plan_batch(2, parts, MemorySpout(src, SpoutKind.TRANSACTIONAL).emitter(), last, Caps())
+
+    def test_frozen_range_below_log_start_is_data_loss_on_read(self) -> None:
+        src, parts = source_with([5])
+        plan = plan_batch(1, parts, MemorySpout(src).emitter(), None, Caps())
+        src.truncate_before(parts[0], 2)
+        with pytest.raises(DataLossError):
+            list(MemorySpout(src).emitter().emit_partition(next(iter(plan))))
