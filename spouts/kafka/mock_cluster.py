@@ -4,7 +4,10 @@ The mock speaks the real Kafka protocol on loopback (any process can connect to 
 offers failure control: brokers down/up, leader moves, request errors, retention. Signatures follow
 ``src/rdkafka_mock.h`` of librdkafka (an experimental API without ABI guarantees).
 
-Known gaps of the mock, checked by ``test_mock_cluster.py`` so a librdkafka upgrade that fixes them
+It lives in the product (not under ``tests/``) because ``python -m app demo`` runs on it; the
+tests import it through ``tests/kafka/mock_cluster.py``.
+
+Known gaps of the mock, checked by ``tests/kafka/test_mock_cluster.py`` so a librdkafka upgrade that fixes them
 is noticed: Fetch always reports LastStableOffset = high watermark and no aborted transactions (a
 ``read_committed`` consumer sees aborted and open-transaction records); ListOffsets by timestamp
 answers -1; no CreateTopics/CreatePartitions/DeleteRecords admin requests (hence the control calls).
@@ -19,6 +22,8 @@ from collections.abc import Sequence
 
 import confluent_kafka
 from confluent_kafka import Consumer
+
+__all__ = ["MockClusterError", "MockKafkaCluster", "brokers_other_than", "librdkafka_path"]
 
 _RK_PRODUCER = 0
 
