@@ -1,0 +1,86 @@
+"""Reading a sink's current values on the driver: Trident's ``stateQuery`` with ``MapGet``.
+
+    query(counts, [("the",), ("fox",)])   # -> [12, 3]  (None for a key never written)
+    query(total)                           # a global aggregate -> its value
+
+Values are what readers see: an opaque state's ``curr``, a transactional state's value. The
+table's spec (typed key and value columns) comes from, in order: ``spec=``; the SparkExecutor that
+compiled the sink in this process; the stored table itself (SQLite or Cassandra). The state is
+opened through the sink's factory, once per process, like every other state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.spark.plan import GLOBAL_KEY_COLUMN, registered_spec
+from app.topology import PartitionPersist, PersistentAggregate
+from states.snapshottable import GLOBAL_KEY
+from states.spec import Column, MapSpec
+
+Sink = PersistentAggregate | PartitionPersist
+
+
+def query(sink: Sink, keys: Sequence[Any] | None = None, *, spec: MapSpec | None = None) -> Any:
+    """Current values of ``keys`` (tuples in key-column order; a bare value for a one-column key).
+
+    A global aggregate (no group-by) takes no keys and returns its single value.
+    """
+    spec = spec or registered_spec(sink) or stored_spec(sink)
+    state = sink.factory.make_state(spec)
+    if isinstance(sink, PersistentAggregate) and sink.is_global:
+        if keys is not None:
+            raise ValueError(f"sink {sink.name!r} is a global aggregate: query it without keys")
+        return state.multi_get([GLOBAL_KEY])[0]
+    if keys is None:
+        raise ValueError(f"sink {sink.name!r} is keyed: give the keys to read")
+    width = len(spec.key)
+    wanted = [k if isinstance(k, tuple) else (k,) for k in keys]
+    for k in wanted:
+        if len(k) != width:
+            raise ValueError(f"key {k!r} of sink {sink.name!r} needs {width} field(s): {[c.name for c in spec.key]}")
+    return state.multi_get(wanted)
+
+
+def stored_spec(sink: Sink) -> MapSpec:
+    """The spec of ``sink``'s existing table, read from the database (SQLite or Cassandra)."""
+    f = sink.factory
+    if f.backend == "sqlite":
+        columns, key = _sqlite_columns(f.sqlite_path, sink.name)
+    elif f.backend == "cassandra":
+        columns, key = _cassandra_columns(f.cassandra, sink.name)
+    else:
+        raise LookupError(f"sink {sink.name!r}: no spec compiled in this process; pass spec=")
+    if not columns:
+        raise LookupError(f"sink {sink.name!r}: table {sink.name!r} does not exist yet (nothing committed)")
+    stored = {"txid"} | {n for n in columns if n.startswith("prev_")}
+    values = tuple(Column(n, t) for n, t in columns.items() if n not in stored and n not in key)
+    return MapSpec(sink.name, f.kind, tuple(Column(n, columns[n]) for n in key), values)
+
+
+def _sqlite_columns(path: str, table: str) -> tuple[dict[str, str], list[str]]:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT name, type, pk FROM pragma_table_info(?)", (table,)).fetchall()
+    finally:
+        conn.close()
+    return {n: t.lower() for n, t, _ in rows}, [n for n, _, pk in sorted(rows, key=lambda r: r[2]) if pk]
+
+
+def _cassandra_columns(settings: Any, table: str) -> tuple[dict[str, str], list[str]]:
+    from states.cassandra.session import shared_client
+
+    client = shared_client(settings)
+    rows = client.session.execute(
+        "SELECT column_name, kind, position, type FROM system_schema.columns "
+        "WHERE keyspace_name = %s AND table_name = %s", (settings.keyspace, table))
+    rows = list(rows)
+    key = [r["column_name"] for r in sorted(rows, key=lambda r: (r["kind"] != "partition_key", r["position"]))
+           if r["kind"] in ("partition_key", "clustering")]
+    return {r["column_name"]: r["type"] for r in rows}, key
+
+
+__all__ = ["GLOBAL_KEY_COLUMN", "query", "stored_spec"]

@@ -1,0 +1,18 @@
+"""Spark execution of a topology: the session, the executor, and what runs on executors.
+
+    from app.spark import SparkExecutor, spark_session
+
+    spark = spark_session("local[*]")
+    executor = SparkExecutor(spark, topology)        # a BatchExecutor for app.coordinator.Coordinator
+
+Modules: :mod:`.session` (the SparkSession and its defaults), :mod:`.plan` (a topology compiled
+to steps, aggregations and table specs), :mod:`.tasks` (the picklable functions executors run),
+:mod:`.executor` (process and commit as Spark jobs).
+"""
+
+from app.spark.executor import SinkResult, SparkBatch, SparkExecutor
+from app.spark.plan import GLOBAL_KEY_COLUMN, TopologyCompileError
+from app.spark.session import spark_session
+
+__all__ = ["GLOBAL_KEY_COLUMN", "SinkResult", "SparkBatch", "SparkExecutor", "TopologyCompileError",
+           "spark_session"]

@@ -1,0 +1,314 @@
+"""SparkExecutor: the batch protocol's process and commit steps as Spark jobs.
+
+    spark = spark_session()
+    executor = SparkExecutor(spark, topology)
+    coordinator = Coordinator(topology.name, topology.spout, executor, store, config)
+
+**process(batch)** (no state is touched):
+
+1. A DataFrame of the plan's non-empty ranges: ``spark.range(n, numPartitions=n)`` with the
+   ranges' metadata as columns, so each range is one Spark partition.
+2. ``mapInArrow`` calls ``spout.read_arrow(meta)`` on executors: the records, in the spout's
+   schema. Records read are counted by an accumulator keyed by range (exact under recomputation).
+3. Each sink's transforms, then its aggregation (:mod:`app.spark.plan`): Spark's count/sum/min/max,
+   or a Python fold for custom combiners; a global aggregate is collected to the driver (one row).
+4. The result is persisted and materialised (one ``count()`` job per keyed sink, which also gives
+   the number of keys). With several sinks the records are persisted too, so Kafka is read once.
+   If Spark loses a cached block it recomputes it from the same frozen ranges: deterministic.
+
+**commit(batch, processed)**:
+
+1. Keyed sinks: ``repartition(n, *keys)`` then ``mapInArrow`` tasks that open the state once per
+   worker process, ``begin_commit``, ``multi_update`` in chunks with ``combine_updater``,
+   ``commit``, and return one stats row (keys written, metric deltas for the driver).
+2. Global sinks: on the driver, through a ``SnapshottableMap`` (one key, one value).
+3. ``partition_persist`` sinks: tasks call the user's updater with their rows.
+4. The persisted results are unpersisted (in every case: a failed commit is replayed from process).
+
+A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
+raises, and the coordinator replays the txid. Jobs carry the job group ``<topology>:txid-<N>``
+(``cancel(txid)``) and run in scheduler pool ``process`` or ``commit``: with ``max_pending > 1``
+the coordinator processes N+1 in a worker thread while committing N, and both share executors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.accumulators import AccumulatorParam
+
+from app.batch import Batch, CommitStats
+from app.metrics import METRICS, Metrics
+from app.spark.plan import COUNT_COLUMN, CompiledSink, compile_sink, register_spec
+from app.spark.tasks import (
+    META_FIELDS,
+    CommitAggregates,
+    PersistRows,
+    ReadRanges,
+    TaskFaults,
+    spark_arrow_schema,
+)
+from app.topology import PartitionPersist, Topology
+from states.aggregators import combine_updater
+from states.errors import StaleBatchError
+from states.snapshottable import SnapshottableMap
+from states.spec import MapSpec
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1000  # keys per multi_update, as app.local
+_STALE = re.compile(r"batch txid (\d+) is behind the state \(stored txid (\d+)")
+
+
+class RangeCounts(AccumulatorParam):  # type: ignore[type-arg]
+    """Merges ``{range: records}`` dicts; a range counted twice (a recomputed task) keeps one entry."""
+
+    def zero(self, value: dict[Any, int]) -> dict[Any, int]:
+        return {}
+
+    def addInPlace(self, a: dict[Any, int], b: dict[Any, int]) -> dict[Any, int]:
+        a.update(b)
+        return a
+
+
+@dataclass(frozen=True)
+class SinkResult:
+    """One sink's share of a processed batch: the persisted result, or a global aggregate's partial."""
+
+    compiled: CompiledSink
+    frame: Any = None  # persisted DataFrame (keyed and partition_persist sinks)
+    keys: int = 0  # rows in ``frame``, or 1 when a global partial exists
+    partial: Any = None  # global aggregates: the combined value (scalar or tuple), None if no rows
+
+
+@dataclass(frozen=True)
+class SparkBatch:
+    """What ``process`` hands to ``commit``: the txid it was made for, records read, each sink's result."""
+
+    txid: int
+    attempt: int
+    records: int
+    sinks: tuple[SinkResult, ...]
+
+
+class SparkExecutor:
+    """Runs a :class:`~app.topology.Topology`'s batches on Spark (the BatchExecutor protocol).
+
+    ``spark``: a SparkSession (:func:`app.spark.session.spark_session`). The topology's spout must
+    have a picklable ``read_arrow(meta)`` (KafkaSpout has); its Arrow schema is the spout's
+    ``arrow_schema`` attribute if it has one, else ``spouts.kafka.SCHEMA``.
+    ``commit_partitions``: at most this many commit tasks per sink (default: Spark's default
+    parallelism; fewer when a batch has fewer than ``chunk_size`` keys per task).
+    ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
+    ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
+    """
+
+    def __init__(self, spark: Any, topology: Topology, *, commit_partitions: int | None = None,
+                 chunk_size: int = CHUNK, faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
+        spout = topology.spout
+        if spout is None or not callable(getattr(spout, "read_arrow", None)):
+            raise ValueError(f"topology {topology.name!r}: its spout needs a read_arrow(meta) method for Spark")
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be >= 1")
+        for _, sink in topology.sinks:
+            if sink.factory.backend == "memory":
+                raise ValueError(f"sink {sink.name!r}: the memory backend lives in one process; Spark executors "
+                                 "need a shared one (sqlite or cassandra)")
+        self.spark, self.topology, self.spout = spark, topology, spout
+        self.chunk_size, self.faults, self.metrics = chunk_size, faults, metrics
+        self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
+        from spouts.kafka import SCHEMA
+
+        self.arrow_schema = spark_arrow_schema(getattr(spout, "arrow_schema", None) or SCHEMA)
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        self.records_schema = from_arrow_schema(self.arrow_schema, prefer_timestamp_ntz=False)
+        self.sinks = self._compile()
+        self._lock = threading.Lock()
+        self._held: dict[tuple[int, int], SparkBatch] = {}  # persisted results not yet released
+        self._counts = spark.sparkContext.accumulator({}, RangeCounts())
+
+    def _compile(self) -> tuple[CompiledSink, ...]:
+        empty = self.spark.createDataFrame([], self.records_schema)
+        compiled = tuple(compile_sink(empty, stream.transforms, sink, self.commit_partitions)
+                         for stream, sink in self.topology.sinks)
+        for c in compiled:
+            register_spec(c.sink, c.spec)
+        return compiled
+
+    # -- BatchExecutor ------------------------------------------------------------------------
+
+    def state_kinds(self) -> list[Any]:
+        return [sink.factory.kind for _, sink in self.topology.sinks]
+
+    def spec(self, name: str) -> MapSpec:
+        """The table spec of the sink writing table ``name``."""
+        for c in self.sinks:
+            if c.sink.name == name:
+                return c.spec
+        raise KeyError(name)
+
+    def process(self, batch: Batch) -> SparkBatch:
+        """Read, transform and pre-aggregate ``batch``'s ranges; persist the results (no state write)."""
+        self._release(lambda txid, attempt: txid >= batch.txid)  # earlier attempts of this and later txids failed
+        ranges = [m for m in batch.plan if not m.empty]
+        if not ranges:
+            return SparkBatch(batch.txid, batch.attempt, 0, ())
+        with self._job(batch, "process"):
+            records = self._records(batch, ranges)
+            several = len(self.sinks) > 1
+            if several:
+                records = records.persist()
+            try:
+                results = tuple(self._process_sink(c, records) for c in self.sinks)
+                if not self.sinks:
+                    records.count()
+            finally:
+                if several:
+                    records.unpersist()
+        counted = self._take_counts(batch)
+        processed = SparkBatch(batch.txid, batch.attempt, counted, results)
+        with self._lock:
+            self._held[(batch.txid, batch.attempt)] = processed
+        return processed
+
+    def commit(self, batch: Batch, processed: SparkBatch) -> CommitStats:
+        """Apply ``processed`` to every sink's state as txid ``batch.txid``."""
+        if processed.txid != batch.txid:
+            raise ValueError(f"commit of txid {batch.txid} given the result of txid {processed.txid}")
+        try:
+            with self._job(batch, "commit"):
+                keys = sum(self._commit_sink(r, batch) for r in processed.sinks)
+        except Exception as e:
+            stale = _translate(e)
+            if stale is None:
+                raise
+            raise stale from e
+        finally:
+            self._release(lambda txid, attempt: txid <= batch.txid)
+        return CommitStats(processed.records, keys)
+
+    def cancel(self, txid: int) -> None:
+        """Cancel the running Spark jobs of ``txid`` (the job raises; the coordinator replays)."""
+        self.spark.sparkContext.cancelJobGroup(self._group(txid))
+
+    def close(self) -> None:
+        """Release every persisted result (the session stays: it may be shared)."""
+        self._release(lambda txid, attempt: True)
+
+    # -- process ------------------------------------------------------------------------------
+
+    def _records(self, batch: Batch, ranges: list[Any]) -> Any:
+        from pyspark.sql import functions as F
+
+        n = len(ranges)
+        position = F.col("id").cast("int") + 1
+        columns = [F.element_at(F.array(*[F.lit(getattr(m, name)) for m in ranges]), position).alias(name)
+                   for name in META_FIELDS]
+        metas = self.spark.range(0, n, 1, n).select(*columns)
+        read = ReadRanges(self.spout, self.arrow_schema, batch.txid, batch.attempt, self._counts, self.faults)
+        return metas.mapInArrow(read, self.records_schema)
+
+    def _process_sink(self, c: CompiledSink, records: Any) -> SinkResult:
+        result = c.aggregate(c.transform(records), self.commit_partitions)
+        if c.is_global:
+            rows = result.collect()  # one row at most
+            if c.mode == "builtin":
+                rows = [r for r in rows if r[COUNT_COLUMN] > 0]
+            if not rows:
+                return SinkResult(c)
+            values = tuple(rows[0][v] for v in c.values)
+            return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
+        frame = result.persist()
+        return SinkResult(c, frame, frame.count())
+
+    def _take_counts(self, batch: Batch) -> int:
+        """Records read by ``batch`` (and forget older entries of the accumulator)."""
+        counts = self._counts.value
+        mine = [k for k in list(counts) if k[:2] == (batch.txid, batch.attempt)]
+        total = sum(counts.get(k, 0) for k in mine)
+        for k in mine:
+            counts.pop(k, None)
+        return total
+
+    # -- commit -------------------------------------------------------------------------------
+
+    def _commit_sink(self, r: SinkResult, batch: Batch) -> int:
+        c = r.compiled
+        if c.is_global:
+            if r.partial is None:
+                return 0
+            assert c.aggregator is not None
+            state = SnapshottableMap(c.sink.factory.make_state(c.spec))
+            state.begin_commit(batch.txid)
+            state.update(combine_updater(c.aggregator, r.partial))
+            state.commit(batch.txid)
+            return 1
+        if not r.keys:
+            return 0
+        if isinstance(c.sink, PartitionPersist):
+            task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults)
+        else:
+            assert c.aggregator is not None
+            task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
+                                    self.chunk_size, self.faults)
+        from app.spark.tasks import STATS_SCHEMA
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        tasks = max(1, min(self.commit_partitions, math.ceil(r.keys / self.chunk_size)))
+        stats = r.frame.repartition(tasks, *c.keys).mapInArrow(task, from_arrow_schema(STATS_SCHEMA)).collect()
+        for row in stats:
+            self._add_metrics(row["metrics"])
+        return sum(row["keys"] for row in stats)
+
+    def _add_metrics(self, deltas: str) -> None:
+        for attr, labels, delta in json.loads(deltas):
+            counter = getattr(self.metrics, attr)
+            (counter.labels(**labels) if labels else counter).inc(delta)
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def _release(self, which: Any) -> None:
+        with self._lock:
+            done = [k for k in self._held if which(*k)]
+            released = [self._held.pop(k) for k in done]
+        counts = self._counts.value
+        for k in [k for k in list(counts) if which(k[0], k[1])]:
+            counts.pop(k, None)
+        for processed in released:
+            for r in processed.sinks:
+                if r.frame is not None:
+                    r.frame.unpersist(blocking=False)
+
+    def _group(self, txid: int) -> str:
+        return f"{self.topology.name}:txid-{txid}"
+
+    @contextmanager
+    def _job(self, batch: Batch, phase: str) -> Iterator[None]:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self._group(batch.txid), f"{self.topology.name} txid {batch.txid} attempt {batch.attempt}: "
+                       f"{phase}", interruptOnCancel=True)
+        sc.setLocalProperty("spark.scheduler.pool", phase)
+        try:
+            yield
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
+
+def _translate(error: Exception) -> StaleBatchError | None:
+    """A StaleBatchError raised on an executor comes back as a Spark error: the error to raise instead.
+
+    The coordinator stops on a batch behind the state (a zombie writer) instead of replaying it.
+    """
+    if isinstance(error, StaleBatchError):
+        return None
+    m = _STALE.search(str(error))
+    return None if m is None else StaleBatchError(int(m.group(1)), int(m.group(2)))

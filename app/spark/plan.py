@@ -1,0 +1,243 @@
+"""A topology compiled for Spark, once per executor: transform steps, aggregation, typed table specs.
+
+Compiling runs the topology on an empty DataFrame of the spout's schema (analysis only, no Spark
+job): a bad SQL expression fails at start-up, and every sink's :class:`~states.spec.MapSpec` is
+known before the first batch (key columns typed from the group-by fields, value columns from the
+aggregate outputs).
+
+How a sink aggregates a batch:
+
+* ``builtin``: every aggregator is Count, Sum, Min or Max: Spark's own ``count``/``sum``/``min``/
+  ``max`` (map-side combine, no Python).
+* ``fold``: some aggregator is a custom ``combiner(...)``: a Python fold on executors, Arrow in and
+  out: ``init``+``combine`` per input partition, shuffle the partials by key, ``combine`` again.
+  A custom aggregate's values have its input column's type (``bigint`` without an input column).
+* ``rows``: a ``partition_persist`` sink: the key and value columns of every row, no aggregation.
+
+Values match :class:`app.local.LocalExecutor`: Count counts rows, Sum ignores nulls (0 when all
+are null), Min/Max ignore nulls, a group with no rows produces nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.topology import Agg, PartitionPersist, PersistentAggregate, Transform
+from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
+from states.spec import Column, MapSpec
+
+GLOBAL_KEY_COLUMN = "id"  # a global aggregate's table: one row, id = '$global' (states.snapshottable)
+COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't start with "_")
+BUILTIN = (Count, Sum, Min, Max)
+MODES = ("builtin", "fold", "rows")
+
+
+_SPECS: dict[tuple[Any, str], MapSpec] = {}  # (factory, table) -> spec compiled in this process
+
+
+def register_spec(sink: PersistentAggregate | PartitionPersist, spec: MapSpec) -> None:
+    _SPECS[(sink.factory, sink.name)] = spec
+
+
+def registered_spec(sink: PersistentAggregate | PartitionPersist) -> MapSpec | None:
+    """The spec a SparkExecutor of this process compiled for ``sink`` (see :mod:`app.query`)."""
+    return _SPECS.get((sink.factory, sink.name))
+
+
+class TopologyCompileError(ValueError):
+    """A topology Spark cannot run as given (an unsupported column type, a missing column)."""
+
+
+def column_type(data_type: Any, what: str) -> str:
+    """The state column type (``states.spec.COLUMN_TYPES``) of a Spark SQL type."""
+    name = type(data_type).__name__
+    mapped = {"StringType": "text", "LongType": "bigint", "IntegerType": "bigint", "ShortType": "bigint",
+              "ByteType": "bigint", "DoubleType": "double", "FloatType": "double", "BooleanType": "boolean",
+              "BinaryType": "blob", "TimestampType": "timestamp", "TimestampNTZType": "timestamp"}.get(name)
+    if mapped is None:
+        raise TopologyCompileError(f"{what} has Spark type {data_type.simpleString()}, which no state column "
+                                   "can hold; CAST it to STRING, BIGINT, DOUBLE, BOOLEAN, BINARY or TIMESTAMP")
+    return mapped
+
+
+@dataclass(frozen=True, slots=True)
+class TupleAggregator:
+    """Several aggregators over a tuple value, element by element (a sink with several Aggs)."""
+
+    aggregators: tuple[CombinerAggregator, ...]
+    name: str = "tuple"
+
+    def init(self, value: Any) -> tuple[Any, ...]:
+        return tuple(a.init(v) for a, v in zip(self.aggregators, value, strict=True))
+
+    def combine(self, a: Any, b: Any) -> tuple[Any, ...]:
+        return tuple(agg.combine(x, y) for agg, x, y in zip(self.aggregators, a, b, strict=True))
+
+    def zero(self) -> tuple[Any, ...]:
+        return tuple(a.zero() for a in self.aggregators)
+
+
+def value_aggregator(aggs: Sequence[Agg]) -> CombinerAggregator:
+    """The aggregator of a sink's stored value: a scalar for one Agg, a tuple for several."""
+    return aggs[0].aggregator if len(aggs) == 1 else TupleAggregator(tuple(a.aggregator for a in aggs))
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One transform, ready to apply to a batch's DataFrame (``names``: the columns a ``with`` adds)."""
+
+    transform: Transform
+    names: tuple[str, ...] = ()
+
+    def apply(self, df: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        t = self.transform
+        if t.kind == "select":
+            return df.selectExpr(*t.exprs)
+        if t.kind == "with":
+            return df.withColumns({n: F.expr(e) for n, e in zip(self.names, t.exprs, strict=True)})
+        if t.kind == "filter":
+            return df.filter(t.exprs[0])
+        assert t.function is not None
+        return t.function(df)
+
+
+def compile_steps(df: Any, transforms: Sequence[Transform]) -> tuple[tuple[Step, ...], Any]:
+    """The steps of ``transforms`` and the (empty) DataFrame they produce from ``df``."""
+    steps = []
+    for t in transforms:
+        names: tuple[str, ...] = ()
+        if t.kind == "with":  # "expr AS name": let Spark's parser name the column
+            names = tuple(df.selectExpr(e).columns[0] for e in t.exprs)
+        step = Step(t, names)
+        df = step.apply(df)
+        steps.append(step)
+    return tuple(steps), df
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSink:
+    """One sink of a topology, compiled: how to transform, aggregate and store a batch."""
+
+    sink: PersistentAggregate | PartitionPersist
+    steps: tuple[Step, ...]
+    mode: str
+    spec: MapSpec
+    output: Any = field(repr=False)  # StructType of the aggregated (or rows) DataFrame
+    aggregator: CombinerAggregator | None = None  # the stored value's aggregator (None for rows)
+
+    @property
+    def is_global(self) -> bool:
+        return isinstance(self.sink, PersistentAggregate) and self.sink.is_global
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        s = self.sink
+        return s.group_by if isinstance(s, PersistentAggregate) else s.key_columns
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        s = self.sink
+        return tuple(a.output for a in s.aggregates) if isinstance(s, PersistentAggregate) else s.value_columns
+
+    def transform(self, records: Any) -> Any:
+        for step in self.steps:
+            records = step.apply(records)
+        return records
+
+    def aggregate(self, df: Any, partitions: int) -> Any:
+        """The batch's result DataFrame (``output``): aggregates per key, or the rows to persist."""
+        from pyspark.sql import functions as F
+
+        if self.mode == "rows":
+            return df.select(*self.keys, *self.values)
+        sink = self.sink
+        assert isinstance(sink, PersistentAggregate)
+        if self.mode == "builtin":
+            exprs = [_builtin_expr(a) for a in sink.aggregates]
+            if self.is_global:
+                return df.agg(*exprs, F.count(F.lit(1)).alias(COUNT_COLUMN))
+            return df.groupBy(*self.keys).agg(*exprs)
+        from app.spark.tasks import Fold
+
+        inputs = tuple(a.input for a in sink.aggregates)
+        needed = list(dict.fromkeys([*self.keys, *(i for i in inputs if i is not None)]))
+        aggs = tuple(a.aggregator for a in sink.aggregates)
+        partial = df.select(*needed).mapInArrow(Fold(self.keys, inputs, aggs, self.output, initial=True), self.output)
+        shuffled = partial.coalesce(1) if self.is_global else partial.repartition(partitions, *self.keys)
+        return shuffled.mapInArrow(Fold(self.keys, self.values, aggs, self.output, initial=False), self.output)
+
+
+def _builtin_expr(a: Agg) -> Any:
+    from pyspark.sql import functions as F
+
+    agg = a.aggregator
+    if isinstance(agg, Count):
+        return F.count(F.lit(1)).alias(a.output)
+    col = F.col(a.input)
+    if isinstance(agg, Sum):
+        return F.coalesce(F.sum(col), F.lit(0)).alias(a.output)
+    return (F.min(col) if isinstance(agg, Min) else F.max(col)).alias(a.output)
+
+
+def compile_sink(records: Any, transforms: Sequence[Transform], sink: PersistentAggregate | PartitionPersist,
+                 partitions: int = 1) -> CompiledSink:
+    """Compile one sink against ``records``, an empty DataFrame with the spout's schema."""
+    steps, df = compile_steps(records, transforms)
+    fields = {f.name: f.dataType for f in df.schema.fields}
+
+    def typed(name: str, what: str) -> Any:
+        if name not in fields:
+            raise TopologyCompileError(f"sink {sink.name!r}: {what} {name!r} is not a column of the stream "
+                                       f"(columns: {', '.join(fields)})")
+        return fields[name]
+
+    key_types = [(k, typed(k, "key column")) for k in (sink.group_by if isinstance(sink, PersistentAggregate)
+                                                       else sink.key_columns)]
+    if isinstance(sink, PartitionPersist):
+        value_types = [(v, typed(v, "value column")) for v in sink.value_columns]
+        mode, aggregator = "rows", None
+    else:
+        for a in sink.aggregates:
+            if a.input is not None:
+                typed(a.input, "aggregate input")
+        mode = "builtin" if all(type(a.aggregator) in BUILTIN for a in sink.aggregates) else "fold"
+        value_types = [(a.output, _value_type(a, fields)) for a in sink.aggregates]
+        aggregator = value_aggregator(sink.aggregates)
+    from pyspark.sql.types import StructField, StructType
+
+    output = StructType([StructField(n, t, True) for n, t in (*key_types, *value_types)])
+    compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
+    if mode == "builtin":  # Spark's own result types (sum of an int is a bigint...)
+        output = compiled.aggregate(df, partitions).schema
+        value_types = [(n, output[n].dataType) for n, _ in value_types]
+        compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
+    return compiled
+
+
+def _value_type(a: Agg, fields: dict[str, Any]) -> Any:
+    from pyspark.sql.types import DoubleType, FloatType, LongType
+
+    agg = a.aggregator
+    if isinstance(agg, Count) or a.input is None:
+        return LongType()
+    t = fields[a.input]
+    if isinstance(agg, Sum):
+        if isinstance(t, (DoubleType, FloatType)):
+            return DoubleType()
+        if type(t).__name__ in ("LongType", "IntegerType", "ShortType", "ByteType"):
+            return LongType()
+        raise TopologyCompileError(f"Sum over {a.input!r} of type {t.simpleString()}: CAST it to BIGINT or DOUBLE")
+    return t
+
+
+def _spec(sink: PersistentAggregate | PartitionPersist, key_types: list[tuple[str, Any]],
+          value_types: list[tuple[str, Any]]) -> MapSpec:
+    keys = tuple(Column(n, column_type(t, f"sink {sink.name!r}: key {n!r}")) for n, t in key_types)
+    if not keys:
+        keys = (Column(GLOBAL_KEY_COLUMN, "text"),)
+    values = tuple(Column(n, column_type(t, f"sink {sink.name!r}: value {n!r}")) for n, t in value_types)
+    return MapSpec(sink.name, sink.factory.kind, keys, values)

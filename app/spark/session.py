@@ -1,0 +1,86 @@
+"""The service's SparkSession: workers run this interpreter, Arrow on, small-machine defaults.
+
+    spark = spark_session()                                  # local[*,4]
+    spark = spark_session("spark://master:7077", conf={"spark.executor.memory": "2g"})
+
+Local mode and task retries: Spark's plain ``local[N]`` master gives every task exactly one
+attempt (``spark.task.maxFailures`` is ignored in local mode), so one failed executor task would
+fail the whole job and make the coordinator replay the txid. ``local[N,F]`` allows F attempts;
+a local master without F gets :data:`LOCAL_TASK_ATTEMPTS` (4, the cluster-mode default of
+``spark.task.maxFailures``). A retried task is safe: reads re-read the same frozen ranges, and
+commits go through compare-and-set on opaque values.
+
+Cluster masters (``spark://``, ``k8s://``, ``yarn``) are passed through; their executors must run
+an image with this service installed (the same interpreter path, see ``spark.pyspark.python``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+LOCAL_TASK_ATTEMPTS = 4
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+_LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*(\d+))?\])?$")
+
+
+def local_master(master: str, attempts: int = LOCAL_TASK_ATTEMPTS) -> str:
+    """``master`` with a task-attempt count when it is a local master without one; others unchanged."""
+    m = _LOCAL.match(master.strip())
+    if m is None:
+        return master
+    threads, given = m.group(1) or "1", m.group(2)
+    return f"local[{threads},{given or attempts}]"
+
+
+def default_conf(master: str) -> dict[str, str]:
+    """The settings :func:`spark_session` applies unless ``conf`` overrides them."""
+    cores = os.cpu_count() or 2
+    conf = {
+        "spark.pyspark.python": sys.executable,  # workers run the service's own interpreter...
+        "spark.pyspark.driver.python": sys.executable,  # ...and so does the driver
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.shuffle.partitions": str(2 * cores),
+        "spark.default.parallelism": str(2 * cores),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.python.worker.reuse": "true",  # clients (Kafka consumers, DB sessions) live per worker process
+        "spark.scheduler.mode": "FAIR",  # process N+1 and commit N share the executors (pools per phase)
+        "spark.sql.session.timeZone": "UTC",
+    }
+    pools = Path(__file__).with_name("fairscheduler.xml")
+    if pools.is_file():  # the pools' weights; without it Spark makes them with defaults (and a warning)
+        conf["spark.scheduler.allocation.file"] = str(pools)
+    if _LOCAL.match(master.strip()):
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        # Workers import the service from the same checkout (an installed package needs nothing).
+        conf["spark.executorEnv.PYTHONPATH"] = PROJECT_ROOT
+    return conf
+
+
+def spark_session(master: str = "local[*]", app_name: str = "trident-stream",
+                  conf: Mapping[str, Any] | None = None, *, log_level: str = "WARN") -> Any:
+    """Create (or reuse) the process's SparkSession with the service's defaults and ``conf`` on top.
+
+    A session that already runs is reused as it is (Spark allows one SparkContext per process);
+    its runtime SQL settings from ``conf`` are applied to it.
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    master = local_master(master)
+    settings = {**default_conf(master), **{str(k): str(v) for k, v in (conf or {}).items()}}
+    active = SparkSession.getActiveSession()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if active is None:
+        spark.sparkContext.setLogLevel(log_level)
+    return spark

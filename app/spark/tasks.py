@@ -1,0 +1,199 @@
+"""What runs on Spark executors: reading ranges, folding custom aggregates, committing to state.
+
+Every class here is a small picklable callable for ``mapInArrow`` (Arrow batches in, Arrow batches
+out). Clients are never shipped: Kafka consumers come from ``spouts.kafka``'s per-process pool and
+states from :meth:`StateFactory.make_state` (opened once per Python worker process, which Spark
+reuses across tasks). Executor metrics live in the worker process, so commit tasks return their
+deltas (:func:`counter_snapshot`) for the driver to add to its own counters.
+
+``faults`` (tests): ``faults(point, txid, batch_attempt)`` is called at ``"read"`` after each range
+is read and at ``"commit"`` after each ``multi_update`` chunk; it may raise to fail the task
+(``pyspark.TaskContext.get().attemptNumber()`` tells which attempt is running).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+import pyarrow as pa
+
+from states.aggregators import CombinerAggregator, combine_updater
+from states.factory import StateFactory
+from states.spec import MapSpec
+
+TaskFaults = Callable[[str, int, int], None]
+META_FIELDS = ("topic", "partition", "first_offset", "next_offset", "record_count", "topology_id")
+STATS_SCHEMA = pa.schema([("keys", pa.int64()), ("metrics", pa.string())])
+_COUNTERS = ("cas_conflicts", "cas_unknown", "state_requests")  # Metrics attributes executors update
+
+
+def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as Spark accepts it from Arrow (timestamps in microseconds, timezone kept)."""
+    def conform(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_timestamp(t):
+            return pa.timestamp("us", tz=t.tz)
+        if pa.types.is_list(t):
+            return pa.list_(conform(t.value_type))
+        if pa.types.is_struct(t):
+            return pa.struct([f.with_type(conform(f.type)) for f in t])
+        return t
+
+    return pa.schema([f.with_type(conform(f.type)) for f in schema])
+
+
+@dataclass(frozen=True)
+class ReadRanges:
+    """Reads the planned ranges of its input rows (one row per range) through ``spout.read_arrow``.
+
+    Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
+    the same range adds the same entry again, so the count is exact however often Spark recomputes.
+    """
+
+    spout: Any
+    schema: pa.Schema  # what Spark expects (spark_arrow_schema of the spout's schema)
+    txid: int
+    attempt: int
+    counts: Any  # a pyspark Accumulator merging dicts (see executor.RangeCounts)
+    faults: TaskFaults | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            for row in rb.select(list(META_FIELDS)).to_pylist():
+                from spouts.metadata import PartitionMetadata
+
+                meta = PartitionMetadata(**row)
+                n = 0
+                for b in self.spout.read_arrow(meta):
+                    n += b.num_rows
+                    yield b if b.schema.equals(self.schema) else b.cast(self.schema)
+                if self.faults is not None:
+                    self.faults("read", self.txid, self.attempt)
+                self.counts.add({(self.txid, self.attempt, meta.topic, meta.partition, meta.first_offset): n})
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A Python fold per key, for custom combiners: ``init`` then ``combine`` (``initial``), or ``combine`` only.
+
+    Reads key columns ``keys`` and one input column per aggregator (None: no input, as Count);
+    writes ``keys`` + one partial per aggregator with the sink's output schema (a Spark StructType).
+    """
+
+    keys: tuple[str, ...]
+    inputs: tuple[str | None, ...]
+    aggregators: tuple[CombinerAggregator, ...]
+    output: Any
+    initial: bool
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        acc: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        aggs = self.aggregators
+        for rb in batches:
+            n = rb.num_rows
+            key_rows = zip(*(rb.column(k).to_pylist() for k in self.keys)) if self.keys else repeat((), n)
+            cols = [rb.column(i).to_pylist() if i is not None else repeat(None, n) for i in self.inputs]
+            for key, *values in zip(key_rows, *cols):
+                v = tuple(a.init(x) for a, x in zip(aggs, values)) if self.initial else tuple(values)
+                old = acc.get(key)
+                acc[key] = v if old is None else tuple(a.combine(p, q) for a, p, q in zip(aggs, old, v))
+        if acc:
+            yield self._batch(acc)
+
+    def _batch(self, acc: dict[tuple[Any, ...], tuple[Any, ...]]) -> pa.RecordBatch:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(self.output, timezone="UTC")
+        keys, values = list(acc), list(acc.values())
+        columns = [list(c) for c in zip(*keys)] + [list(c) for c in zip(*values)]
+        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+
+
+def counter_snapshot() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """This process's values of the counters executors update, by (Metrics attribute, labels)."""
+    from app.metrics import METRICS
+
+    snap = {}
+    for attr in _COUNTERS:
+        for metric in getattr(METRICS, attr).collect():
+            for s in metric.samples:
+                if s.name.endswith("_total"):
+                    snap[(attr, tuple(sorted(s.labels.items())))] = s.value
+    return snap
+
+
+def counter_deltas(before: dict[Any, float]) -> str:
+    """JSON ``[[attribute, labels, delta], ...]`` of what changed since ``before``."""
+    after = counter_snapshot()
+    return json.dumps([[attr, dict(labels), v - before.get((attr, labels), 0.0)]
+                       for (attr, labels), v in after.items() if v != before.get((attr, labels), 0.0)])
+
+
+def _stats(keys: int, before: dict[Any, float]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([keys], pa.int64()), pa.array([counter_deltas(before)])],
+                                      schema=STATS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class CommitAggregates:
+    """Applies one task's aggregated rows to the sink's map state: begin, ``multi_update`` in chunks, commit."""
+
+    factory: StateFactory
+    spec: MapSpec
+    aggregator: CombinerAggregator
+    txid: int
+    attempt: int
+    chunk: int = 1000
+    faults: TaskFaults | None = field(default=None)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        before = counter_snapshot()
+        state = self.factory.make_state(self.spec)  # once per process
+        key_names = [c.name for c in self.spec.key]
+        value_names = [c.name for c in self.spec.value]
+        written = 0
+        state.begin_commit(self.txid)
+        for rb in batches:
+            keys = list(zip(*(rb.column(k).to_pylist() for k in key_names)))
+            values = _values(rb, value_names)
+            for i in range(0, len(keys), self.chunk):
+                part = values[i:i + self.chunk]
+                state.multi_update(keys[i:i + self.chunk], [combine_updater(self.aggregator, v) for v in part])
+                written += len(part)
+                if self.faults is not None:
+                    self.faults("commit", self.txid, self.attempt)
+        state.commit(self.txid)
+        yield _stats(written, before)
+
+
+@dataclass(frozen=True)
+class PersistRows:
+    """A ``partition_persist`` task: ``updater(state, rows)`` with all of this task's rows (dicts)."""
+
+    factory: StateFactory
+    spec: MapSpec
+    updater: Callable[[Any, list[dict[str, Any]]], None]
+    txid: int
+    attempt: int
+    faults: TaskFaults | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        before = counter_snapshot()
+        rows = [r for rb in batches for r in rb.to_pylist()]
+        state = self.factory.make_state(self.spec)
+        state.begin_commit(self.txid)
+        if rows:
+            self.updater(state, rows)
+        if self.faults is not None:
+            self.faults("commit", self.txid, self.attempt)
+        state.commit(self.txid)
+        yield _stats(len(rows), before)
+
+
+def _values(rb: pa.RecordBatch, names: Sequence[str]) -> list[Any]:
+    if len(names) == 1:
+        return rb.column(names[0]).to_pylist()
+    return list(zip(*(rb.column(n).to_pylist() for n in names)))

@@ -1,0 +1,36 @@
+"""Shared peers of the Spark tests: one SparkSession (``local[2,4]``), one mock Kafka cluster, one CQL server.
+
+Spark's Python workers outlive tests and keep their pooled Kafka consumers and Cassandra sessions
+(that is the point of the pools), so the peers they talk to live for the whole session; tests
+isolate themselves with their own topics, topology ids, SQLite files and keyspaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.cqlserver.fixtures import cql_server_session  # noqa: F401  (fixture)
+from tests.kafka.mock_cluster import MockKafkaCluster
+
+
+@pytest.fixture(scope="session")
+def spark_kafka() -> Iterator[MockKafkaCluster]:
+    """A 3-broker mock Kafka cluster for every Spark test (each test makes its own topic)."""
+    from spouts.kafka import POOL
+
+    with MockKafkaCluster(3) as cluster:
+        yield cluster
+        POOL.close_all()  # the driver's planning consumers must not outlive the cluster
+
+
+@pytest.fixture(scope="session")
+def spark(spark_kafka: MockKafkaCluster) -> Iterator[Any]:
+    """The session's SparkSession: 2 threads, 4 attempts per task (stopped before the Kafka peer)."""
+    from app.spark import spark_session
+
+    session = spark_session("local[2,4]", app_name="trident-tests")
+    yield session
+    session.stop()

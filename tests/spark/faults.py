@@ -1,0 +1,46 @@
+"""Fault switches that Spark executors see: picklable hooks for ``SparkExecutor(faults=...)``.
+
+A hook runs inside executor tasks (``app.spark.tasks``); it leaves a marker file for every fault it
+fires, so a test can prove the fault happened in a worker process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class InjectedTaskFailure(RuntimeError):
+    """A task failure a test asked for."""
+
+
+@dataclass(frozen=True)
+class FailTask:
+    """Fails the task for Spark partition ``partition`` at ``point`` of ``txid``.
+
+    ``every_attempt`` False: only Spark's first attempt of the task fails (Spark retries it).
+    True: every attempt fails, so the job fails, but only on batch attempt ``batch_attempt``
+    (the coordinator's replay of the txid then succeeds).
+    """
+
+    point: str
+    txid: int
+    markers: str
+    partition: int = 0
+    every_attempt: bool = False
+    batch_attempt: int = 1
+
+    def __call__(self, point: str, txid: int, attempt: int) -> None:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if (point, txid, attempt) != (self.point, self.txid, self.batch_attempt) or ctx is None:
+            return
+        if ctx.partitionId() != self.partition or (ctx.attemptNumber() > 0 and not self.every_attempt):
+            return
+        Path(self.markers, f"{point}-txid{txid}-batch{attempt}-task{ctx.attemptNumber()}").touch()
+        raise InjectedTaskFailure(f"injected {point} failure: txid {txid}, task attempt {ctx.attemptNumber()}")
+
+
+def fired(markers: Path) -> list[str]:
+    return sorted(p.name for p in markers.iterdir())
