@@ -1,0 +1,239 @@
+"""``python -m app run``: Spark, one coordinator thread per pipeline, the HTTP endpoints, clean shutdown.
+
+Lifecycle of the process:
+
+1. Install SIGTERM/SIGINT handlers (a signal during start-up still exits cleanly), start Spark,
+   then install them again (PySpark replaces SIGINT's handler while it starts).
+2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
+   over a Spark executor, take the lease and run it in its own thread.
+3. Serve ``/metrics``, ``/healthz`` and ``/readyz``.
+4. On SIGTERM/SIGINT each pipeline finishes the txid it is committing (up to
+   ``service.shutdown_grace_s``); then every Spark job still running is cancelled: later txids
+   that were only being processed, or a txid past its grace, are abandoned. An abandoned txid that
+   was frozen but not committed is replayed from its frozen ranges by the next run; that is the
+   batch protocol's normal recovery, so abandoning is safe. Coordinators release their leases
+   (a successor starts at once), Spark stops, and the process exits 0.
+
+A fatal pipeline error (data loss with policy ``fail``, a lost lease, a batch behind the state)
+stops every pipeline and exits 1, so the orchestrator restarts the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
+from app.coordinator import Coordinator
+from app.metrics import METRICS, Metrics
+
+log = logging.getLogger(__name__)
+
+ExecutorFactory = Callable[[Any, Any], Any]  # (spark session, topology) -> BatchExecutor
+
+
+class PipelineRunner:
+    """One pipeline's coordinator loop, in its own thread, with the status ``/readyz`` reports."""
+
+    def __init__(self, compiled: CompiledPipeline, executor: Any, *, metrics: Metrics = METRICS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.compiled, self._clock = compiled, clock
+        self.id = compiled.id
+        cfg = compiled.coordinator
+        self.coordinator = Coordinator(self.id, compiled.topology.spout, executor, compiled.store(), cfg,
+                                       metrics=metrics)
+        self.leased = False
+        self.last_progress: float | None = None  # a commit or an idle poll
+        self.error: BaseException | None = None
+        self.loop_done = threading.Event()
+        self.thread = threading.Thread(target=self._main, name=f"pipeline-{self.id}", daemon=True)
+        self._stop: threading.Event | None = None
+        self._on_fatal: Callable[[], None] = lambda: None
+
+    def start(self, stop: threading.Event, on_fatal: Callable[[], None]) -> None:
+        self._stop, self._on_fatal = stop, on_fatal
+        self.thread.start()
+
+    def status(self, window_s: float) -> dict[str, Any]:
+        age = None if self.last_progress is None else self._clock() - self.last_progress
+        ready = self.leased and self.error is None and age is not None and age <= window_s
+        return {"ready": ready, "lease_held": self.leased, "committed_txid": self.coordinator.committed_txid,
+                "seconds_since_progress": None if age is None else round(age, 3),
+                "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
+
+    def _main(self) -> None:
+        assert self._stop is not None
+        try:
+            self.coordinator.start()
+            self.leased = True
+            self._loop(self._stop)
+        except BaseException as e:  # noqa: BLE001 - fatal: reported, and it stops the service
+            self.error = e
+            log.error("pipeline %s stopped: %s: %s", self.id, type(e).__name__, e,
+                      exc_info=not _is_expected_fatal(e))
+            self._on_fatal()
+        finally:
+            self.loop_done.set()
+            self.coordinator.close(release=self.leased)
+            self.leased = False
+            log.info("pipeline %s closed at committed txid %d", self.id, self.coordinator.committed_txid)
+
+    def _loop(self, stop: threading.Event) -> None:
+        coord, cfg = self.coordinator, self.compiled.coordinator
+        failures = 0
+        while not stop.is_set():
+            started = self._clock()
+            outcome = coord.step()
+            if outcome == "committed":
+                failures = 0
+                self.last_progress = self._clock()
+                s = coord.last_stats
+                log.info("pipeline %s committed txid %d: %d records, %d keys, %.0f ms", self.id,
+                         coord.committed_txid, s.records, s.keys_updated, (self.last_progress - started) * 1000)
+            elif outcome == "idle":
+                failures = 0
+                self.last_progress = self._clock()
+                stop.wait(cfg.idle_sleep_s)
+            else:  # "failed": the coordinator logged it and replays the txid
+                failures += 1
+                first, largest = cfg.retry_backoff_s
+                stop.wait(min(largest, first * 2 ** min(failures - 1, 16)))
+
+
+class Service:
+    """Runs every pipeline of a config until stopped; :meth:`run` returns the exit code."""
+
+    def __init__(self, config: ServiceConfig, *, metrics: Metrics = METRICS,
+                 executor_factory: ExecutorFactory | None = None) -> None:
+        self.config, self.metrics = config, metrics
+        self._executor_factory = executor_factory
+        self.stop = threading.Event()
+        self._fatal = threading.Event()
+        self.runners: list[PipelineRunner] = []
+        self.http: Any = None
+        self.spark: Any = None
+
+    # -- the whole lifecycle ------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._install_signals()
+        try:
+            self._start_spark()
+            self._install_signals()  # PySpark replaced SIGINT's handler while starting
+            if not self.stop.is_set():
+                self._start_http()
+                self._start_pipelines()
+                while not self.stop.wait(0.2):
+                    pass
+        except Exception:
+            log.exception("start-up failed")
+            self._on_fatal()
+        finally:
+            self._shutdown()
+            self._close()
+        return 1 if self._fatal.is_set() else 0
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        window = self.config.service.ready_window_s
+        pipelines = {r.id: r.status(window) for r in self.runners}
+        ready = bool(pipelines) and not self.stop.is_set() and all(p["ready"] for p in pipelines.values())
+        return ready, {"stopping": self.stop.is_set(), "pipelines": pipelines}
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.stop.is_set():
+            log.warning("second %s: abandoning the current txids now", signal.Signals(signum).name)
+            self._cancel_spark_jobs()
+            return
+        log.info("%s: finishing the current txid, then stopping", signal.Signals(signum).name)
+        self.stop.set()
+
+    def _start_spark(self) -> None:
+        s = self.config.spark
+        from app.spark.session import spark_session
+
+        log.info("starting Spark (master %s)", s.master)
+        self.spark = spark_session(master=s.master, app_name=s.app_name, conf=dict(s.conf))
+
+    def _start_http(self) -> None:
+        h = self.config.http
+        if h.enabled:
+            from app.server import HttpServer
+
+            self.http = HttpServer(h.host, h.port, self.readiness, self.metrics.registry).start()
+
+    def _start_pipelines(self) -> None:
+        make = self._executor_factory or _spark_executor
+        for p in self.config.pipelines:
+            compiled = compile_pipeline(self.config, p, metrics=self.metrics)
+            if compiled.state.backend == "sqlite" and compiled.state.sqlite_path:
+                Path(compiled.state.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
+            runner = PipelineRunner(compiled, make(self.spark, compiled.topology), metrics=self.metrics)
+            self.runners.append(runner)
+            log.info("pipeline %s: %s -> %s table %s (%s state), owner %s", p.id,
+                     ",".join(p.spout.topics) or f"/{p.spout.topic_pattern}/", p.state.backend,
+                     compiled.topology.sinks[0][1].name, p.state.kind.value, compiled.coordinator.owner)
+        for r in self.runners:
+            r.start(self.stop, self._on_fatal)
+
+    def _on_fatal(self) -> None:
+        self._fatal.set()
+        self.stop.set()
+
+    def _shutdown(self) -> None:
+        """Let each pipeline finish its current step (the grace), then cancel what Spark still runs."""
+        deadline = time.monotonic() + self.config.service.shutdown_grace_s
+        started = [r for r in self.runners if r.thread.ident is not None]
+        for r in started:
+            if not r.loop_done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("pipeline %s did not finish its txid within %.0f s: abandoning it (it is replayed "
+                            "on the next start)", r.id, self.config.service.shutdown_grace_s)
+                self.metrics.batches.labels(r.id, "abandoned").inc()
+        if started:
+            self._cancel_spark_jobs()  # later txids that were only being processed; their results are dropped
+        for r in started:
+            r.thread.join(timeout=60)
+            if r.thread.is_alive():
+                log.error("pipeline %s did not stop", r.id)
+                self._fatal.set()
+
+    def _cancel_spark_jobs(self) -> None:
+        if self.spark is not None:
+            try:
+                self.spark.sparkContext.cancelAllJobs()
+            except Exception:  # noqa: BLE001 - best effort while stopping
+                log.debug("could not cancel Spark jobs", exc_info=True)
+
+    def _close(self) -> None:
+        if self.http is not None:
+            self.http.close()
+        if self.spark is not None:
+            try:
+                self.spark.stop()
+            except Exception:  # noqa: BLE001 - best effort while stopping
+                log.warning("Spark did not stop cleanly", exc_info=True)
+        log.info("stopped")
+
+
+def _spark_executor(spark: Any, topology: Any) -> Any:
+    from app.spark.executor import SparkExecutor
+
+    return SparkExecutor(spark, topology)
+
+
+def _is_expected_fatal(e: BaseException) -> bool:
+    from app.coordinator import FATAL
+
+    return isinstance(e, FATAL)

@@ -1,0 +1,225 @@
+"""Running the real service as a subprocess against a Kafka in the test process, with a ground truth.
+
+* :class:`ServiceProcess`: ``python -m app run --config FILE`` in its own session (process group),
+  so a SIGKILL of the group takes Spark's JVM and Python workers with it; SIGTERM goes to the
+  service alone (as Kubernetes sends it to PID 1).
+* :class:`SentenceProducer`: a thread producing sentences to the mock cluster and counting the
+  words of every acknowledged one (the ground truth).
+* :func:`word_counts`: the stored counts, read from the SQLite state with plain SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Producer
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
+         "lima", "mike", "november", "oscar", "papa")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def word_count_config(path: Path, *, bootstrap: str, topic: str, port: int, state: dict[str, Any],
+                      cassandra: dict[str, Any] | None = None, pipeline_id: str = "kill-test",
+                      caps: tuple[int, int] = (400, 1600), max_pending: int = 2) -> Path:
+    """A word-count config for the service under test (fast lease renewal, test-sized timeouts)."""
+    doc: dict[str, Any] = {
+        "kafka": {"bootstrap_servers": bootstrap, "request_timeout_s": 5, "read_timeout_s": 10},
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 4,
+                                                  "spark.default.parallelism": 4}},
+        "http": {"host": "127.0.0.1", "port": port},
+        "service": {"shutdown_grace_s": 60, "ready_window_s": 60},
+        "pipelines": [{
+            "id": pipeline_id,
+            "spout": {"topics": [topic], "first_poll": "earliest", "discovery_interval_s": 1,
+                      "caps": {"per_partition": caps[0], "per_batch": caps[1]}},
+            "transforms": [{"map": ["explode(split(CAST(value AS STRING), ' ')) AS word"]},
+                           {"filter": "word <> ''"}],
+            "group_by": ["word"],
+            "aggregates": [{"count": {"as": "count"}}],
+            "state": state,
+            "max_pending": max_pending,
+            "idle_sleep_s": 0.2,
+        }],
+    }
+    if cassandra is not None:
+        doc["cassandra"] = cassandra
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+class ServiceProcess:
+    """One ``python -m app run`` process; its output goes to ``log`` (appended across restarts)."""
+
+    def __init__(self, config: Path, log: Path, port: int, env: dict[str, str] | None = None) -> None:
+        self.config, self.log, self.port = config, log, port
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServiceProcess:
+        with open(self.log, "ab") as out:
+            out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen([sys.executable, "-m", "app", "run", "--config", str(self.config)],
+                                         cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        return self
+
+    def get(self, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def readyz(self) -> tuple[int, dict[str, Any]]:
+        status, body = self.get("/readyz")
+        return status, json.loads(body)
+
+    def wait_ready(self, timeout: float = 90.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                status, body = self.readyz()
+                if status == 200:
+                    return body
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"service not ready after {timeout}s; see {self.log}")
+
+    def check_alive(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"service exited with {self.proc.returncode}; log:\n{self.tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the service, Spark's JVM and its Python workers."""
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(30)
+
+    def terminate(self, timeout: float = 120.0) -> int:
+        """SIGTERM the service process alone and wait for its exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.cleanup()
+
+    def cleanup(self) -> None:
+        """Kill whatever of the group is left (a JVM orphaned by a failed test)."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+class SentenceProducer(threading.Thread):
+    """Produces sentences of WORDS to ``topic`` until stopped; ``truth`` counts acknowledged words."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 400.0, seed: int = 1) -> None:
+        super().__init__(name="producer", daemon=True)
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.rng = random.Random(seed)
+        self.truth: Counter[str] = Counter()
+        self.sent = self.acked = 0
+        self.errors: list[Any] = []
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            for _ in range(max(1, int(self.rate / 20))):
+                self.produce_one()
+            self._producer.poll(0)
+            self._stop_event.wait(0.05)
+        self._producer.flush(30)
+
+    def produce_one(self) -> None:
+        words = [self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 6))]
+        self._producer.produce(self.topic, " ".join(words).encode(), partition=self.sent % self.partitions,
+                               on_delivery=lambda err, msg, w=words: self._acked(err, w))
+        self.sent += 1
+
+    def _acked(self, err: Any, words: list[str]) -> None:
+        with self._lock:
+            if err is None:
+                self.acked += 1
+                self.truth.update(words)
+            else:
+                self.errors.append(err)
+
+    def stop(self) -> Counter[str]:
+        self._stop_event.set()
+        if self.ident is not None:
+            self.join(60)
+        assert not self.errors, self.errors[:5]
+        assert self._producer.flush(30) == 0
+        assert self.acked == self.sent
+        return Counter(self.truth)
+
+
+def word_counts(db: Path, table: str = "word_counts") -> dict[str, int]:
+    """The stored counts (an absent table is no counts yet)."""
+    if not db.exists():
+        return {}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return {w: int(c) for w, c in conn.execute(f"SELECT word, count FROM {table}")}
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return {}
+        raise
+    finally:
+        conn.close()
+
+
+def lease_row(db: Path, topology: str) -> tuple[str | None, int, float] | None:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute("SELECT owner, epoch, expires_at FROM trident_state_lease WHERE topology = ?",
+                            (topology,)).fetchone()
+    finally:
+        conn.close()
+
+
+def committed_txid(db: Path, topology: str) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        row = conn.execute("SELECT value FROM trident_state WHERE topology = ? AND key = 'coordinator'",
+                           (topology,)).fetchone()
+        return 0 if row is None else int(json.loads(row[0])["committed_txid"])
+    finally:
+        conn.close()

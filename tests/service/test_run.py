@@ -1,0 +1,84 @@
+"""``python -m app run`` as a real process: endpoints, SIGTERM (exit 0, lease released, resume at the next txid)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from spouts.kafka.mock_cluster import MockKafkaCluster
+from tests.service.helpers import (SentenceProducer, ServiceProcess, committed_txid, free_port, lease_row,
+                                   word_count_config, word_counts)
+
+CANARY = "s3cret-canary-9f2"
+
+
+def wait_for_counts(db: Path, expected: dict[str, int], service: ServiceProcess, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        service.check_alive()
+        if word_counts(db) == expected:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"counts never matched: {word_counts(db)} != {expected}\n{service.tail()}")
+
+
+def wait_for_metric(service: ServiceProcess, sample: str, timeout: float = 30) -> str:
+    """The /metrics text once it contains ``sample`` (the state is written before the txid's metrics)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = service.get("/metrics")[1].decode()
+        if sample in text or time.monotonic() > deadline:
+            assert sample in text, text
+            return text
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: MockKafkaCluster,
+                                                                         tmp_path: Path) -> None:
+    """SIGTERM ends a run with exit 0 and the lease released; a restart resumes at the next txid and
+    counts only the new records; the endpoints answer while it runs and no secret reaches the log."""
+    kafka.create_topic("words", 3, 3)
+    db, port, log = tmp_path / "state.db", free_port(), tmp_path / "service.log"
+    config = word_count_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), topic="words",
+                               port=port, state={"backend": "sqlite", "sqlite_path": str(db), "table": "word_counts"})
+    producer = SentenceProducer(kafka.bootstrap_servers(), "words", 3)
+    for _ in range(1500):
+        producer.produce_one()
+    service = ServiceProcess(config, log, port, env={"TRIDENT_KAFKA_SASL_PASSWORD": CANARY})
+    try:
+        truth = producer.stop()
+        service.start()
+        wait_for_counts(db, dict(truth), service)
+        ready = service.wait_ready()
+        assert ready["pipelines"]["kill-test"]["lease_held"] is True
+        assert service.get("/healthz")[0] == 200
+        metrics = wait_for_metric(service, 'trident_records_total{pipeline="kill-test"} 1500.0')
+        assert 'trident_lease_held{pipeline="kill-test"} 1.0' in metrics
+        assert re.search(r'trident_batches_total\{outcome="committed",pipeline="kill-test"\} [1-9]', metrics)
+        assert 'trident_partition_lag{partition="0",pipeline="kill-test",topic="words"} 0.0' in metrics
+
+        assert service.terminate() == 0
+        first = committed_txid(db, "kill-test")
+        owner, _, expires = lease_row(db, "kill-test")
+        assert owner is None and expires == 0  # released: a successor starts at once
+
+        more = SentenceProducer(kafka.bootstrap_servers(), "words", 3, seed=2)
+        for _ in range(600):
+            more.produce_one()
+        truth += more.stop()
+        service.start()
+        wait_for_counts(db, dict(truth), service)
+        assert service.terminate() == 0
+    finally:
+        service.cleanup()
+    text = log.read_text()
+    assert f"resuming after txid {first}" in text
+    assert f"committed txid {first + 1}:" in text
+    assert re.search(r"committed txid 1: \d+ records, \d+ keys, \d+ ms", text)
+    assert CANARY not in text
+    assert text.count("stopped") >= 2
