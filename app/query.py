@@ -44,43 +44,47 @@ def query(sink: Sink, keys: Sequence[Any] | None = None, *, spec: MapSpec | None
 
 
 def stored_spec(sink: Sink) -> MapSpec:
-    """The spec of ``sink``'s existing table, read from the database (SQLite or Cassandra)."""
+    """The spec of ``sink``'s existing table: column names and order from the sink, types from the database.
+
+    (Cassandra keeps no order of regular columns, so the order of a tuple value comes from the sink.)
+    """
     f = sink.factory
     if f.backend == "sqlite":
-        columns, key = _sqlite_columns(f.sqlite_path, sink.name)
+        types = _sqlite_columns(f.sqlite_path, sink.name)
     elif f.backend == "cassandra":
-        columns, key = _cassandra_columns(f.cassandra, sink.name)
+        types = _cassandra_columns(f.cassandra, sink.name)
     else:
         raise LookupError(f"sink {sink.name!r}: no spec compiled in this process; pass spec=")
-    if not columns:
+    if not types:
         raise LookupError(f"sink {sink.name!r}: table {sink.name!r} does not exist yet (nothing committed)")
-    stored = {"txid"} | {n for n in columns if n.startswith("prev_")}
-    values = tuple(Column(n, t) for n, t in columns.items() if n not in stored and n not in key)
-    return MapSpec(sink.name, f.kind, tuple(Column(n, columns[n]) for n in key), values)
+    if isinstance(sink, PersistentAggregate):
+        keys, values = sink.group_by or (GLOBAL_KEY_COLUMN,), tuple(a.output for a in sink.aggregates)
+    else:
+        keys, values = sink.key_columns, sink.value_columns
+    missing = [n for n in (*keys, *values) if n not in types]
+    if missing:
+        raise LookupError(f"table {sink.name!r} has no column(s) {missing} of sink {sink.name!r}")
+    return MapSpec(sink.name, f.kind, tuple(Column(n, types[n]) for n in keys),
+                   tuple(Column(n, types[n]) for n in values))
 
 
-def _sqlite_columns(path: str, table: str) -> tuple[dict[str, str], list[str]]:
+def _sqlite_columns(path: str, table: str) -> dict[str, str]:
     import sqlite3
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        rows = conn.execute("SELECT name, type, pk FROM pragma_table_info(?)", (table,)).fetchall()
+        return {n: t.lower() for n, t in conn.execute("SELECT name, type FROM pragma_table_info(?)", (table,))}
     finally:
         conn.close()
-    return {n: t.lower() for n, t, _ in rows}, [n for n, _, pk in sorted(rows, key=lambda r: r[2]) if pk]
 
 
-def _cassandra_columns(settings: Any, table: str) -> tuple[dict[str, str], list[str]]:
+def _cassandra_columns(settings: Any, table: str) -> dict[str, str]:
     from states.cassandra.session import shared_client
 
-    client = shared_client(settings)
-    rows = client.session.execute(
-        "SELECT column_name, kind, position, type FROM system_schema.columns "
-        "WHERE keyspace_name = %s AND table_name = %s", (settings.keyspace, table))
-    rows = list(rows)
-    key = [r["column_name"] for r in sorted(rows, key=lambda r: (r["kind"] != "partition_key", r["position"]))
-           if r["kind"] in ("partition_key", "clustering")]
-    return {r["column_name"]: r["type"] for r in rows}, key
+    rows = shared_client(settings).session.execute(
+        "SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+        (settings.keyspace, table))
+    return {r["column_name"]: r["type"] for r in rows}
 
 
 __all__ = ["GLOBAL_KEY_COLUMN", "query", "stored_spec"]

@@ -186,7 +186,12 @@ def _builtin_expr(a: Agg) -> Any:
 def compile_sink(records: Any, transforms: Sequence[Transform], sink: PersistentAggregate | PartitionPersist,
                  partitions: int = 1) -> CompiledSink:
     """Compile one sink against ``records``, an empty DataFrame with the spout's schema."""
-    steps, df = compile_steps(records, transforms)
+    from pyspark.errors import AnalysisException
+
+    try:
+        steps, df = compile_steps(records, transforms)
+    except AnalysisException as e:  # a bad expression: say which sink's stream has it
+        raise TopologyCompileError(f"sink {sink.name!r}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from e
     fields = {f.name: f.dataType for f in df.schema.fields}
 
     def typed(name: str, what: str) -> Any:

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from app.batch import Batch
 from app.metrics import Metrics
-from app.query import query
+from app.query import query, stored_spec
 from app.spark import GLOBAL_KEY_COLUMN, SparkExecutor
 from app.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
@@ -53,6 +53,7 @@ def test_word_count_and_amounts_into_sqlite(spark: Any, spark_kafka: Any, tmp_pa
     assert query(words, ["fox", ("émigré",), "never"]) == [expected_words(topic.produced)["fox"],
                                                               expected_words(topic.produced)["émigré"], None]
     assert query(sums, ["u3"]) == [expected_amounts(topic.produced)["u3"]]
+    assert stored_spec(words) == executor.spec("word_counts")  # what a fresh process would query with
 
 
 def test_word_count_and_amounts_into_cassandra(spark: Any, spark_kafka: Any, cql_server_session: Any) -> None:
@@ -69,8 +70,8 @@ def test_word_count_and_amounts_into_cassandra(spark: Any, spark_kafka: Any, cql
     factory = StateFactory(backend="cassandra", cassandra=settings)
     topology = Topology("e2e-cassandra")
     stream = lines(topology, topic.spout(topology.name))
-    word_counts(stream, factory)
-    amounts(stream, factory)
+    words_sink = word_counts(stream, factory)
+    amounts_sink = amounts(stream, factory)
     executor = SparkExecutor(spark, topology)
     coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=CAPS)
     try:
@@ -83,6 +84,9 @@ def test_word_count_and_amounts_into_cassandra(spark: Any, spark_kafka: Any, cql
     sums = {r["user"]: (r["total"], r["largest"]) for r in server.rows("spark_e2e", "amounts")}
     assert sums == expected_amounts(topic.produced)
     assert {r["txid"] for r in server.rows("spark_e2e", "amounts")} <= set(range(1, coord.committed_txid + 1))
+    assert stored_spec(words_sink) == executor.spec("word_counts")
+    assert stored_spec(amounts_sink) == executor.spec("amounts")
+    assert query(amounts_sink, ["u1"]) == [expected_amounts(topic.produced)["u1"]]
 
 
 def _apply_sums(state: Any, rows: list[dict[str, Any]]) -> None:

@@ -1,0 +1,104 @@
+"""Failures inside Spark: a task retried by Spark, a whole job failed and the txid replayed, and
+overlapping batches (max_pending=2). Every stored value is checked against the produced records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from app.metrics import Metrics
+from app.spark import SparkExecutor
+from app.topology import Topology
+from spouts.planner import Caps
+from states.factory import StateFactory
+from tests.spark.faults import FailTask, fired
+from tests.spark.helpers import (
+    Timed,
+    Topic,
+    amounts,
+    coordinator,
+    expected_amounts,
+    expected_words,
+    lines,
+    sqlite_table,
+    word_counts,
+)
+
+CAPS = Caps(per_partition=100, per_batch=250)
+
+
+def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, *, records: int = 600,
+         max_pending: int = 1, timed: bool = False) -> tuple[Topic, Metrics, Any]:
+    """Word count + amounts over ``records`` records into SQLite with ``faults``; asserts exactness."""
+    topic = Topic(kafka)
+    topic.produce(records, seed=hash(name) % 1000)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    topology = Topology(name)
+    stream = lines(topology, topic.spout(topology.name))
+    word_counts(stream, factory)
+    amounts(stream, factory)
+    metrics = Metrics(CollectorRegistry())
+    executor: Any = SparkExecutor(spark, topology, faults=faults, chunk_size=3, metrics=metrics)
+    if timed:
+        executor = Timed(executor)
+    coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=CAPS,
+                        max_pending=max_pending, metrics=metrics)
+    try:
+        coord.run_until_idle()
+    finally:
+        coord.close()
+        (executor.inner if timed else executor).close()
+    db = tmp_path / "state.db"
+    assert sqlite_table(db, "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
+    assert sqlite_table(db, "amounts", ["user"], ["total", "largest"]) == expected_amounts(topic.produced)
+    assert metrics.value("trident_records_total", pipeline=name) == records
+    return topic, metrics, executor
+
+
+def test_commit_task_failing_after_some_writes_is_retried_by_spark(spark: Any, spark_kafka: Any,
+                                                                   tmp_path: Path) -> None:
+    """A commit task's first attempt dies after writing its first chunk of keys; Spark's retry
+    rewrites them through the opaque state (same txid: recomputed from prev) and nothing is
+    double counted. The coordinator never saw a failure."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-commit-task", FailTask("commit", 2, str(markers)))
+    assert fired(markers) == ["commit-txid2-batch1-task0"]
+    assert metrics.value("trident_batch_replays_total", pipeline="fail-commit-task") == 0
+
+
+def test_read_task_failure_is_retried_by_spark(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """A read task's first attempt dies after reading its range; the retry re-reads the same range,
+    and the records counted (accumulator keyed by range) are exact."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-read-task", FailTask("read", 1, str(markers)))
+    assert fired(markers) == ["read-txid1-batch1-task0"]
+    assert metrics.value("trident_batch_replays_total", pipeline="fail-read-task") == 0
+
+
+def test_a_failed_commit_job_makes_the_coordinator_replay_the_txid(spark: Any, spark_kafka: Any,
+                                                                   tmp_path: Path) -> None:
+    """Every attempt of a commit task fails (after partial writes), so the Spark job fails; the
+    coordinator replays txid 2 from its frozen plan and the totals are still exact."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fault = FailTask("commit", 2, str(markers), every_attempt=True)
+    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-commit-job", fault)
+    assert fired(markers) == [f"commit-txid2-batch1-task{i}" for i in range(4)]  # local[2,4]: 4 attempts
+    assert metrics.value("trident_batch_replays_total", pipeline="fail-commit-job") == 1
+    assert metrics.value("trident_batches_total", pipeline="fail-commit-job", outcome="failed") == 1
+
+
+def test_max_pending_two_overlaps_batches_and_stays_exact(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """With max_pending=2, processing of txid N+1 starts before the commit of N ends (concurrent Spark
+    jobs from two threads), commits stay in order, and the totals are exact."""
+    _, _, timed = _run(spark, spark_kafka, tmp_path, "overlap", records=1000, max_pending=2, timed=True)
+    started = {txid: t for kind, txid, t in timed.events if kind == "process_start"}
+    ended = {txid: t for kind, txid, t in timed.events if kind == "commit_end"}
+    assert sorted(ended) == list(range(1, len(ended) + 1)) and len(ended) >= 4
+    assert [txid for kind, txid, _ in timed.events if kind == "commit_end"] == sorted(ended)
+    overlapped = [n for n in ended if n + 1 in started and started[n + 1] < ended[n]]
+    assert len(overlapped) >= len(ended) - 2

@@ -1,0 +1,102 @@
+"""The Spark plumbing's smaller promises: masters, compiled specs, refusals, a stale batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.batch import Batch
+from app.spark import SparkExecutor, TopologyCompileError
+from app.spark.session import default_conf, local_master
+from app.topology import Agg, Topology
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+from states import Count, Max, StaleBatchError, combiner
+from states.factory import StateFactory
+from states.spec import Column, StateKind
+from tests.spark.helpers import Topic, lines, word_counts
+
+
+@pytest.mark.parametrize(("given", "used"), [
+    ("local", "local[1,4]"), ("local[*]", "local[*,4]"), ("local[3]", "local[3,4]"), ("local[2,7]", "local[2,7]"),
+    ("spark://host:7077", "spark://host:7077"), ("k8s://https://api:6443", "k8s://https://api:6443"),
+])
+def test_local_masters_get_task_retries_and_cluster_masters_pass_through(given: str, used: str) -> None:
+    """A local master without an attempt count gets 4 attempts per task; other masters are unchanged."""
+    assert local_master(given) == used
+
+
+def test_default_conf_runs_workers_on_this_interpreter() -> None:
+    """Workers and driver run the service's interpreter; Arrow is on; the UI is off."""
+    import sys
+
+    conf = default_conf("local[*,4]")
+    assert conf["spark.pyspark.python"] == conf["spark.pyspark.driver.python"] == sys.executable
+    assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
+    assert conf["spark.ui.enabled"] == "false"
+
+
+def _sqlite(tmp_path: Path, kind: StateKind = StateKind.OPAQUE) -> StateFactory:
+    return StateFactory(kind=kind, backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+
+
+def test_specs_are_typed_from_the_stream(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """Key columns take the group-by fields' types, values the aggregates' (a custom combiner without
+    input is a bigint; max of a timestamp is a timestamp); state_kinds lists every sink's kind."""
+    topic = Topic(spark_kafka, partitions=1)
+    topology = Topology("units-specs")
+    stream = topology.new_stream(topic.spout(topology.name)).each("partition * 2 AS part2", "length(value) > 3 AS long")
+    sink = stream.group_by("topic", "part2", "long").persistent_aggregate(
+        _sqlite(tmp_path), [Agg(Max(), "latest", "timestamp"), Agg(combiner("ones", lambda v: 1, int.__add__, 0),
+                                                                      "ones")], name="typed")
+    executor = SparkExecutor(spark, topology)
+    spec = executor.spec(sink.name)
+    assert spec.key == (Column("topic", "text"), Column("part2", "bigint"), Column("long", "boolean"))
+    assert spec.value == (Column("latest", "timestamp"), Column("ones", "bigint"))
+    assert executor.state_kinds() == [StateKind.OPAQUE]
+
+
+def test_bad_topologies_are_refused_at_construction(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """An unknown group-by column, a type no state column holds, and the memory backend are refused
+    before any batch runs, with the sink named."""
+    topic = Topic(spark_kafka, partitions=1)
+    missing = Topology("units-missing")
+    lines(missing, topic.spout(missing.name)).group_by("nope").persistent_aggregate(_sqlite(tmp_path), Count(),
+                                                                                    name="t1")
+    with pytest.raises(TopologyCompileError, match="'nope' is not a column"):
+        SparkExecutor(spark, missing)
+    decimal = Topology("units-decimal")
+    lines(decimal, topic.spout(decimal.name)).each("CAST(1 AS DECIMAL(10, 2)) AS d").group_by("d") \
+        .persistent_aggregate(_sqlite(tmp_path), Count(), name="t2")
+    with pytest.raises(TopologyCompileError, match="decimal"):
+        SparkExecutor(spark, decimal)
+    bad_sql = Topology("units-sql")
+    word_counts(lines(bad_sql, topic.spout(bad_sql.name)).filter("no_such_column > 1"), _sqlite(tmp_path))
+    with pytest.raises(TopologyCompileError, match="sink 'word_counts'.*no_such_column"):
+        SparkExecutor(spark, bad_sql)
+    memory = Topology("units-memory")
+    word_counts(lines(memory, topic.spout(memory.name)), StateFactory(backend="memory"))
+    with pytest.raises(ValueError, match="memory backend"):
+        SparkExecutor(spark, memory)
+
+
+def test_a_batch_behind_the_state_raises_stale_batch_error(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """An executor task that finds a newer txid stored raises StaleBatchError; it reaches the
+    coordinator as StaleBatchError (which stops it) rather than as a generic Spark error."""
+    topic = Topic(spark_kafka, partitions=1)
+    topic.produce(20)
+    topology = Topology("units-stale")
+    word_counts(lines(topology, topic.spout(topology.name)), _sqlite(tmp_path))
+    executor = SparkExecutor(spark, topology)
+    meta = PartitionMetadata(topic.name, 0, 0, 20, 20, topology.name)
+
+    def batch(txid: int) -> Batch:
+        return Batch(txid, 1, BatchPlan(txid, {Partition(topic.name, 0): meta}), frozen=True)
+
+    newer = batch(2)
+    executor.commit(newer, executor.process(newer))
+    older = batch(1)
+    with pytest.raises(StaleBatchError) as info:
+        executor.commit(older, executor.process(older))
+    assert (info.value.batch_txid, info.value.stored_txid) == (1, 2)
