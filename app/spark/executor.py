@@ -167,15 +167,20 @@ class SparkExecutor:
             several = len(self.sinks) > 1
             if several:
                 records = records.persist()
+            results: list[SinkResult] = []
             try:
-                results = tuple(self._process_sink(c, records) for c in self.sinks)
+                for c in self.sinks:
+                    results.append(self._process_sink(c, records))
                 if not self.sinks:
                     records.count()
+            except BaseException:
+                _unpersist(results)  # nobody will commit them
+                raise
             finally:
                 if several:
                     records.unpersist()
         counted = self._take_counts(batch)
-        processed = SparkBatch(batch.txid, batch.attempt, counted, results)
+        processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results))
         with self._lock:
             self._held[(batch.txid, batch.attempt)] = processed
         return processed
@@ -228,7 +233,11 @@ class SparkExecutor:
             values = tuple(rows[0][v] for v in c.values)
             return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
         frame = result.persist()
-        return SinkResult(c, frame, frame.count())
+        try:
+            return SinkResult(c, frame, frame.count())  # the one job that reads, aggregates and caches
+        except BaseException:
+            frame.unpersist(blocking=False)
+            raise
 
     def _take_counts(self, batch: Batch) -> int:
         """Records read by ``batch`` (and forget older entries of the accumulator)."""
@@ -284,9 +293,7 @@ class SparkExecutor:
         for k in [k for k in list(counts) if which(k[0], k[1])]:
             counts.pop(k, None)
         for processed in released:
-            for r in processed.sinks:
-                if r.frame is not None:
-                    r.frame.unpersist(blocking=False)
+            _unpersist(processed.sinks)
 
     def _group(self, txid: int) -> str:
         return f"{self.topology.name}:txid-{txid}"
@@ -301,6 +308,12 @@ class SparkExecutor:
             yield
         finally:
             sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
+
+def _unpersist(results: Any) -> None:
+    for r in results:
+        if r.frame is not None:
+            r.frame.unpersist(blocking=False)
 
 
 def _translate(error: Exception) -> StaleBatchError | None:

@@ -32,5 +32,8 @@ def spark(spark_kafka: MockKafkaCluster) -> Iterator[Any]:
     from app.spark import spark_session
 
     session = spark_session("local[2,4]", app_name="trident-tests")
+    if session.sparkContext.master != "local[2,4]":  # another test's session is still running: ours differs
+        session.stop()
+        session = spark_session("local[2,4]", app_name="trident-tests")
     yield session
     session.stop()
