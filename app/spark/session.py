@@ -44,8 +44,6 @@ def default_conf(master: str) -> dict[str, str]:
         "spark.pyspark.python": sys.executable,  # workers run the service's own interpreter...
         "spark.pyspark.driver.python": sys.executable,  # ...and so does the driver
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.shuffle.partitions": str(2 * cores),
-        "spark.default.parallelism": str(2 * cores),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.python.worker.reuse": "true",  # clients (Kafka consumers, DB sessions) live per worker process
@@ -55,7 +53,9 @@ def default_conf(master: str) -> dict[str, str]:
     pools = Path(__file__).with_name("fairscheduler.xml")
     if pools.is_file():  # the pools' weights; without it Spark makes them with defaults (and a warning)
         conf["spark.scheduler.allocation.file"] = str(pools)
-    if _LOCAL.match(master.strip()):
+    if _LOCAL.match(master.strip()):  # one machine: small shuffles (a cluster sizes these by its executors)
+        conf["spark.sql.shuffle.partitions"] = str(2 * cores)
+        conf["spark.default.parallelism"] = str(2 * cores)
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         # Workers import the service from the same checkout (an installed package needs nothing).
