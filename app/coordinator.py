@@ -254,11 +254,15 @@ class Coordinator:
         self._fail_inflight()
 
     def _fail_inflight(self) -> None:
-        """A failure of txid N fails every later in-flight txid too."""
+        """A failure of txid N fails every later in-flight txid too; their running work is cancelled."""
+        cancel = getattr(self.executor, "cancel", None)  # e.g. Spark job groups; optional in the protocol
         while self._inflight:
             b = self._inflight.pop()
-            if b.future is not None:
-                b.future.cancel()
+            if b.future is not None and not b.future.cancel() and not b.future.done() and cancel is not None:
+                try:
+                    cancel(b.txid)
+                except Exception:  # noqa: BLE001 - the work is abandoned either way; it only costs time
+                    log.warning("could not cancel the work of txid %d", b.txid, exc_info=True)
             if b.status is not BatchStatus.COMMITTED:
                 b.advance(BatchStatus.FAILED)
 

@@ -119,7 +119,7 @@ class RecordingExecutor:
 
     def process(self, batch: Batch) -> Any:
         self._log("process-start", batch)
-        time.sleep(self.delay)
+        time.sleep(self.delay(batch.txid) if callable(self.delay) else self.delay)
         out = self.inner.process(batch)
         self._log("process-end", batch)
         return out
@@ -286,3 +286,15 @@ class TestDataLossAndMetrics:
         assert m.value("trident_lease_held", pipeline=t) == 1
         assert m.value("trident_phase_seconds_count", pipeline=t, phase="commit") == 4  # 3 + the replay
         assert m.value("trident_phase_seconds_count", pipeline=t, phase="freeze") == 3
+
+
+class TestCancellation:
+    def test_abandoned_in_flight_work_is_cancelled(self) -> None:
+        """When txid 1 fails, the still-running processing of txids 2 and 3 is cancelled through the executor."""
+        world, rec = recorded_world(3, process_delay=lambda txid: 0.0 if txid == 1 else 0.5, fail_commit_of={1})
+        cancelled: list[int] = []
+        rec.cancel = cancelled.append  # type: ignore[attr-defined]
+        assert world.coordinator.step() == "failed"
+        assert sorted(cancelled) == [2, 3]  # still running when txid 1 failed
+        step_until_idle(world)
+        assert world.stored_counts() == world.truth()
