@@ -291,7 +291,7 @@ class TestDataLossAndMetrics:
 class TestCancellation:
     def test_abandoned_in_flight_work_is_cancelled(self) -> None:
         """When txid 1 fails, the still-running processing of txids 2 and 3 is cancelled through the executor."""
-        world, rec = recorded_world(3, process_delay=lambda txid: 0.0 if txid == 1 else 0.5, fail_commit_of={1})
+        world, rec = recorded_world(3, process_delay=lambda txid: 0.1 if txid == 1 else 0.6, fail_commit_of={1})
         cancelled: list[int] = []
         rec.cancel = cancelled.append  # type: ignore[attr-defined]
         assert world.coordinator.step() == "failed"
