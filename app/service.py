@@ -2,12 +2,12 @@
 
 Lifecycle of the process:
 
-1. Install SIGTERM/SIGINT handlers (a signal during start-up still exits cleanly), start Spark,
-   then install them again (PySpark replaces SIGINT's handler while it starts).
+1. Install SIGTERM/SIGINT handlers (a signal during start-up still exits cleanly) and serve
+   ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); start Spark, then install the
+   handlers again (PySpark replaces SIGINT's handler while it starts).
 2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
    over a Spark executor, take the lease and run it in its own thread.
-3. Serve ``/metrics``, ``/healthz`` and ``/readyz``.
-4. On SIGTERM/SIGINT each pipeline finishes the txid it is committing (up to
+3. On SIGTERM/SIGINT each pipeline finishes the txid it is committing (up to
    ``service.shutdown_grace_s``); then every Spark job still running is cancelled: later txids
    that were only being processed, or a txid past its grace, are abandoned. An abandoned txid that
    was frozen but not committed is replayed from its frozen ranges by the next run; that is the
@@ -123,10 +123,10 @@ class Service:
     def run(self) -> int:
         self._install_signals()
         try:
+            self._start_http()  # first: /healthz answers while Spark starts, and the port is ours
             self._start_spark()
             self._install_signals()  # PySpark replaced SIGINT's handler while starting
             if not self.stop.is_set():
-                self._start_http()
                 self._start_pipelines()
                 while not self.stop.wait(0.2):
                     pass

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import socket
 import sqlite3
@@ -35,9 +36,16 @@ WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below Linux's ephemeral range, so no client socket (Spark's, Kafka's) takes it meanwhile."""
+    rng = random.Random()
+    while True:
+        port = rng.randint(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def word_count_config(path: Path, *, bootstrap: str, topic: str, port: int, state: dict[str, Any],
@@ -76,8 +84,10 @@ class ServiceProcess:
         self.config, self.log, self.port = config, log, port
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
 
     def start(self) -> ServiceProcess:
+        self._log_offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             out.flush()
@@ -140,6 +150,15 @@ class ServiceProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def run_log(self) -> str:
+        """What this run (since the last start) logged."""
+        with open(self.log, "rb") as f:
+            f.seek(self._log_offset)
+            return f.read().decode(errors="replace")
+
+    def commits_this_run(self) -> int:
+        return len(re.findall(r"committed txid \d+:", self.run_log()))
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -216,10 +235,33 @@ def lease_row(db: Path, topology: str) -> tuple[str | None, int, float] | None:
 
 
 def committed_txid(db: Path, topology: str) -> int:
+    if not db.exists():
+        return 0
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
         row = conn.execute("SELECT value FROM trident_state WHERE topology = ? AND key = 'coordinator'",
                            (topology,)).fetchone()
         return 0 if row is None else int(json.loads(row[0])["committed_txid"])
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return 0
+        raise
+    finally:
+        conn.close()
+
+
+def frozen_txids(db: Path, topology: str) -> list[int]:
+    """Txids whose plan is stored (frozen), from the coordinator's rotating state ``batches/<txid>``."""
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = conn.execute("SELECT key FROM trident_state WHERE topology = ? AND key LIKE 'batches/%'",
+                            (topology,)).fetchall()
+        return sorted(int(k.rsplit("/", 1)[1]) for (k,) in rows)
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return []
+        raise
     finally:
         conn.close()
