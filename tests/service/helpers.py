@@ -265,3 +265,46 @@ def frozen_txids(db: Path, topology: str) -> list[int]:
         raise
     finally:
         conn.close()
+
+
+class CqlServerProcess:
+    """``python -m tests.cqlserver --port N`` in its own process: it outlives every killed service run."""
+
+    def __init__(self, port: int, log: Path) -> None:
+        self.port, self.log = port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> CqlServerProcess:
+        out = open(self.log, "wb")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.cqlserver", "--port", str(self.port)], cwd=ROOT,
+                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while b"listening" not in self.log.read_bytes():
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def word_counts(self, words: tuple[str, ...], keyspace: str = "trident",
+                    table: str = "word_counts") -> dict[str, int]:
+        """Stored counts of ``words`` (absent keys left out), read with the DataStax driver."""
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import DCAwareRoundRobinPolicy
+
+        profile = ExecutionProfile(load_balancing_policy=DCAwareRoundRobinPolicy(local_dc="datacenter1"))
+        cluster = Cluster(["127.0.0.1"], port=self.port, protocol_version=4,
+                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        try:
+            session = cluster.connect()
+            marks = ", ".join("%s" for _ in words)
+            rows = session.execute(f"SELECT word, count FROM {keyspace}.{table} WHERE word IN ({marks})", words)
+            return {r.word: int(r.count) for r in rows}
+        finally:
+            cluster.shutdown()

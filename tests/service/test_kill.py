@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from tests.service.helpers import (SentenceProducer, ServiceProcess, committed_txid, free_port, frozen_txids,
-                                   word_count_config, word_counts)
+from tests.service.helpers import (WORDS, CqlServerProcess, SentenceProducer, ServiceProcess, committed_txid,
+                                   free_port, frozen_txids, word_count_config, word_counts)
 
 KILLS = int(os.environ.get("TRIDENT_KILL_TEST_KILLS", "20"))
+CQL_KILLS = int(os.environ.get("TRIDENT_KILL_TEST_CQL_KILLS", "10"))
 SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
 
 
-def kill_at_random_moments(service: ServiceProcess, db: Path, rng: random.Random, kills: int) -> dict[str, int]:
+def kill_at_random_moments(service: ServiceProcess, db: Path | None, rng: random.Random,
+                           kills: int) -> dict[str, int]:
     """Start, wait a random while, SIGKILL the process group; ``kills`` times.
 
     A quarter of the kills land during start-up (Spark starting, lease being taken); the rest land
@@ -43,7 +45,7 @@ def kill_at_random_moments(service: ServiceProcess, db: Path, rng: random.Random
             service.check_alive()
             landed["while committing"] += 1
         service.kill()
-        if committed_txid(db, "kill-test") + 1 in frozen_txids(db, "kill-test"):
+        if db is not None and committed_txid(db, "kill-test") + 1 in frozen_txids(db, "kill-test"):
             landed["frozen, uncommitted"] += 1
     return landed
 
@@ -87,3 +89,42 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
     print(summary)
     assert stored == dict(truth), summary
     assert landed["start-up"] + landed["while committing"] == KILLS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_path: Path) -> None:
+    """The kill test with the opaque state and the lease in Cassandra (the CQL test server in its own
+    process, surviving every kill): after the drain and SIGTERM every word equals the ground truth."""
+    started = time.monotonic()
+    kafka.create_topic("sentences", 4, 3)
+    port, cql_port = free_port(), free_port()
+    with CqlServerProcess(cql_port, tmp_path / "cqlserver.log") as cql:
+        config = word_count_config(
+            tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), topic="sentences", port=port,
+            state={"backend": "cassandra", "table": "word_counts", "cache_size": 100}, caps=(1500, 5000),
+            cassandra={"contact_points": ["127.0.0.1"], "port": cql_port, "keyspace": "trident",
+                       "local_dc": "datacenter1", "consistency": "ONE", "request_timeout_s": 5})
+        service = ServiceProcess(config, tmp_path / "service.log", port)
+        producer = SentenceProducer(kafka.bootstrap_servers(), "sentences", 4, rate=300, seed=SEED)
+        producer.start()
+        try:
+            landed = kill_at_random_moments(service, None, random.Random(SEED), CQL_KILLS)
+            truth = producer.stop()
+            service.start()
+            deadline = time.monotonic() + 240
+            while cql.word_counts(WORDS) != truth:
+                service.check_alive()
+                assert time.monotonic() < deadline, f"did not drain: {cql.word_counts(WORDS)} != {dict(truth)}"
+                time.sleep(1.0)
+            service.wait_ready()
+            assert service.terminate() == 0
+        finally:
+            service.cleanup()
+            producer.stop() if producer.is_alive() else None
+        stored = cql.word_counts(WORDS)
+    log = service.log.read_text(errors="replace")
+    summary = (f"seed {SEED}: {CQL_KILLS} kills ({landed}), {producer.acked} sentences, {sum(truth.values())} words, "
+               f"{log.count('committed txid')} txid commits logged, {time.monotonic() - started:.0f} s")
+    print(summary)
+    assert stored == dict(truth), summary

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.service.helpers import (SentenceProducer, ServiceProcess, committed_txid, free_port, lease_row,
@@ -23,6 +25,32 @@ def wait_for_counts(db: Path, expected: dict[str, int], service: ServiceProcess,
             return
         time.sleep(0.3)
     raise AssertionError(f"counts never matched: {word_counts(db)} != {expected}\n{service.tail()}")
+
+
+def add_sentence_total_pipeline(config: Path, db: Path) -> None:
+    """A second pipeline in the same service: a global count of sentences (one row) with its own id and lease."""
+    doc = yaml.safe_load(config.read_text())
+    doc["pipelines"].append({"id": "sentence-total", "spout": {"topics": ["words"], "first_poll": "earliest"},
+                             "aggregates": [{"count": {"as": "sentences"}}],
+                             "state": {"sqlite_path": str(db), "table": "sentence_total"}})
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def sentence_total(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        try:
+            row = conn.execute("SELECT sentences FROM sentence_total").fetchone()
+        except sqlite3.OperationalError:
+            return 0
+        return 0 if row is None else int(row[0])
+
+
+def wait_for_total(db: Path, expected: int, service: ServiceProcess, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while sentence_total(db) != expected:
+        service.check_alive()
+        assert time.monotonic() < deadline, f"sentence total {sentence_total(db)} != {expected}\n{service.tail()}"
+        time.sleep(0.3)
 
 
 def wait_for_metric(service: ServiceProcess, sample: str, timeout: float = 30) -> str:
@@ -46,6 +74,7 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
     db, port, log = tmp_path / "state.db", free_port(), tmp_path / "service.log"
     config = word_count_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), topic="words",
                                port=port, state={"backend": "sqlite", "sqlite_path": str(db), "table": "word_counts"})
+    add_sentence_total_pipeline(config, db)
     producer = SentenceProducer(kafka.bootstrap_servers(), "words", 3)
     for _ in range(1500):
         producer.produce_one()
@@ -54,8 +83,10 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
         truth = producer.stop()
         service.start()
         wait_for_counts(db, dict(truth), service)
+        wait_for_total(db, 1500, service)
         ready = service.wait_ready()
         assert ready["pipelines"]["kill-test"]["lease_held"] is True
+        assert ready["pipelines"]["sentence-total"]["lease_held"] is True
         assert service.get("/healthz")[0] == 200
         metrics = wait_for_metric(service, 'trident_records_total{pipeline="kill-test"} 1500.0')
         assert 'trident_lease_held{pipeline="kill-test"} 1.0' in metrics
@@ -73,9 +104,11 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
         truth += more.stop()
         service.start()
         wait_for_counts(db, dict(truth), service)
+        wait_for_total(db, 2100, service)
         assert service.terminate() == 0
     finally:
         service.cleanup()
+    assert sentence_total(db) == 2100  # the second pipeline, in its own thread on the same Spark
     text = log.read_text()
     assert f"resuming after txid {first}" in text
     assert f"committed txid {first + 1}:" in text
