@@ -115,3 +115,26 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
     assert re.search(r"committed txid 1: \d+ records, \d+ keys, \d+ ms", text)
     assert CANARY not in text
     assert text.count("stopped") >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_lease_held_by_another_owner_stops_the_service_with_exit_1(kafka: MockKafkaCluster, tmp_path: Path) -> None:
+    """A second service (another owner) does not run a pipeline whose lease is held: it exits 1 and
+    leaves the holder's lease alone, so an orchestrator restarts it later."""
+    from states.sqlite import SqliteTransactionalStateStore
+
+    kafka.create_topic("words", 1, 1)
+    db, port, log = tmp_path / "state.db", free_port(), tmp_path / "service.log"
+    config = word_count_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), topic="words",
+                               port=port, state={"backend": "sqlite", "sqlite_path": str(db), "table": "word_counts"})
+    holder = SqliteTransactionalStateStore(db, "kill-test")
+    epoch = holder.acquire_lease("another-pod", 300)
+    service = ServiceProcess(config, log, port).start()
+    try:
+        assert service.proc is not None and service.proc.wait(120) == 1
+    finally:
+        service.cleanup()
+    assert lease_row(db, "kill-test")[:2] == ("another-pod", epoch)
+    assert "LeaseHeldError" in log.read_text()
+    holder.close()
