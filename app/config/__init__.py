@@ -1,0 +1,75 @@
+"""The service's YAML configuration: parsed, validated, typed, and compiled to the Python API's objects.
+
+This package is the one place that reads the environment (STYLE.md, habit 9). A config file names the
+Kafka and Cassandra connections, Spark, the HTTP port, and one or more pipelines::
+
+    kafka: {bootstrap_servers: "broker:9092", properties: {security.protocol: SASL_SSL}}
+    pipelines:
+      - id: word-count
+        spout: {topics: [sentences]}
+        transforms:
+          - map: ["explode(split(CAST(value AS STRING), ' ')) AS word"]
+          - filter: "word <> ''"
+        group_by: [word]
+        aggregates: [{count: {as: count}}]
+        state: {backend: sqlite, table: word_counts, sqlite_path: data/state.db}
+
+:func:`load` returns a :class:`ServiceConfig` (frozen dataclasses); :func:`compile_pipeline` turns
+one pipeline into the same objects the Python API builds: a :class:`~app.topology.Topology`, a
+:class:`~app.coordinator.CoordinatorConfig` and a :class:`~states.factory.StateFactory`. A bad
+field raises :class:`ConfigError` naming its path (``pipelines[0].state.table: ...``); unknown
+keys are errors. ``${NAME}`` (or ``${NAME:-default}``) in a string value is replaced from the
+environment, and the variables in :data:`SECRET_ENV` override secrets. Secrets are held as
+:class:`~states.cassandra.settings.Secret` or redacted Kafka properties: they never show in a
+repr, a log line or the printed plan. Every field and its default: ``docs/configuration.md``.
+
+Modules: :mod:`.node` (a validating view of the document, ConfigError), :mod:`.settings` (the
+typed settings), :mod:`.parse` (YAML, interpolation, secret overrides, every section), and
+:mod:`.compile` (settings to Topology, CoordinatorConfig and StateFactory).
+"""
+
+from app.config.compile import (
+    compile_pipeline,
+    coordinator_config,
+    describe,
+    spout_config,
+    state_factory,
+)
+from app.config.node import ConfigError
+from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, parse
+from app.config.settings import (
+    AggregateSettings,
+    CompiledPipeline,
+    HttpSettings,
+    KafkaSettings,
+    PipelineSettings,
+    ServiceConfig,
+    ServiceSettings,
+    SparkSettings,
+    SpoutSettings,
+    StateSettings,
+)
+
+__all__ = [
+    "AGGREGATORS",
+    "SECRET_ENV",
+    "AggregateSettings",
+    "CompiledPipeline",
+    "ConfigError",
+    "HttpSettings",
+    "KafkaSettings",
+    "PipelineSettings",
+    "ServiceConfig",
+    "ServiceSettings",
+    "SparkSettings",
+    "SpoutSettings",
+    "StateSettings",
+    "compile_pipeline",
+    "coordinator_config",
+    "describe",
+    "load",
+    "loads",
+    "parse",
+    "spout_config",
+    "state_factory",
+]
