@@ -4,9 +4,9 @@
 transactional-state store and coordinator lease live in one partition per topology. Modules:
 ``settings`` (typed settings), ``session`` (one cluster/session per process, prepared statements,
 the request loop), ``retry`` (what to do after a failed request: retry, resolve or raise),
-``schema`` (create or validate tables), ``codec`` (values <-> typed columns, no driver),
+``schema`` (create or validate tables; rows are laid out by ``states.layout``, shared with SQLite),
 ``unknown`` (resolving compare-and-sets of unknown outcome), ``backing_map``, ``txstate``.
-Attributes are imported lazily, so ``states.cassandra.codec`` does not load the driver.
+Attributes are imported lazily, so importing the package does not load the driver.
 """
 
 from __future__ import annotations

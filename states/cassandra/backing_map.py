@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.metrics import METRICS, Metrics
-from states.cassandra.codec import Row, RowLayout
+from states.layout import Row, RowLayout
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table
 from states.cassandra.session import CassandraClient, shared_client

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.metrics import Metrics
-from states.cassandra.codec import RowLayout
+from states.layout import RowLayout
 from states.cassandra.session import BACKEND, CassandraClient
 from states.errors import InvalidIdentifierError, SchemaMismatchError
 from states.spec import check_identifier

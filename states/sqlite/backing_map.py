@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.metrics import METRICS, Metrics
-from states.cassandra.codec import Convert, Row, RowLayout
+from states.layout import Convert, Row, RowLayout
 from states.protocols import CasResult
 from states.spec import MapSpec
 from states.sqlite.connection import Connections, quote

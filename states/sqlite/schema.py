@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from states.cassandra.codec import RowLayout
+from states.layout import RowLayout
 from states.errors import SchemaMismatchError
 from states.spec import check_identifier
 from states.sqlite.connection import quote
