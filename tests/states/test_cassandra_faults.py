@@ -19,12 +19,16 @@ from prometheus_client import CollectorRegistry
 from app.metrics import Metrics
 from states import CachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
-from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings, CassandraTransactionalStateStore
+from states.cassandra import (
+    CassandraBackingMap,
+    CassandraClient,
+    CassandraSettings,
+    CassandraTransactionalStateStore,
+)
 from states.cassandra.unknown import UnknownOutcomeError
 from states.errors import LeaseLostError, StaleBatchError
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer, Fault
-from tests.states.backends import cassandra_peer, cassandra_settings
 
 pytestmark = pytest.mark.timeout(60)  # a hung request fails with a stack dump instead of stalling the run
 
@@ -45,19 +49,6 @@ def truth(upto: int) -> dict[str, tuple[int, int, int | None]]:
             before = out[word][1] if word in out else None
             out[word] = (txid, (before or 0) + n, before)
     return out
-
-
-@pytest.fixture
-def server(request: pytest.FixtureRequest) -> CqlServer:
-    srv = cassandra_peer(request, "cqlserver").server
-    srv.clear_faults()
-    request.addfinalizer(srv.clear_faults)
-    return srv
-
-
-@pytest.fixture
-def settings(request: pytest.FixtureRequest, server: CqlServer) -> CassandraSettings:
-    return cassandra_settings(request, "cqlserver")
 
 
 @pytest.fixture(params=["bare", "cached"])

@@ -11,22 +11,8 @@ from app.metrics import Metrics
 from states.cassandra import CassandraSettings, CassandraTransactionalStateStore
 from states.errors import LeaseHeldError, LeaseLostError
 from tests.cqlserver import CqlServer, Fault
-from tests.states.backends import cassandra_peer, cassandra_settings
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def server(request: pytest.FixtureRequest) -> CqlServer:
-    srv = cassandra_peer(request, "cqlserver").server
-    srv.clear_faults()
-    request.addfinalizer(srv.clear_faults)
-    return srv
-
-
-@pytest.fixture
-def settings(request: pytest.FixtureRequest, server: CqlServer) -> CassandraSettings:
-    return cassandra_settings(request, "cqlserver")
 
 
 @pytest.fixture
