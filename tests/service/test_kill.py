@@ -6,13 +6,24 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from tests.service.helpers import (WORDS, CqlServerProcess, SentenceProducer, ServiceProcess, committed_txid,
-                                   free_port, frozen_txids, word_count_config, word_counts)
+from tests.service.helpers import (
+    WORDS,
+    CqlServerProcess,
+    SentenceProducer,
+    ServiceProcess,
+    committed_txid,
+    free_port,
+    frozen_txids,
+    word_count_config,
+    word_counts,
+)
 
 KILLS = int(os.environ.get("TRIDENT_KILL_TEST_KILLS", "20"))
 CQL_KILLS = int(os.environ.get("TRIDENT_KILL_TEST_CQL_KILLS", "10"))
@@ -69,14 +80,7 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
         landed = kill_at_random_moments(service, db, random.Random(SEED), KILLS)
         truth = producer.stop()
 
-        service.start()
-        deadline = time.monotonic() + 240
-        while word_counts(db) != truth:
-            service.check_alive()
-            assert time.monotonic() < deadline, f"did not drain: {word_counts(db)} != {dict(truth)}"
-            time.sleep(0.5)
-        service.wait_ready()
-        assert service.terminate() == 0
+        drain_then_terminate(service, lambda: word_counts(db), truth, poll_s=0.5)
     finally:
         service.cleanup()
         producer.stop() if producer.is_alive() else None
@@ -111,14 +115,7 @@ def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_p
         try:
             landed = kill_at_random_moments(service, None, random.Random(SEED), CQL_KILLS)
             truth = producer.stop()
-            service.start()
-            deadline = time.monotonic() + 240
-            while cql.word_counts(WORDS) != truth:
-                service.check_alive()
-                assert time.monotonic() < deadline, f"did not drain: {cql.word_counts(WORDS)} != {dict(truth)}"
-                time.sleep(1.0)
-            service.wait_ready()
-            assert service.terminate() == 0
+            drain_then_terminate(service, lambda: cql.word_counts(WORDS), truth, poll_s=1.0)
         finally:
             service.cleanup()
             producer.stop() if producer.is_alive() else None
@@ -128,3 +125,16 @@ def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_p
                f"{log.count('committed txid')} txid commits logged, {time.monotonic() - started:.0f} s")
     print(summary)
     assert stored == dict(truth), summary
+
+
+def drain_then_terminate(service: Any, stored: Callable[[], Any], truth: Any, *, poll_s: float) -> None:
+    """Restart the service after the last kill, wait until ``stored()`` equals ``truth`` (4 minutes at
+    most, the service alive throughout), then SIGTERM it: it must exit 0."""
+    service.start()
+    deadline = time.monotonic() + 240
+    while stored() != truth:
+        service.check_alive()
+        assert time.monotonic() < deadline, f"did not drain: {stored()} != {dict(truth)}"
+        time.sleep(poll_s)
+    service.wait_ready()
+    assert service.terminate() == 0
