@@ -1,0 +1,259 @@
+"""The Helm chart rendered and linted by Helm's Go SDK in every values scenario, each manifest
+validated against Kubernetes' strict schemas, the rendered pipeline config accepted by the service."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy.chart import (CHART, KUBE_VERSION, NAMESPACE, ROOT, Manifest, lint, notes, one, render,
+                                scenario_names, scenario_values, validate_schema)
+
+SCENARIOS = scenario_names()
+#: Custom resources of the Prometheus Operator: no Kubernetes schema exists for them (their content
+#: is checked below and by promtool in test_rules.py).
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
+
+
+def test_there_are_at_least_the_five_scenarios() -> None:
+    """Defaults, SASL+TLS from an existing Secret, monitoring, Spark on Kubernetes and the topic Job are all rendered."""
+    assert {"defaults", "sasl-tls", "monitoring", "spark-k8s", "topics-job"} <= set(SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_chart_lints_clean(scenario: str) -> None:
+    """``helm lint --strict`` finds no warning or error with the scenario's values."""
+    report = lint(scenario_values(scenario))
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert report["errors"] == [] and problems == [], problems
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_manifest_is_valid_kubernetes(scenario: str) -> None:
+    """Every rendered object (and Spark's executor pod template) passes kubernetes-validate in strict mode."""
+    manifests = render(scenario_values(scenario))
+    checked = []
+    for m in manifests:
+        if m.kind in OPERATOR_KINDS:
+            continue
+        kubernetes_validate.validate(m.doc, KUBE_VERSION, strict=True)
+        checked.append(m.kind)
+        for name, text in (m.doc.get("data") or {}).items():
+            if name.endswith("-pod.yaml"):
+                kubernetes_validate.validate(yaml.safe_load(text), KUBE_VERSION, strict=True)
+                checked.append("Pod")
+    assert {"Deployment", "ConfigMap", "Service"} <= set(checked)
+    assert all(m.doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "demo" for m in manifests)
+
+
+def test_strict_validation_catches_a_bad_manifest() -> None:
+    """The validator is strict: a Deployment with an unknown field is refused (so the check above can fail)."""
+    deployment = one(render({}), "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessprobe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBE_VERSION, strict=True)
+
+
+def _config(manifests: list[Manifest], name_suffix: str = "") -> dict[str, Any]:
+    return yaml.safe_load(one(manifests, "ConfigMap", name_suffix or "trident-stream")["data"]["config.yaml"])
+
+
+def _container(manifests: list[Manifest]) -> dict[str, Any]:
+    return one(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_rendered_config_passes_app_validate(scenario: str, tmp_path: Path) -> None:
+    """``python -m app validate`` accepts the ConfigMap's config with the environment the pod gets from its Secret."""
+    manifests = render(scenario_values(scenario))
+    config = tmp_path / "config.yaml"
+    config.write_text(one(manifests, "ConfigMap", "trident-stream")["data"]["config.yaml"])
+    secret_env = {e["name"]: f"from-secret-{e['valueFrom']['secretKeyRef']['key']}"
+                  for e in _container(manifests).get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIDENT_")}
+    result = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(config)], cwd=ROOT,
+                            env={**env, **secret_env, "POD_NAME": "demo-0"}, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "from-secret" not in result.stdout  # secrets are masked in the printed plan
+
+
+# -- what each scenario must contain ------------------------------------------------------------------
+
+
+def test_defaults_run_one_hardened_coordinator() -> None:
+    """Defaults: one pod, Recreate, probes on /healthz and /readyz, non-root with a read-only root and no capabilities."""
+    manifests = render({})
+    assert sorted(m.kind for m in manifests) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
+                                                 "ServiceAccount"]
+    deployment = one(manifests, "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    c = _container(manifests)
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    assert c["args"] == ["run", "--config", "/etc/trident/config.yaml"]
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert {"/tmp", "/var/lib/trident/spark", "/var/lib/trident/data", "/etc/trident/config.yaml"} <= mounts
+    assert pod["automountServiceAccountToken"] is False
+    assert [e["name"] for e in c["env"]] == ["POD_NAME"]  # no Secret given, none referenced
+    assert _config(manifests)["http"] == {"enabled": True, "host": "0.0.0.0", "port": 9400}
+    service = one(manifests, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+    assert one(manifests, "PodDisruptionBudget")["spec"]["selector"] == spec["selector"]
+
+
+def test_sasl_tls_credentials_come_from_the_existing_secret() -> None:
+    """SASL+TLS: the passwords are env vars from the named Secret's keys, TLS files are mounted, none is in the ConfigMap."""
+    values = scenario_values("sasl-tls")
+    manifests = render(values)
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in _container(manifests)["env"]
+           if "secretKeyRef" in e.get("valueFrom", {})}
+    assert env == {"TRIDENT_KAFKA_SASL_PASSWORD": {"name": "trident-credentials", "key": "kafka-password"},
+                   "TRIDENT_CASSANDRA_PASSWORD": {"name": "trident-credentials", "key": "cassandra-password"}}
+    tls = [v for v in one(manifests, "Deployment")["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
+    assert tls == [{"name": "tls", "secret": {"secretName": "trident-tls"}}]
+    assert {"name": "tls", "mountPath": "/etc/trident/tls", "readOnly": True} in _container(manifests)["volumeMounts"]
+    config = _config(manifests)
+    assert config["kafka"]["properties"]["security.protocol"] == "SASL_SSL"
+    assert "password" not in json.dumps(config).lower()
+    assert not any(m.kind == "Secret" for m in manifests)
+
+
+def test_monitoring_objects_match_the_service_and_the_files() -> None:
+    """Monitoring: the ServiceMonitor selects the metrics Service's port; the rule and dashboard are the chart's files."""
+    manifests = render(scenario_values("monitoring"))
+    monitor = one(manifests, "ServiceMonitor")
+    service = one(manifests, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"] == [{"port": service["spec"]["ports"][0]["name"], "path": "/metrics",
+                                             "interval": "15s", "scrapeTimeout": "10s"}]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    rule = one(manifests, "PrometheusRule")
+    assert rule["spec"] == yaml.safe_load((CHART / "rules" / "trident-stream.rules.yaml").read_text())
+    dashboard = one(manifests, "ConfigMap", "-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Streaming"}
+    assert json.loads(dashboard["data"]["trident-stream.json"]) == json.loads(
+        (CHART / "dashboards" / "trident-stream.json").read_text())
+
+
+def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
+    """Spark on Kubernetes: k8s:// master, RBAC for executor pods, a headless driver Service, a pod template on the same image."""
+    manifests = render(scenario_values("spark-k8s"))
+    spark = _config(manifests)["spark"]
+    conf = spark["conf"]
+    assert spark["master"].startswith("k8s://https://")
+    driver = one(manifests, "Service", "-driver")
+    assert driver["spec"]["clusterIP"] == "None"
+    assert conf["spark.driver.host"] == f"{driver['metadata']['name']}.{NAMESPACE}.svc"
+    assert {p["port"] for p in driver["spec"]["ports"]} == {int(conf["spark.driver.port"]),
+                                                            int(conf["spark.blockManager.port"])}
+    assert driver["spec"]["selector"] == one(manifests, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert conf["spark.executor.instances"] == "3" and conf["spark.executor.memory"] == "3g"
+    assert conf["spark.kubernetes.container.image"] == _container(manifests)["image"]
+    assert conf["spark.kubernetes.driver.pod.name"] == "${POD_NAME}"
+    role = one(manifests, "Role")
+    pod_rules = [r for r in role["rules"] if "pods" in r["resources"]]
+    assert pod_rules and {"create", "delete", "watch", "list"} <= set(pod_rules[0]["verbs"])
+    binding = one(manifests, "RoleBinding")
+    account = one(manifests, "ServiceAccount")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": NAMESPACE}]
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"] and pod["automountServiceAccountToken"] is True
+    template_cm = one(manifests, "ConfigMap", "-executor")
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == "/etc/trident/spark/executor-pod.yaml"
+    executor = yaml.safe_load(template_cm["data"]["executor-pod.yaml"])["spec"]
+    command = " ".join(executor["containers"][0]["command"])
+    assert command.startswith("/usr/bin/tini -- ") and "KubernetesExecutorBackend" in command
+    assert executor["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    assert executor["containers"][0]["resources"]["limits"] == {"memory": "4Gi"}
+
+
+def test_topic_job_is_a_hook_that_runs_topics_apply() -> None:
+    """Topic job: a pre-install/pre-upgrade hook Job running ``topics apply`` on a hook ConfigMap created before it."""
+    manifests = render(scenario_values("topics-job"))
+    job = one(manifests, "Job")
+    hook_cm = one(manifests, "ConfigMap", "-topics")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert hook_cm["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert int(hook_cm["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+        job["metadata"]["annotations"]["helm.sh/hook-weight"])
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"] == ["topics", "apply", "--config", "/etc/trident/config.yaml"]
+    assert pod["restartPolicy"] == "Never"
+    assert {"name": "config", "configMap": {"name": hook_cm["metadata"]["name"]}} in pod["volumes"]
+    assert hook_cm["data"] == one(manifests, "ConfigMap", "demo-trident-stream")["data"]
+    assert {e["name"] for e in container["env"]} == {"TRIDENT_KAFKA_SASL_PASSWORD", "TRIDENT_CASSANDRA_PASSWORD"}
+    assert not any(m.kind == "Job" for m in render({}))
+
+
+def test_long_release_names_stay_within_63_characters() -> None:
+    """Names are truncated to 63 characters (DNS labels), suffixed ones included."""
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render(values=scenario_values("spark-k8s") | scenario_values("topics-job"),
+                                name="a" * 53, namespace=NAMESPACE, is_install=True)
+    objects = [(d["kind"], d["metadata"]["name"]) for t, text in rendered.items() if not t.endswith("NOTES.txt")
+               for d in yaml.safe_load_all(text) if d]
+    assert len(objects) == 11 and all(len(name) <= 63 for _, name in objects)
+    assert len(set(objects)) == len(objects)  # truncation made no two objects of a kind collide
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "sasl-tls"])
+def test_notes_tell_how_to_query_the_results(scenario: str) -> None:
+    """NOTES.txt names the table of each pipeline, with cqlsh for Cassandra state, and the query command."""
+    text = notes(scenario_values(scenario))
+    assert "python -m app query --config /etc/trident/config.yaml" in text
+    if scenario == "sasl-tls":
+        assert 'cqlsh <cassandra-host> -e "SELECT * FROM trident.sales_by_store LIMIT 10;"' in text
+    else:
+        assert "SQLite table word_counts in /var/lib/trident/data/trident.db" in text
+
+
+# -- values.schema.json, through Helm's own validation -------------------------------------------------
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_schema_accepts_every_scenario(scenario: str) -> None:
+    """Helm's schema check accepts each scenario's values."""
+    validate_schema(scenario_values(scenario))
+
+
+@pytest.mark.parametrize(("values", "complaint"), [
+    ({"replicaCount": "one"}, "/replicaCount"),
+    ({"replicaCount": 2}, "/replicaCount"),
+    ({"metrics": {"port": "9400"}}, "/metrics/port"),
+    ({"metrics": {"serviceMonitor": {"enabled": "yes"}}}, "/metrics/serviceMonitor/enabled"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ({"spark": {"kubernetes": {"master": "spark://x:7077"}}}, "/spark/kubernetes/master"),
+    ({"config": {"kafka": {"bootstrap_servers": "k:9092"}, "pipelines": []}}, "/config/pipelines"),
+    ({"replicas": 1}, "replicas"),
+    ({"metrics": {"serviceMonitor": {"enable": True}}}, "enable"),
+    ({"secrets": {"keys": {"kafkaSaslPasword": "x"}}}, "kafkaSaslPasword"),
+])
+def test_schema_rejects_wrong_types_and_unknown_keys(values: dict[str, Any], complaint: str) -> None:
+    """Wrong types, out-of-range numbers, bad enums and unknown (misspelt) keys are refused before anything renders."""
+    with pytest.raises(helm.HelmValuesError, match=complaint):
+        validate_schema(values)
+    with pytest.raises(helm.HelmValuesError):
+        render(values)
+    assert lint(values)["errors"]
