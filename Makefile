@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench lint clean
+.PHONY: venv tools demo test test-fast bench lint clean
 
 venv: $(STAMP)
 
@@ -14,10 +14,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Debian's prometheus (server + promtool) for the deployment tests; installed only when missing.
+tools:
+	bash tests/deploy/install_tools.sh
+
 demo: venv
 	$(PY) -m app demo
 
-test: venv
+test: venv tools
 	$(PY) -m pytest
 
 test-fast: venv
