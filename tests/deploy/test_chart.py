@@ -257,3 +257,34 @@ def test_schema_rejects_wrong_types_and_unknown_keys(values: dict[str, Any], com
     with pytest.raises(helm.HelmValuesError):
         render(values)
     assert lint(values)["errors"]
+
+
+# -- documentation ------------------------------------------------------------------------------------
+
+def _leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        out.extend(_leaf_paths(value, f"{path}.") if isinstance(value, dict) and value else [path])
+    return out
+
+
+def test_chart_readme_documents_every_value() -> None:
+    """Each value of values.yaml (or the object holding it) has a README row with type, default and meaning,
+    and every documented value exists in values.yaml and in values.schema.json."""
+    rows = {}
+    for line in (CHART / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[1] in {"string", "int", "bool", "list", "object"}:
+            rows[cells[0].strip("`")] = cells
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    for leaf in _leaf_paths(defaults):
+        parts = leaf.split(".")
+        assert any(".".join(parts[:i]) in rows for i in range(len(parts), 0, -1)), f"{leaf} is not documented"
+    for path, (_, type_name, default, meaning) in rows.items():
+        value, node = defaults, schema
+        for part in path.split("."):
+            value, node = value[part], node["properties"][part]
+        assert meaning and default.startswith("`"), path
+        assert type_name == {bool: "bool", int: "int", str: "string", list: "list", dict: "object"}[type(value)]
