@@ -1,14 +1,22 @@
 """The Grafana dashboard against the real thing: a real Prometheus scrapes ``python -m app run``
-(mock Kafka, SQLite state) while sentences are produced, and every panel's query returns data."""
+(mock Kafka, SQLite state) while sentences are produced, and every panel's query returns data.
+
+A second pipeline of the same service meets real data loss: once it has committed its first records
+and gone idle, more records are produced and deleted from the log (as retention would) before it
+reads them; with ``data_loss: skip`` it counts the event and the skipped offsets, which the data-loss
+panel and alert must show."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from pathlib import Path
 
 import pytest
+import yaml
+from confluent_kafka import Producer
 
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster
@@ -19,6 +27,48 @@ from tests.service.helpers import SentenceProducer, ServiceProcess, free_port, w
 DASHBOARD = CHART / "dashboards" / "trident-stream.json"
 RULES = CHART / "rules" / "trident-stream.rules.yaml"
 PIPELINE = "dash-words"
+EXPIRING = "dash-expiring"  # the pipeline that loses data
+IDLE_SLEEP_S = 15  # its wait when idle: the window in which records are produced and deleted unread
+
+
+def add_expiring_pipeline(config: Path, db: Path) -> None:
+    """A pipeline counting the records of topic ``expiring``, skipping data loss, one txid at a time
+    (and long leases for both pipelines)."""
+    doc = yaml.safe_load(config.read_text())
+    doc["pipelines"][0]["lease_ttl_s"] = 180  # a first Spark job on a loaded machine can outlast the default 30 s
+    doc["pipelines"].append({"id": EXPIRING, "lease_ttl_s": 180,
+                             "spout": {"topics": ["expiring"], "first_poll": "earliest", "data_loss": "skip"},
+                             "aggregates": [{"count": {"as": "records"}}], "max_pending": 1,
+                             "idle_sleep_s": IDLE_SLEEP_S,
+                             "state": {"sqlite_path": str(db), "table": "expiring_total"}})
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def produce(bootstrap: str, topic: str, n: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(n):
+        producer.produce(topic, f"record {i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def sample(metrics_text: str, name: str, pipeline: str) -> float | None:
+    m = re.search(rf'^{name}\{{[^}}]*pipeline="{pipeline}"[^}}]*\}} (\S+)$', metrics_text, re.MULTILINE)
+    return None if m is None else float(m.group(1))
+
+
+def lose_records(kafka: MockKafkaCluster, service: ServiceProcess) -> None:
+    """Once the expiring pipeline committed its first 20 records and planned an empty txid (lag 0, now idle),
+    produce 20 more and delete all 40 from the log before it wakes up and reads them."""
+    deadline = time.monotonic() + 90
+    while True:
+        text = service.get("/metrics")[1].decode()
+        if (sample(text, "trident_committed_txid", EXPIRING) or 0) >= 1 and \
+                sample(text, "trident_partition_lag", EXPIRING) == 0:
+            break
+        assert time.monotonic() < deadline, f"expiring pipeline never went idle\n{service.tail()}"
+        time.sleep(0.2)
+    produce(kafka.bootstrap_servers(), "expiring", 20)
+    kafka.delete_records("expiring", 0, before_offset=40)
 
 
 def load_dashboard() -> dict:
@@ -51,39 +101,53 @@ def finite(result: list[dict]) -> list[float]:
 @pytest.mark.timeout(400)
 def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, tmp_path: Path) -> None:
     """Prometheus scrapes the running service; each panel's PromQL (variables substituted) returns finite
-    samples, the pipeline variable lists the pipeline, and the alert rules load and stay silent."""
+    samples, the pipeline variable lists the pipeline, the data-loss panel counts exactly the loss
+    caused, and of the alerts only TridentDataLoss fires."""
     queries = panel_queries(load_dashboard())
     with MockKafkaCluster(1) as kafka:
         kafka.create_topic("sentences", 2, replication=1)
+        kafka.create_topic("expiring", 1, replication=1)
+        produce(kafka.bootstrap_servers(), "expiring", 20)
         port = free_port()
         config = word_count_config(tmp_path / "config.yaml", bootstrap=kafka.bootstrap_servers(), topic="sentences",
                                    port=port, pipeline_id=PIPELINE, caps=(200, 400),
                                    state={"backend": "sqlite", "sqlite_path": str(tmp_path / "state.db"),
                                           "table": "word_counts"})
+        add_expiring_pipeline(config, tmp_path / "state.db")
         producer = SentenceProducer(kafka.bootstrap_servers(), "sentences", 2, rate=200)
         service = ServiceProcess(config, tmp_path / "service.log", port)
         producer.start()
         service.start()
         try:
             service.wait_ready(timeout=180)
+            lose_records(kafka, service)
             with PrometheusServer(prometheus, [f"127.0.0.1:{port}"], [RULES], tmp_path) as prom:
                 missing = dict(queries)
+                loss_alert: list[dict] = []
                 deadline = time.monotonic() + 120
-                while missing and time.monotonic() < deadline:
+                while (missing or not loss_alert) and time.monotonic() < deadline:
                     service.check_alive()
                     for title, expr in list(missing.items()):
                         if finite(prom.query(expr)):
                             del missing[title]
+                    loss_alert = [a for a in prom.api("alerts")["alerts"] if a["labels"]["alertname"] == "TridentDataLoss"]
                     time.sleep(1)
                 assert not missing, f"panels without data after 120 s: {missing}\n{service.tail()}"
+                assert loss_alert, f"TridentDataLoss never fired\n{service.tail()}"
+                assert loss_alert[0]["state"] == "firing"
+                assert loss_alert[0]["labels"] | {"topic": "expiring", "partition": "0", "policy": "skip"} == \
+                    loss_alert[0]["labels"]
                 for title, expr in queries:  # all of them at once, not only each at some moment
                     assert finite(prom.query(expr)), (title, expr)
                 assert PIPELINE in prom.api("label/pipeline/values", **{"match[]": "trident_committed_txid"})
                 assert finite(prom.query(f'max(trident_committed_txid{{pipeline="{PIPELINE}"}})'))[0] >= 1
                 assert finite(prom.query(f'max(trident_lease_held{{pipeline="{PIPELINE}"}})')) == [1.0]
+                data_loss = [e for t, e in queries if t == "Data loss"]
+                assert [finite(prom.query(e)) for e in data_loss] == [[1.0], [20.0]]  # 1 event, 20 offsets skipped
                 rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
                 assert len(rules) == 6 and all(r["health"] == "ok" for r in rules), rules
-                assert prom.api("alerts")["alerts"] == []
+                firing = {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
+                assert firing == {"TridentDataLoss"}  # the healthy pipelines raise nothing
         finally:
             producer.stop()
             service.terminate()
