@@ -223,11 +223,11 @@ def test_long_release_names_stay_within_63_characters() -> None:
 def test_notes_tell_how_to_query_the_results(scenario: str) -> None:
     """NOTES.txt names the table of each pipeline, with cqlsh for Cassandra state, and the query command."""
     text = notes(scenario_values(scenario))
-    assert "python -m app query --config /etc/trident/config.yaml" in text
+    assert "python -m app query --config /etc/trident/config.yaml --pipeline " in text
     if scenario == "sasl-tls":
-        assert 'cqlsh <cassandra-host> -e "SELECT * FROM trident.sales_by_store LIMIT 10;"' in text
+        assert 'cqlsh <cassandra-host> -e "SELECT store, orders, total FROM trident.sales_by_store LIMIT 10;"' in text
     else:
-        assert "SQLite table word_counts in /var/lib/trident/data/trident.db" in text
+        assert "SQLite table word_counts (word, count) in /var/lib/trident/data/trident.db" in text
 
 
 # -- values.schema.json, through Helm's own validation -------------------------------------------------
