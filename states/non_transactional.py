@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from states.cas import write_through
+from states.cas import cas_update
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
@@ -29,7 +29,7 @@ class NonTransactionalMap:
         return self.backing.multi_get(keys)
 
     def multi_update(self, keys: Sequence[Any], updaters: Sequence[Updater]) -> list[Any]:
-        return write_through(self.backing, keys, updaters, max_attempts=self._max_attempts, metrics=self._metrics)
+        return cas_update(self.backing, keys, updaters, max_attempts=self._max_attempts, metrics=self._metrics)
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
         self.backing.multi_put(keys, values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from states.cas import write_through
+from states.cas import cas_update
 from states.errors import StaleBatchError
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
@@ -65,7 +65,7 @@ class TxidMap:
             return new
 
         computes = [lambda s, k=k, u=u: compute(k, s, u) for k, u in zip(keys, updaters, strict=True)]
-        stored = write_through(self.backing, keys, computes, max_attempts=self._max_attempts, metrics=self._metrics)
+        stored = cas_update(self.backing, keys, computes, max_attempts=self._max_attempts, metrics=self._metrics)
         written.update(k for k, w in wrote.items() if w)
         return [v.current for v in stored]
 

@@ -28,7 +28,7 @@ class CassandraBackingMap:
       returns the current row, which is decoded and returned: no re-read. An unknown outcome
       costs one serial read (``states.cassandra.unknown``).
 
-    Under ``CachedMap`` the read is skipped for cached keys: a stale cache entry only costs a
+    Under ``CasCachedMap`` the read is skipped for cached keys: a stale cache entry only costs a
     failed LWT, which carries the current row, so the warm steady state is one request per key.
     Pickles as settings and spec; an executor reconnects through its process's shared client.
     """
