@@ -5,7 +5,7 @@ offers failure control: brokers down/up, leader moves, request errors, retention
 ``src/rdkafka_mock.h`` of librdkafka (an experimental API without ABI guarantees).
 
 It lives in the product (not under ``tests/``) because ``python -m app demo`` runs on it; the
-tests import it through ``tests/kafka/mock_cluster.py``.
+tests use it from here too.
 
 Known gaps of the mock, checked by ``tests/kafka/test_mock_cluster.py`` so a librdkafka upgrade that fixes them
 is noticed: Fetch always reports LastStableOffset = high watermark and no aborted transactions (a
