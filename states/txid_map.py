@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
 from states.cas import cas_update
@@ -33,7 +33,7 @@ class TxidMap:
     def commit(self, txid: int) -> None:
         self._txid, self._written = None, set()
 
-    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+    def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         """The values the batch being committed sees, as Trident's ``multiGet`` returns them.
 
         Outside a commit, and for keys this map wrote in the current commit: the current value.
@@ -50,7 +50,7 @@ class TxidMap:
                 raise StaleBatchError(e.batch_txid, e.stored_txid, k) from None
         return out
 
-    def multi_update(self, keys: Sequence[Any], updaters: Sequence[Updater]) -> list[Any]:
+    def multi_update(self, keys: Sequence[Hashable], updaters: Sequence[Updater]) -> list[Any]:
         if self._txid is None:
             raise RuntimeError("multi_update outside begin_commit/commit")
         txid, rule, written = self._txid, self.value_type.next, self._written
@@ -69,5 +69,10 @@ class TxidMap:
         written.update(k for k, w in wrote.items() if w)
         return [v.current for v in stored]
 
-    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
-        self.multi_update(keys, [lambda _old, v=v: v for v in values])
+    def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
+        self.multi_update(keys, [_replace_with(v) for v in values])
+
+
+def _replace_with(value: Any) -> Updater:
+    """The updater that ignores the stored value: what ``multi_put`` applies."""
+    return lambda _stored: value

@@ -88,7 +88,7 @@ class MockKafkaCluster:
             lib.rd_kafka_destroy(self._rk)
             raise MockClusterError("rd_kafka_mock_cluster_new failed")
         self.broker_ids = tuple(range(1, brokers + 1))
-        self._bootstrap = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
+        self._bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
 
     # -- the peer interface (shared with real Kafka peers) ------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from states.cassandra.retry import Decision, decide
@@ -59,20 +59,20 @@ class CassandraBackingMap:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["settings"], state["spec"])  # type: ignore[misc]
 
-    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+    def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         key_rows = [self._layout.key_row(k) for k in keys]
         unique = list(dict.fromkeys(key_rows))
         results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics)
         found = dict(zip(unique, (self._row_of(_ok(rs)) for rs in results), strict=True))
         return [self._layout.value_of(found[kr]) for kr in key_rows]
 
-    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+    def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         """Unconditional upserts, e.g. to seed a table; the map states write with :meth:`multi_cas`."""
         rows = [self._layout.key_row(k) + self._value_row(v) for k, v in zip(keys, values, strict=True)]
         for rs in self.client.run([(self._put, r) for r in rows], kind="write", metrics=self.metrics):
             _ok(rs)
 
-    def multi_cas(self, keys: Sequence[Any], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
+    def multi_cas(self, keys: Sequence[Hashable], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
         """One LWT per key conditioned on ``expected`` (None: absent); unknown outcomes resolved."""
         key_rows = [self._layout.key_row(k) for k in keys]
         wanted = [self._value_row(v) for v in values]

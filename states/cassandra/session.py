@@ -36,7 +36,7 @@ from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.settings import CassandraSettings, TlsSettings
 from states.metrics import StateMetrics
 
-Request = tuple[Any, Sequence[Any]]  # (statement, bound values)
+Request = tuple[Any, Sequence[Any] | None]  # (statement, its values; None when already bound)
 BACKEND = "cassandra"
 
 
@@ -126,7 +126,7 @@ class CassandraClient:
             pending = again
         return out
 
-    def run_one(self, statement: Any, values: Sequence[Any], *, kind: str, metrics: StateMetrics) -> Any:
+    def run_one(self, statement: Any, values: Sequence[Any] | None, *, kind: str, metrics: StateMetrics) -> Any:
         """One read or idempotent write, retried; its ResultSet, or raise its final error."""
         result = self.run([(statement, values)], kind=kind, metrics=metrics)[0]
         if isinstance(result, BaseException):
