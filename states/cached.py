@@ -22,7 +22,6 @@ from states.protocols import BackingMap, CasBackingMap, CasResult
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-_MISSING = object()
 
 
 class CachedMap(Generic[K, V]):
@@ -35,16 +34,14 @@ class CachedMap(Generic[K, V]):
         self._lru: OrderedDict[K, V | None] = OrderedDict()
 
     def multi_get(self, keys: Sequence[K]) -> list[V | None]:
-        found: list[object] = [self._lru.get(k, _MISSING) for k in keys]
-        missing = [k for k, v in zip(keys, found, strict=True) if v is _MISSING]
-        if missing:
-            loaded = dict(zip(missing, self.backing.multi_get(missing), strict=True))
-            found = [loaded[k] if v is _MISSING else v for k, v in zip(keys, found, strict=True)]
-            self._remember(loaded.items())
+        missing = [k for k in keys if k not in self._lru]
+        loaded = dict(zip(missing, self.backing.multi_get(missing), strict=True)) if missing else {}
+        found = [loaded[k] if k in loaded else self._lru[k] for k in keys]
+        self._remember(loaded.items())
         for k in keys:
             if k in self._lru:
                 self._lru.move_to_end(k)
-        return found  # type: ignore[return-value]  # every _MISSING was replaced by a loaded value
+        return found
 
     def multi_put(self, keys: Sequence[K], values: Sequence[V]) -> None:
         try:

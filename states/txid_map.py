@@ -10,6 +10,7 @@ from states.errors import StaleBatchError
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
+from states.values import OpaqueValue, TransactionalValue
 
 
 class TxidMap:
@@ -20,7 +21,7 @@ class TxidMap:
     """
 
     kind: ClassVar[StateKind]
-    value_type: ClassVar[Any]  # OpaqueValue or TransactionalValue: owns the rule
+    value_type: ClassVar[type[OpaqueValue[Any]] | type[TransactionalValue[Any]]]  # owns the rule
 
     def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics

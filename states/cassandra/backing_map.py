@@ -57,6 +57,7 @@ class CassandraBackingMap:
         return {"settings": self.settings, "spec": self.spec}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state["settings"], state["spec"])  # type: ignore[misc]
 
     def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
@@ -97,7 +98,9 @@ class CassandraBackingMap:
                                [wanted[i] for i in unknown], self._stored, self.metrics)
             for i, (applied, current) in zip(unknown, resolved, strict=True):
                 out[i] = CasResult(True) if applied else CasResult(False, self._layout.value_of(current))
-        return out  # type: ignore[return-value]
+        done = [r for r in out if r is not None]
+        assert len(done) == len(out), "every compare-and-set was answered or resolved"
+        return done
 
     def _value_row(self, value: Any) -> Row:
         row = self._layout.value_row(value)

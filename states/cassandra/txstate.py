@@ -81,6 +81,7 @@ class CassandraTransactionalStateStore:
         return {"settings": self.settings, "topology_id": self.topology_id, "table": self.table}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state["settings"], state["topology_id"], table=state["table"])  # type: ignore[misc]
 
     # documents

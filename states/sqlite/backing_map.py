@@ -55,6 +55,7 @@ class SqliteBackingMap:
                 "synchronous": self._conns.synchronous}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state.pop("path"), state.pop("spec"), **state)  # type: ignore[misc]
 
     def close(self) -> None:

@@ -50,6 +50,7 @@ class SqliteTransactionalStateStore:
                 "busy_timeout_s": self._conns.busy_timeout_s, "synchronous": self._conns.synchronous}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state.pop("path"), state.pop("topology_id"), **state)  # type: ignore[misc]
 
     def close(self) -> None:
