@@ -26,7 +26,7 @@ class TxidMap:
     def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
         self._txid: int | None = None
-        self._written: set[Any] = set()  # keys this map wrote since begin_commit
+        self._written: set[Hashable] = set()  # keys this map wrote since begin_commit
 
     def begin_commit(self, txid: int) -> None:
         self._txid, self._written = txid, set()
@@ -55,9 +55,9 @@ class TxidMap:
         if self._txid is None:
             raise RuntimeError("multi_update outside begin_commit/commit")
         txid, rule, written = self._txid, self.value_type.next, self._written
-        wrote: dict[Any, bool] = {}  # key -> this call changed it (a skipped replay does not)
+        wrote: dict[Hashable, bool] = {}  # key -> this call changed it (a skipped replay does not)
 
-        def compute(key: Any, stored: Any, updater: Updater) -> Any:
+        def compute(key: Hashable, stored: Any, updater: Updater) -> Any:  # stored: this kind's value or None
             if key in written and stored is not None and stored.txid == txid:
                 new = stored.amend(updater)  # this commit already wrote the key: build on that
             else:

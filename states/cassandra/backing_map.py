@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from cassandra.cluster import ResultSet
+
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table
 from states.cassandra.session import CassandraClient, shared_client
@@ -108,7 +110,7 @@ class CassandraBackingMap:
             raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
         return row
 
-    def _row_of(self, rs: Any) -> Row | None:
+    def _row_of(self, rs: ResultSet) -> Row | None:
         row = rs.one()
         return None if row is None else tuple(row[c] for c in self._stored)
 
@@ -119,7 +121,7 @@ class CassandraBackingMap:
         return tuple(row.get(c) for c in self._stored)
 
 
-def _ok(result: Any) -> Any:
+def _ok(result: ResultSet | BaseException) -> ResultSet:
     if isinstance(result, BaseException):
         raise result
     return result

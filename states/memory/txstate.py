@@ -6,6 +6,7 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
+
 from states.errors import LeaseHeldError, LeaseLostError
 from states.protocols import Json, LeaseInfo
 
