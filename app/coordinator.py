@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
 from app.guarantees import check_combination
 from app.metrics import METRICS, Metrics
+from spouts.errors import DataLossError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import DataLossError, PartitionedSpout, SpoutKind
+from spouts.protocols import PartitionedSpout, SpoutKind
 from states.errors import LeaseHeldError, LeaseLostError, StaleBatchError
 from states.rotating import RotatingTransactionalState
 

@@ -10,14 +10,9 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
-from spouts.protocols import (
-    DataLossError,
-    DataLossPolicy,
-    PartitionUnavailableError,
-    Record,
-    SpoutKind,
-)
+from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
 
 @dataclass

@@ -6,9 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-K = TypeVar("K")
+K = TypeVar("K", contravariant=True)  # keys are only ever passed in
 V = TypeVar("V")
-Json = Any  # what json.dumps accepts: dict / list / str / int / float / bool / None
+#: What ``json.dumps`` accepts: dict / list / str / int / float / bool / None, nested. (``Any``:
+#: mypy cannot spell a recursive JSON type that callers' plain dicts would satisfy.)
+Json = Any
+#: A value update: the stored value (None when the key is new) -> the new value. Values are the
+#: user's aggregates (a count, a tuple of columns), hence ``Any``.
 Updater = Callable[[Any], Any]
 
 
@@ -95,9 +99,25 @@ class TransactionalStateStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """Who holds a topology's coordinator lease now, read without taking it.
+
+    ``expires_at`` is wall-clock UNIX seconds, or None when the backend cannot tell.
+    """
+
+    owner: str
+    epoch: int
+    expires_at: float | None
+
+
 @runtime_checkable
-class CoordinatorLease(Protocol):
-    """One active coordinator per topology: a lease with a TTL and an epoch that grows on takeover."""
+class CoordinatorStore(TransactionalStateStore, Protocol):
+    """A transactional-state store that also holds the topology's coordinator lease.
+
+    One active coordinator per topology: a lease with a TTL and an epoch that grows on every
+    takeover; the store's fenced writes take that epoch.
+    """
 
     def acquire_lease(self, owner: str, ttl_s: float) -> int:
         """Take the lease if free or expired (or already ours); returns the new epoch."""
@@ -109,4 +129,8 @@ class CoordinatorLease(Protocol):
 
     def release_lease(self, owner: str, epoch: int) -> None:
         """Give the lease up (a no-op if it is no longer ours)."""
+        ...
+
+    def lease_info(self) -> LeaseInfo | None:
+        """The current holder, read without taking the lease; None if never taken, released or expired."""
         ...

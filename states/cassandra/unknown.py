@@ -29,22 +29,15 @@ from typing import Any
 
 from cassandra.query import BoundStatement, PreparedStatement
 
-from app.metrics import Metrics
 from states.cassandra.session import CassandraClient
-from states.errors import StateError
+from states.errors import UnknownOutcomeError
+from states.layout import Row
+from states.metrics import StateMetrics
 
 
-class UnknownOutcomeError(StateError):
-    """A compare-and-set's outcome could not be resolved: even the serial read kept failing."""
-
-    def __init__(self, key: object, cause: BaseException) -> None:
-        self.key, self.cause = key, cause
-        super().__init__(f"outcome of the compare-and-set of key {key!r} is unknown: serial read failed ({cause!r})")
-
-
-def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[tuple[Any, ...]],
-            wanted: Sequence[tuple[Any, ...]], columns: Sequence[str], metrics: Metrics,
-            ) -> list[tuple[bool, tuple[Any, ...] | None]]:
+def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[Row],
+            wanted: Sequence[Row], columns: Sequence[str], metrics: StateMetrics,
+            ) -> list[tuple[bool, Row | None]]:
     """For each key, ``(applied, current stored row or None)`` from a serial read.
 
     ``select`` (prepared) selects ``columns`` by key; it is sent at the serial consistency.
@@ -52,7 +45,7 @@ def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequen
     """
     results = client.run([(serial(client, select, kr), None) for kr in key_rows], kind="serial_read",
                          metrics=metrics)
-    out: list[tuple[bool, tuple[Any, ...] | None]] = []
+    out: list[tuple[bool, Row | None]] = []
     for kr, want, rs in zip(key_rows, wanted, results, strict=True):
         if isinstance(rs, BaseException):
             raise UnknownOutcomeError(kr, rs) from rs

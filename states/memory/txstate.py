@@ -6,9 +6,9 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from states.errors import LeaseHeldError, LeaseLostError
+from states.protocols import Json, LeaseInfo
 
 
 class MemoryTransactionalStateStore:
@@ -19,17 +19,17 @@ class MemoryTransactionalStateStore:
 
     def __init__(self, topology_id: str = "test", clock: Callable[[], float] = time.monotonic) -> None:
         self.topology_id, self._clock = topology_id, clock
-        self._docs: dict[str, Any] = {}
+        self._docs: dict[str, Json] = {}
         self._owner: str | None = None
         self._epoch = 0
         self._expires = 0.0
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> Json | None:
         with self._lock:
             return copy.deepcopy(self._docs.get(key))
 
-    def put(self, key: str, value: Any, *, epoch: int) -> None:
+    def put(self, key: str, value: Json, *, epoch: int) -> None:
         with self._lock:
             self._check_epoch(epoch)
             self._docs[key] = copy.deepcopy(value)
@@ -63,6 +63,13 @@ class MemoryTransactionalStateStore:
         with self._lock:
             if self._owner == owner and self._epoch == epoch:
                 self._owner, self._expires = None, 0.0
+
+    def lease_info(self) -> LeaseInfo | None:
+        with self._lock:
+            remaining = self._expires - self._clock()
+            if self._owner is None or remaining <= 0:
+                return None
+            return LeaseInfo(self._owner, self._epoch, time.time() + remaining)
 
     def _check_epoch(self, epoch: int) -> None:
         if epoch != self._epoch:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states import (
     CachedMap,
+    CasCachedMap,
     CasRetriesExhaustedError,
     Count,
     Max,
@@ -25,7 +25,10 @@ from states import (
 )
 from states.aggregators import combine_updater
 from states.memory import MemoryBackingMap
-from states.protocols import CasResult
+from states.metrics import StateMetrics
+from states.factory import StateFactory
+from states.protocols import CasBackingMap, CasResult
+from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue
 
 
@@ -58,7 +61,7 @@ def opaque_commit(state: Any, txid: int, updates: dict[Any, int]) -> list[Any]:
 class TestCompareAndSet:
     def test_failed_cas_recomputes_from_returned_value_without_rereading(self) -> None:
         """A zombie of the same txid wrote first: the CAS fails, the map recomputes from the returned row."""
-        metrics = Metrics(CollectorRegistry())
+        metrics = StateMetrics(CollectorRegistry())
         backing = RacingMap([OpaqueValue(5, 13, 10)], times=1)  # same txid 5, partial 3 on prev 10
         backing.data[("k",)] = OpaqueValue(4, 10, 6)
         state = OpaqueMap(backing, metrics=metrics)
@@ -104,6 +107,64 @@ class TestCompareAndSet:
         assert state.multi_get([("a",), ("b",)]) == [1, 2]
 
 
+def read_modify_put(state: Any, txid: int, key: Any, n: int) -> None:
+    """A ``partition_persist``-style updater: read the value with multi_get, write value + n with multi_put."""
+    state.begin_commit(txid)
+    [old] = state.multi_get([key])
+    state.multi_put([key], [(old or 0) + n])
+    state.commit(txid)
+
+
+class TestReadsDuringCommit:
+    def test_opaque_replay_reads_prev_so_read_modify_put_is_exactly_once(self) -> None:
+        """Replaying txid 1 reads the value before txid 1 (prev), as Trident's OpaqueMap.multiGet does: 5, not 10."""
+        state = OpaqueMap(MemoryBackingMap())
+        read_modify_put(state, 1, ("a",), 5)
+        read_modify_put(state, 1, ("a",), 5)  # the replay of txid 1
+        assert state.multi_get([("a",)]) == [5]
+        read_modify_put(state, 2, ("a",), 5)
+        assert state.multi_get([("a",)]) == [10]
+
+    def test_transactional_replay_reads_val_and_skips_the_put(self) -> None:
+        """Transactional: multi_get returns the stored value (as Trident does); the replay's put is skipped."""
+        state = TransactionalMap(MemoryBackingMap())
+        read_modify_put(state, 1, ("a",), 5)
+        read_modify_put(state, 1, ("a",), 5)
+        assert state.multi_get([("a",)]) == [5]
+
+    def test_a_key_written_in_this_batch_reads_back_its_new_value(self) -> None:
+        """Within one commit, a key this map wrote reads its new value (Trident's cached batch reads)."""
+        state = OpaqueMap(MemoryBackingMap())
+        read_modify_put(state, 1, ("a",), 5)
+        state.begin_commit(1)
+        state.multi_put([("a",)], [7])
+        assert state.multi_get([("a",), ("b",)]) == [7, None]
+        state.commit(1)
+
+    def test_two_updates_of_a_key_in_one_commit_both_count(self) -> None:
+        """A second multi_update of a key within one commit builds on the first (and a replay still starts from prev)."""
+        for state in (OpaqueMap(MemoryBackingMap()), TransactionalMap(MemoryBackingMap())):
+            for txid in (1, 2):
+                state.begin_commit(txid)
+                state.multi_update([("a",)], [combine_updater(Sum(), 3)])
+                state.multi_update([("a",)], [combine_updater(Sum(), 4)])
+                state.commit(txid)
+            assert state.multi_get([("a",)]) == [14], type(state).__name__
+            state.begin_commit(2)  # a replay of txid 2 with the same two updates
+            state.multi_update([("a",)], [combine_updater(Sum(), 3)])
+            state.multi_update([("a",)], [combine_updater(Sum(), 4)])
+            state.commit(2)
+            assert state.multi_get([("a",)]) == [14], type(state).__name__
+
+    def test_reading_a_key_ahead_of_the_batch_is_refused(self) -> None:
+        """During the commit of txid 1, a key already at txid 2 means the batch is behind: StaleBatchError."""
+        state = OpaqueMap(MemoryBackingMap())
+        read_modify_put(state, 2, ("a",), 5)
+        state.begin_commit(1)
+        with pytest.raises(StaleBatchError):
+            state.multi_get([("a",)])
+
+
 class TestKinds:
     def test_non_transactional_counts_a_replay_twice(self) -> None:
         """At-least-once: the same txid applied twice is counted twice."""
@@ -138,7 +199,7 @@ class TestCachedMap:
     def test_warm_cache_skips_reads_and_survives_a_zombie(self) -> None:
         """Warm reads come from the cache; a stale cached value costs one failed CAS, never a wrong count."""
         backing = RacingMap([], times=0)
-        state = OpaqueMap(CachedMap(backing, size=100))
+        state = OpaqueMap(CasCachedMap(backing, size=100))
         opaque_commit(state, 1, {("a",): 1})
         gets = backing.gets
         opaque_commit(state, 2, {("a",): 1})
@@ -155,8 +216,8 @@ class TestCachedMap:
         assert list(cache._lru) == [2, 3]
         assert cache.multi_get([1, 2, 3]) == ["a", "b", "c"]
 
-    def test_cache_over_plain_map_has_no_cas(self) -> None:
-        """The cache offers compare-and-set exactly when the map below it does."""
+    def test_each_cache_matches_its_backing_map(self) -> None:
+        """CachedMap has no compare-and-set; CasCachedMap is a CAS map and refuses a plain map below it."""
 
         class Plain:
             def multi_get(self, keys: Sequence[Any]) -> list[Any]:
@@ -165,8 +226,19 @@ class TestCachedMap:
             def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
                 pass
 
-        assert not hasattr(CachedMap(Plain()), "multi_cas")
-        assert hasattr(CachedMap(MemoryBackingMap()), "multi_cas")
+        assert not isinstance(CachedMap(Plain()), CasBackingMap)
+        assert not isinstance(CachedMap(MemoryBackingMap()), CasBackingMap)
+        assert isinstance(CasCachedMap(MemoryBackingMap()), CasBackingMap)
+        with pytest.raises(TypeError, match="compare-and-set"):
+            CasCachedMap(Plain())  # type: ignore[arg-type]
+
+    def test_factory_builds_the_cache_that_keeps_compare_and_set(self) -> None:
+        """The factory's stack over a CAS backing map is OpaqueMap(CasCachedMap(backing)), cache or not."""
+        spec = MapSpec("words", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
+        state = StateFactory(backend="memory", cache_size=10).make_state(spec)
+        assert isinstance(state, OpaqueMap) and isinstance(state.backing, CasCachedMap)
+        uncached = StateFactory(backend="memory", cache_size=0).make_state(spec)
+        assert isinstance(uncached.backing, CasBackingMap) and not isinstance(uncached.backing, CachedMap)
 
 
 class TestAggregators:
