@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
 from app.guarantees import check_combination
+from app.loop import Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
 from spouts.metadata import BatchPlan
@@ -81,7 +82,6 @@ class Coordinator:
         self._pool = ThreadPoolExecutor(self.config.max_pending, thread_name_prefix=f"process-{topology_id}")
         self._inflight: deque[Batch] = deque()
         self._attempts: dict[int, int] = {}
-        self._failures = 0
         self._epoch: int | None = None
         self._renewed_at = 0.0
         self._progress: ProgressLog | None = None
@@ -117,40 +117,31 @@ class Coordinator:
         self._metrics.lease_held.labels(self.topology_id).set(0)
 
     def run(self, stop: threading.Event | None = None, *, max_batches: int | None = None,
-            until_idle: bool = False) -> int:
+            until_idle: bool = False, callbacks: Callbacks = Callbacks()) -> int:
         """Commit batches until ``stop`` is set, ``max_batches`` committed, or (``until_idle``) nothing is new.
 
         Returns the number of txids committed. Fatal errors (data loss with policy fail, a lost
-        lease, a batch behind the state) propagate; anything else is retried with backoff.
+        lease, a batch behind the state) propagate; anything else is retried with backoff
+        (:func:`app.loop.run_steps`, which tells ``callbacks`` about every step).
         """
         if self._epoch is None:
             self.start()
-        stop = stop or threading.Event()
-        committed = 0
-        while not stop.is_set() and (max_batches is None or committed < max_batches):
-            outcome = self.step()
-            if outcome == "committed":
-                committed += 1
-            elif outcome == "idle":
-                if until_idle:
-                    break
-                stop.wait(self.config.idle_sleep_s)
-            elif outcome == "failed":
-                stop.wait(self._backoff())
-        return committed
+        return run_steps(self.step, stop or threading.Event(), idle_sleep_s=self.config.idle_sleep_s,
+                         retry_backoff_s=self.config.retry_backoff_s, callbacks=callbacks,
+                         max_batches=max_batches, until_idle=until_idle, clock=self._clock)
 
     def run_until_idle(self, max_batches: int | None = None) -> int:
         return self.run(max_batches=max_batches, until_idle=True)
 
     # -- one step ---------------------------------------------------------------------------
 
-    def step(self) -> str:
-        """Fill the pipeline, then finish the oldest txid: 'committed', 'idle' or 'failed'."""
+    def step(self) -> Outcome:
+        """Fill the pipeline, then finish the oldest txid."""
         self._keep_lease()
         try:
             self._fill()
             if not self._inflight:
-                return "idle"
+                return Outcome.IDLE
             self._finish(self._inflight[0])
         except FATAL:
             self._fail_inflight()
@@ -158,9 +149,8 @@ class Coordinator:
         except Exception as e:  # noqa: BLE001 - every other failure replays the txid
             txid = self._inflight[0].txid if self._inflight else self.committed_txid + 1
             self._on_failure(txid, e)
-            return "failed"
-        self._failures = 0
-        return "committed"
+            return Outcome.FAILED
+        return Outcome.COMMITTED
 
     def _fill(self) -> None:
         """Plan and start processing txids until ``max_pending`` are in flight."""
@@ -251,7 +241,6 @@ class Coordinator:
     # -- failures, lease, timing ------------------------------------------------------------
 
     def _on_failure(self, txid: int, error: Exception) -> None:
-        self._failures += 1
         self._metrics.batches.labels(self.topology_id, "failed").inc()
         log.warning("txid %d attempt %d failed (%s: %s); replaying it and every later txid", txid,
                     self._attempts.get(txid, 1), type(error).__name__, error)
@@ -269,10 +258,6 @@ class Coordinator:
                     log.warning("could not cancel the work of txid %d", b.txid, exc_info=True)
             if b.status is not BatchStatus.COMMITTED:
                 b.advance(BatchStatus.FAILED)
-
-    def _backoff(self) -> float:
-        first, largest = self.config.retry_backoff_s
-        return min(largest, first * 2 ** min(self._failures - 1, 16))
 
     def _keep_lease(self) -> None:
         """Renew at a third of the TTL; stop (LeaseLostError) before the lease could expire."""

@@ -30,6 +30,7 @@ from typing import Any
 
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import Coordinator
+from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class PipelineRunner:
         try:
             self.coordinator.start()
             self.leased = True
-            self._loop(self._stop)
+            self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed))
         except BaseException as e:  # noqa: BLE001 - fatal: reported, and it stops the service
             self.error = e
             log.error("pipeline %s stopped: %s: %s", self.id, type(e).__name__, e,
@@ -83,26 +84,14 @@ class PipelineRunner:
             self.leased = False
             log.info("pipeline %s closed at committed txid %d", self.id, self.coordinator.committed_txid)
 
-    def _loop(self, stop: threading.Event) -> None:
-        coord, cfg = self.coordinator, self.compiled.coordinator
-        failures = 0
-        while not stop.is_set():
-            started = self._clock()
-            outcome = coord.step()
-            if outcome == "committed":
-                failures = 0
-                self.last_progress = self._clock()
-                s = coord.last_stats
-                log.info("pipeline %s committed txid %d: %d records, %d keys, %.0f ms", self.id,
-                         coord.committed_txid, s.records, s.keys_updated, (self.last_progress - started) * 1000)
-            elif outcome == "idle":
-                failures = 0
-                self.last_progress = self._clock()
-                stop.wait(cfg.idle_sleep_s)
-            else:  # "failed": the coordinator logged it and replays the txid
-                failures += 1
-                first, largest = cfg.retry_backoff_s
-                stop.wait(min(largest, first * 2 ** min(failures - 1, 16)))
+    def _progressed(self) -> None:
+        self.last_progress = self._clock()
+
+    def _committed(self, seconds: float) -> None:
+        self._progressed()
+        c = self.coordinator
+        log.info("pipeline %s committed txid %d: %d records, %d keys, %.0f ms", self.id, c.committed_txid,
+                 c.last_stats.records, c.last_stats.keys_updated, seconds * 1000)
 
 
 class Service:
