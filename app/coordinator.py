@@ -29,14 +29,16 @@ from app.guarantees import check_combination
 from app.loop import Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
+from spouts import errors as spout_errors
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import DataLossError, PartitionedSpout, SpoutKind
-from states.errors import LeaseHeldError, LeaseLostError, StaleBatchError
+from spouts.protocols import PartitionedSpout, SpoutKind
+from states import errors as state_errors
+from states.errors import LeaseLostError
 
 log = logging.getLogger(__name__)
 
-FATAL = (DataLossError, LeaseLostError, LeaseHeldError, StaleBatchError)
+FATAL = spout_errors.FATAL + state_errors.FATAL  # never retried: a replay would only repeat them
 FaultHook = Callable[[str, int], None]
 
 

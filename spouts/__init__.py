@@ -1,18 +1,19 @@
 """Partitioned spouts: which partitions exist (coordinator side) and what a batch of each holds (emitter side)."""
 
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.protocols import (
-    DataLossError,
+    ArrowSpout,
     DataLossPolicy,
     PartitionedCoordinator,
     PartitionedEmitter,
     PartitionedSpout,
-    PartitionUnavailableError,
     Record,
     SpoutKind,
 )
 
 __all__ = [
+    "ArrowSpout",
     "BatchPlan",
     "DataLossError",
     "DataLossPolicy",
@@ -23,5 +24,6 @@ __all__ = [
     "PartitionedEmitter",
     "PartitionedSpout",
     "Record",
+    "SpoutError",
     "SpoutKind",
 ]

@@ -11,13 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
-from spouts.protocols import (
-    DataLossError,
-    DataLossPolicy,
-    PartitionUnavailableError,
-    Record,
-    SpoutKind,
-)
+from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
 
 @dataclass

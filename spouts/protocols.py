@@ -7,17 +7,23 @@ driver plans; executors read. Both kinds share these methods; they differ in wha
 * ``OPAQUE``: a partition that cannot be read now (no leader) gets an empty range, so a replay of
   a txid before it is frozen may carry different records.
 * ``TRANSACTIONAL``: a txid's ranges are fixed when planned; an unreadable partition raises
-  :class:`PartitionUnavailableError` and the batch waits and retries instead of changing.
+  :class:`~spouts.errors.PartitionUnavailableError` and the batch waits and retries instead of changing.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+
+if TYPE_CHECKING:  # pyarrow is heavy and only the Spark path needs it
+    import pyarrow as pa
+
+#: Rows per Arrow record batch when a reader is not told otherwise.
+DEFAULT_ARROW_BATCH_SIZE = 65_536
 
 
 class SpoutKind(enum.Enum):
@@ -30,25 +36,6 @@ class DataLossPolicy(enum.Enum):
 
     FAIL = "fail"
     SKIP = "skip"
-
-
-class PartitionUnavailableError(Exception):
-    """A partition cannot be read now (no leader, broker down); the batch retries later."""
-
-    def __init__(self, partition: Partition, reason: str = "") -> None:
-        self.partition, self.reason = partition, reason
-        super().__init__(f"partition {partition.id} unavailable" + (f": {reason}" if reason else ""))
-
-
-class DataLossError(Exception):
-    """Offsets the pipeline has not read are gone from the log (policy ``fail``)."""
-
-    def __init__(self, partition: Partition, next_offset: int, log_start: int) -> None:
-        self.partition, self.next_offset, self.log_start = partition, next_offset, log_start
-        super().__init__(
-            f"data loss on {partition.id}: next offset to read is {next_offset} but the log starts at "
-            f"{log_start} ({log_start - next_offset} offsets gone); set data_loss: skip to continue from the log start"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +93,22 @@ class PartitionedSpout(Protocol):
     def coordinator(self) -> PartitionedCoordinator: ...
 
     def emitter(self) -> PartitionedEmitter: ...
+
+
+@runtime_checkable
+class ArrowSpout(PartitionedSpout, Protocol):
+    """A spout Spark can read: executors fetch a planned range as Arrow record batches.
+
+    The spout itself is shipped to executors, so it must pickle as plain data and open its
+    clients inside ``read_arrow``.
+    """
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The schema of every batch ``read_arrow`` yields."""
+        ...
+
+    def read_arrow(self, meta: PartitionMetadata,
+                   batch_size: int = DEFAULT_ARROW_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+        """Exactly ``meta``'s records, in offset order, in batches of at most ``batch_size`` rows."""
+        ...

@@ -26,6 +26,7 @@ from states.errors import (
     LeaseLostError,
     StaleBatchError,
     StateError,
+    UnknownOutcomeError,
 )
 from states.non_transactional import NonTransactionalMap
 from states.opaque import OpaqueMap
@@ -33,6 +34,8 @@ from states.protocols import (
     BackingMap,
     CasBackingMap,
     CasResult,
+    CoordinatorStore,
+    LeaseInfo,
     MapState,
     Snapshottable,
     State,
@@ -50,8 +53,10 @@ __all__ = [
     "CasResult",
     "CasRetriesExhaustedError",
     "CombinerAggregator",
+    "CoordinatorStore",
     "Count",
     "LeaseHeldError",
+    "LeaseInfo",
     "LeaseLostError",
     "MapState",
     "Max",
@@ -69,5 +74,6 @@ __all__ = [
     "TransactionalMap",
     "TransactionalStateStore",
     "TransactionalValue",
+    "UnknownOutcomeError",
     "combiner",
 ]

@@ -45,9 +45,22 @@ class LeaseLostError(StateError):
         )
 
 
+class UnknownOutcomeError(StateError):
+    """A compare-and-set's outcome could not be resolved: even the serial read kept failing."""
+
+    def __init__(self, key: object, cause: BaseException) -> None:
+        self.key, self.cause = key, cause
+        super().__init__(f"outcome of the compare-and-set of key {key!r} is unknown: serial read failed ({cause!r})")
+
+
 class SchemaMismatchError(StateError):
     """A table exists with a schema different from the one the configuration asks for."""
 
 
 class InvalidIdentifierError(StateError, ValueError):
     """A table, keyspace or column name from configuration is not a safe identifier."""
+
+
+#: The state errors a coordinator must never retry: another coordinator leads, or the batch is
+#: behind the state (a zombie). Replaying would only repeat them.
+FATAL: tuple[type[BaseException], ...] = (LeaseLostError, LeaseHeldError, StaleBatchError)

@@ -95,9 +95,25 @@ class TransactionalStateStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """Who holds a topology's coordinator lease now, read without taking it.
+
+    ``expires_at`` is wall-clock UNIX seconds, or None when the backend cannot tell.
+    """
+
+    owner: str
+    epoch: int
+    expires_at: float | None
+
+
 @runtime_checkable
-class CoordinatorLease(Protocol):
-    """One active coordinator per topology: a lease with a TTL and an epoch that grows on takeover."""
+class CoordinatorStore(TransactionalStateStore, Protocol):
+    """A transactional-state store that also holds the topology's coordinator lease.
+
+    One active coordinator per topology: a lease with a TTL and an epoch that grows on every
+    takeover; the store's fenced writes take that epoch.
+    """
 
     def acquire_lease(self, owner: str, ttl_s: float) -> int:
         """Take the lease if free or expired (or already ours); returns the new epoch."""
@@ -109,4 +125,8 @@ class CoordinatorLease(Protocol):
 
     def release_lease(self, owner: str, epoch: int) -> None:
         """Give the lease up (a no-op if it is no longer ours)."""
+        ...
+
+    def lease_info(self) -> LeaseInfo | None:
+        """The current holder, read without taking the lease; None if never taken, released or expired."""
         ...

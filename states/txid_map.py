@@ -7,12 +7,17 @@ from typing import Any, ClassVar
 
 from app.metrics import METRICS, Metrics
 from states.cas import write_through
+from states.errors import StaleBatchError
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
 
 
 class TxidMap:
-    """Applies ``value_type.next(stored, txid, updater)`` for the txid between begin_commit and commit."""
+    """Applies ``value_type.next(stored, txid, updater)`` for the txid between begin_commit and commit.
+
+    Like Trident's cached batch reads, a key written earlier in the same commit is read, and
+    updated again, from the value this commit wrote.
+    """
 
     kind: ClassVar[StateKind]
     value_type: ClassVar[Any]  # OpaqueValue or TransactionalValue: owns the rule
@@ -20,23 +25,48 @@ class TxidMap:
     def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: Metrics = METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
         self._txid: int | None = None
+        self._written: set[Any] = set()  # keys this map wrote since begin_commit
 
     def begin_commit(self, txid: int) -> None:
-        self._txid = txid
+        self._txid, self._written = txid, set()
 
     def commit(self, txid: int) -> None:
-        self._txid = None
+        self._txid, self._written = None, set()
 
     def multi_get(self, keys: Sequence[Any]) -> list[Any]:
-        """Current values as a reader sees them."""
-        return [None if v is None else v.current for v in self.backing.multi_get(keys)]
+        """The values the batch being committed sees, as Trident's ``multiGet`` returns them.
+
+        Outside a commit, and for keys this map wrote in the current commit: the current value.
+        Otherwise ``stored.get(txid)``: for opaque state that is ``prev`` when the stored txid is the
+        batch's own (a replay must not see its earlier attempt), so an updater that reads with
+        ``multi_get`` and writes with ``multi_put`` stays exactly-once.
+        """
+        txid, written = self._txid, self._written
+        out = []
+        for k, v in zip(keys, self.backing.multi_get(keys), strict=True):
+            try:
+                out.append(None if v is None else v.current if k in written else v.get(txid))
+            except StaleBatchError as e:
+                raise StaleBatchError(e.batch_txid, e.stored_txid, k) from None
+        return out
 
     def multi_update(self, keys: Sequence[Any], updaters: Sequence[Updater]) -> list[Any]:
         if self._txid is None:
             raise RuntimeError("multi_update outside begin_commit/commit")
-        txid, rule = self._txid, self.value_type.next
-        computes = [lambda s, u=u: rule(s, txid, u) for u in updaters]
+        txid, rule, written = self._txid, self.value_type.next, self._written
+        wrote: dict[Any, bool] = {}  # key -> this call changed it (a skipped replay does not)
+
+        def compute(key: Any, stored: Any, updater: Updater) -> Any:
+            if key in written and stored is not None and stored.txid == txid:
+                new = stored.amend(updater)  # this commit already wrote the key: build on that
+            else:
+                new = rule(stored, txid, updater)
+            wrote[key] = new is not stored
+            return new
+
+        computes = [lambda s, k=k, u=u: compute(k, s, u) for k, u in zip(keys, updaters, strict=True)]
         stored = write_through(self.backing, keys, computes, max_attempts=self._max_attempts, metrics=self._metrics)
+        written.update(k for k, w in wrote.items() if w)
         return [v.current for v in stored]
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:

@@ -29,6 +29,11 @@ class OpaqueValue(Generic[T]):
         """The value readers see."""
         return self.curr
 
+    def get(self, batch_txid: int | None) -> T | None:
+        """The value batch ``batch_txid`` sees (Trident's ``OpaqueValue.get``): ``curr``, or ``prev``
+        while that very txid is being replayed; None (no batch) sees ``curr``."""
+        return self.curr if batch_txid is None else self.base_for(batch_txid)
+
     def base_for(self, batch_txid: int) -> T | None:
         """The value batch ``batch_txid`` must build on."""
         if batch_txid > self.txid:
@@ -41,6 +46,10 @@ class OpaqueValue(Generic[T]):
         """The stored value after batch ``batch_txid`` produced ``new_curr``."""
         prev = self.base_for(batch_txid)
         return OpaqueValue(batch_txid, new_curr, prev)
+
+    def amend(self, updater: Updater) -> OpaqueValue[T]:
+        """A second update within the commit that wrote this value builds on ``curr``, keeping ``prev``."""
+        return OpaqueValue(self.txid, updater(self.curr), self.prev)
 
     @staticmethod
     def next(stored: OpaqueValue[T] | None, batch_txid: int, updater: Updater) -> OpaqueValue[T]:
@@ -61,6 +70,15 @@ class TransactionalValue(Generic[T]):
     def current(self) -> T | None:
         """The value readers see."""
         return self.val
+
+    def get(self, batch_txid: int | None) -> T | None:
+        """The value any batch sees: ``val`` (Trident's ``TransactionalMap.multiGet``). A replay of
+        an applied txid reads it too, and its writes are skipped by :meth:`next`."""
+        return self.val
+
+    def amend(self, updater: Updater) -> TransactionalValue[T]:
+        """A second update within the commit that wrote this value applies on top of it."""
+        return TransactionalValue(self.txid, updater(self.val))
 
     @staticmethod
     def next(stored: TransactionalValue[T] | None, batch_txid: int, updater: Updater) -> TransactionalValue[T]:

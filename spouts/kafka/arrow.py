@@ -19,8 +19,9 @@ from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
 from spouts.kafka.reader import read_range
 from spouts.metadata import PartitionMetadata
+from spouts.protocols import DEFAULT_ARROW_BATCH_SIZE
 
-DEFAULT_BATCH_SIZE = 65_536
+DEFAULT_BATCH_SIZE = DEFAULT_ARROW_BATCH_SIZE
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 SCHEMA = pa.schema([

@@ -21,13 +21,8 @@ from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
 from spouts.kafka.reader import read_range
 from spouts.metadata import Partition, PartitionMetadata
-from spouts.protocols import (
-    DataLossError,
-    DataLossPolicy,
-    PartitionUnavailableError,
-    Record,
-    SpoutKind,
-)
+from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
 log = logging.getLogger(__name__)
 

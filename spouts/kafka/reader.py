@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from spouts.metadata import PartitionMetadata
-from spouts.protocols import DataLossError, PartitionUnavailableError
+from spouts.errors import DataLossError, PartitionUnavailableError
 
 #: How long one ``consume`` call may wait; progress is checked between calls.
 POLL_S = 0.05

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from app.metrics import Metrics
-from spouts.kafka.arrow import DEFAULT_BATCH_SIZE
+from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, SCHEMA
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.discovery import KafkaCoordinator
 from spouts.kafka.emitter import KafkaEmitter
@@ -20,7 +20,10 @@ from spouts.protocols import SpoutKind
 
 
 class KafkaSpout:
-    """An opaque partitioned Kafka spout: an unreadable partition gets an empty range and the batch goes on."""
+    """An opaque partitioned Kafka spout: an unreadable partition gets an empty range and the batch goes on.
+
+    An :class:`~spouts.protocols.ArrowSpout`: Spark executors read its ranges with :meth:`read_arrow`.
+    """
 
     kind: SpoutKind = SpoutKind.OPAQUE
 
@@ -32,6 +35,11 @@ class KafkaSpout:
 
     def emitter(self) -> KafkaEmitter:
         return KafkaEmitter(self.config, self.topology_id, self.kind, self.metrics)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The schema of :meth:`read_arrow`'s batches (:data:`spouts.kafka.arrow.SCHEMA`)."""
+        return SCHEMA
 
     def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
         """``meta``'s records as Arrow batches (what Spark executors call)."""

@@ -13,6 +13,7 @@ Table (one partition per topology, so every fenced write and the lease share Pax
   The epoch is written without TTL, so it survives the owner's expiry and keeps growing.
 * renew: ``UPDATE ... USING TTL ttl SET owner = me IF owner = me AND epoch = e``.
 * release: ``UPDATE ... SET owner = null IF owner = me AND epoch = e``.
+* lease_info: ``SELECT owner, epoch, TTL(owner)``: the holder and when its cell expires.
 * put / delete: LWTs ``IF epoch = e`` (the static column, same partition); not applied means a
   newer coordinator took over: LeaseLostError, nothing written.
 * get / keys: reads at the configured consistency. Safe because a coordinator reads after it
@@ -42,12 +43,13 @@ from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import serial
 from states.errors import LeaseHeldError, LeaseLostError, StateError
+from states.protocols import LeaseInfo
 
 _ATTEMPTS = 8
 
 
 class CassandraTransactionalStateStore:
-    """:class:`TransactionalStateStore` and :class:`CoordinatorLease` of one topology in Cassandra."""
+    """:class:`~states.protocols.CoordinatorStore` of one topology in Cassandra: documents and the lease."""
 
     def __init__(self, settings: CassandraSettings, topology_id: str, *, table: str = "trident_state",
                  client: CassandraClient | None = None, metrics: Metrics = METRICS) -> None:
@@ -62,6 +64,8 @@ class CassandraTransactionalStateStore:
         self._get = p(f"SELECT value FROM {t} WHERE topology = ? AND key = ?", idempotent=True)
         self._keys = p(f"SELECT key FROM {t} WHERE topology = ? AND key >= ?", idempotent=True)
         self._lease = p(f"SELECT owner, epoch FROM {t} WHERE topology = ? LIMIT 1", idempotent=True)
+        self._lease_ttl = p(f"SELECT owner, epoch, TTL(owner) AS owner_ttl FROM {t} WHERE topology = ? LIMIT 1",
+                            idempotent=True)
         self._put = p(f"UPDATE {t} SET value = ? WHERE topology = ? AND key = ? IF epoch = ?", idempotent=False)
         self._delete = p(f"DELETE FROM {t} WHERE topology = ? AND key = ? IF epoch = ?", idempotent=False)
         self._take_owner = p(f"UPDATE {t} USING TTL ? SET owner = ? WHERE topology = ?", idempotent=False)
@@ -158,6 +162,14 @@ class CassandraTransactionalStateStore:
             self._pause(attempt)
             if self._lwt(self._release, (self.topology_id, owner, epoch), kind="lease") is not None:
                 return
+
+    def lease_info(self) -> LeaseInfo | None:
+        """The current holder: the static columns, with the owner cell's remaining TTL as the expiry."""
+        row = self.client.run_one(self._lease_ttl, (self.topology_id,), kind="read", metrics=self.metrics).one()
+        if row is None or row["owner"] is None or row["epoch"] is None:
+            return None
+        ttl = row["owner_ttl"]
+        return LeaseInfo(row["owner"], row["epoch"], None if ttl is None else time.time() + ttl)
 
     # helpers
     def _pause(self, attempt: int) -> None:

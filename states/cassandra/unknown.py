@@ -31,15 +31,7 @@ from cassandra.query import BoundStatement, PreparedStatement
 
 from app.metrics import Metrics
 from states.cassandra.session import CassandraClient
-from states.errors import StateError
-
-
-class UnknownOutcomeError(StateError):
-    """A compare-and-set's outcome could not be resolved: even the serial read kept failing."""
-
-    def __init__(self, key: object, cause: BaseException) -> None:
-        self.key, self.cause = key, cause
-        super().__init__(f"outcome of the compare-and-set of key {key!r} is unknown: serial read failed ({cause!r})")
+from states.errors import UnknownOutcomeError
 
 
 def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[tuple[Any, ...]],

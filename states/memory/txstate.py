@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from states.errors import LeaseHeldError, LeaseLostError
+from states.protocols import LeaseInfo
 
 
 class MemoryTransactionalStateStore:
@@ -63,6 +64,13 @@ class MemoryTransactionalStateStore:
         with self._lock:
             if self._owner == owner and self._epoch == epoch:
                 self._owner, self._expires = None, 0.0
+
+    def lease_info(self) -> LeaseInfo | None:
+        with self._lock:
+            remaining = self._expires - self._clock()
+            if self._owner is None or remaining <= 0:
+                return None
+            return LeaseInfo(self._owner, self._epoch, time.time() + remaining)
 
     def _check_epoch(self, epoch: int) -> None:
         if epoch != self._epoch:

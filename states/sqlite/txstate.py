@@ -10,6 +10,7 @@ from typing import Any
 
 from app.metrics import METRICS, Metrics
 from states.errors import LeaseHeldError, LeaseLostError
+from states.protocols import LeaseInfo
 from states.spec import check_identifier
 from states.sqlite.connection import Connections, quote
 from states.sqlite.schema import validate_table
@@ -110,6 +111,15 @@ class SqliteTransactionalStateStore:
         with self._conns.immediate() as conn:
             conn.execute(f"UPDATE {self._lease} SET owner = NULL, expires_at = 0 "
                          f"WHERE topology = ? AND owner = ? AND epoch = ?", (self.topology_id, owner, epoch))
+
+    def lease_info(self) -> LeaseInfo | None:
+        """The current holder; ``expires_at`` converted from the store's clock to wall-clock seconds."""
+        self._count("read")
+        held_by, epoch, expires = self._lease_row(self._conns.get())
+        remaining = expires - self._clock()
+        if held_by is None or remaining <= 0:
+            return None
+        return LeaseInfo(held_by, epoch, time.time() + remaining)
 
     def _lease_row(self, conn: Any) -> tuple[str | None, int, float]:
         row = conn.execute(f"SELECT owner, epoch, expires_at FROM {self._lease} WHERE topology = ?",

@@ -13,9 +13,10 @@ from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
 from app.coordinator import Coordinator, CoordinatorConfig
 from app.progress import StoredBatch
 from app.guarantees import CombinationError, Guarantee, check_combination
+from spouts.errors import DataLossError
 from spouts.metadata import BatchPlan, Partition
 from spouts.planner import Caps
-from spouts.protocols import DataLossError, DataLossPolicy, SpoutKind
+from spouts.protocols import DataLossPolicy, SpoutKind
 from states.errors import LeaseHeldError, LeaseLostError
 from states.spec import StateKind
 from tests.app.harness import TOPIC, InjectedFault, World

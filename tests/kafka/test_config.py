@@ -8,8 +8,8 @@ import pickle
 
 import pytest
 
-from spouts.kafka import ConsumerPool, FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout
-from spouts.protocols import PartitionedCoordinator, PartitionedEmitter, PartitionedSpout, SpoutKind
+from spouts.kafka import SCHEMA, ConsumerPool, FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout
+from spouts.protocols import ArrowSpout, PartitionedCoordinator, PartitionedEmitter, PartitionedSpout, SpoutKind
 
 SECRETS = {"sasl.password": "hunter2", "ssl.key.password": "k3y-pass", "sasl.oauthbearer.client.secret": "s3cr3t",
            "sasl.username": "alice", "security.protocol": "SASL_SSL", "socket.timeout.ms": "1234"}
@@ -120,3 +120,11 @@ def test_pool_reuses_idle_consumers_and_closes_a_failed_one() -> None:
         assert fresh is not first
     pool.close_all()
     assert pool.idle_count() == 0
+
+
+def test_kafka_spouts_are_arrow_spouts() -> None:
+    """Both Kafka spouts declare what Spark needs: read_arrow and the schema of its batches."""
+    for cls in (KafkaSpout, TransactionalKafkaSpout):
+        spout = cls(KafkaSpoutConfig("localhost:9092", topics=("t",)), "topo")
+        assert isinstance(spout, ArrowSpout)
+        assert spout.arrow_schema == SCHEMA

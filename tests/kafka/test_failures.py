@@ -7,7 +7,7 @@ import pytest
 from spouts.kafka import KafkaSpout, TransactionalKafkaSpout
 from spouts.metadata import Partition, PartitionMetadata
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import PartitionUnavailableError
+from spouts.errors import PartitionUnavailableError
 from tests.kafka.fixtures import MockKafkaCluster, unique_topic
 from tests.kafka.helpers import config, parts, produce, spread
 

@@ -21,7 +21,8 @@ from app.local import LocalExecutor, Sink
 from app.metrics import Metrics
 from spouts.kafka import FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout
 from spouts.planner import Caps
-from spouts.protocols import DataLossError, DataLossPolicy
+from spouts.errors import DataLossError
+from spouts.protocols import DataLossPolicy
 from states import Count, OpaqueMap, TransactionalMap
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
 from tests.kafka.fixtures import READ_COMMITTED, KafkaPeer, MockKafkaCluster, unique_topic

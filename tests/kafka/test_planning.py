@@ -12,7 +12,8 @@ from app.metrics import Metrics
 from spouts.kafka import FirstPoll, KafkaEmitter, KafkaSpout, TransactionalKafkaSpout
 from spouts.metadata import Partition, PartitionMetadata
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import DataLossError, DataLossPolicy
+from spouts.errors import DataLossError
+from spouts.protocols import DataLossPolicy
 from tests.kafka.fixtures import TIMESTAMP_LOOKUP, KafkaPeer, unique_topic
 from tests.kafka.helpers import config, parts, produce, spread
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from spouts.memory import MemorySource, MemorySpout
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import DataLossError, PartitionUnavailableError, SpoutKind
+from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.protocols import SpoutKind
 
 metas = st.builds(
     lambda topic, p, first, span, gaps: PartitionMetadata(topic, p, first, first + span, span - min(gaps, span), "t"),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from states.cached import CachedMap
+from states.opaque import OpaqueMap
 from states.protocols import CasBackingMap
+from states.transactional import TransactionalMap
 from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue, TransactionalValue
 from tests.states.backends import BACKING_MAPS, Backend
@@ -120,3 +123,31 @@ class TestCasContract:
         assert [r.applied for r in results] == [True, False, True]
         assert results[1].current == a
         assert m.multi_get([("x", 1), ("y", 1), ("z", 1)]) == [b, a, b]
+
+
+class TestMapStateReadsDuringCommit:
+    """Trident's reads over every backing map: a replay reads the value from before its txid."""
+
+    @pytest.fixture(params=[("opaque", False), ("opaque", True), ("transactional", False), ("transactional", True)],
+                    ids=lambda p: f"{p[0]}{'-cached' if p[1] else ''}")
+    def state(self, request: pytest.FixtureRequest, backend_name: str) -> OpaqueMap | TransactionalMap:
+        name, cached = request.param
+        backing = BACKING_MAPS[backend_name](SPECS[name], request).map
+        inner = CachedMap(backing, 100) if cached else backing
+        return OpaqueMap(inner) if name == "opaque" else TransactionalMap(inner)
+
+    @staticmethod
+    def read_modify_put(state: OpaqueMap | TransactionalMap, txid: int, n: int) -> None:
+        state.begin_commit(txid)
+        [old] = state.multi_get([("k", 1)])
+        state.multi_put([("k", 1)], [(old or 0) + n])
+        state.commit(txid)
+
+    def test_replayed_read_modify_put_counts_once(self, state: OpaqueMap | TransactionalMap) -> None:
+        """multi_get then multi_put of value + 5, replayed: 5 after txid 1 twice, 10 after txid 2."""
+        self.read_modify_put(state, 1, 5)
+        self.read_modify_put(state, 1, 5)
+        assert state.multi_get([("k", 1)]) == [5]
+        self.read_modify_put(state, 2, 5)
+        self.read_modify_put(state, 2, 5)
+        assert state.multi_get([("k", 1)]) == [10]

@@ -25,7 +25,7 @@ from states.cassandra import (
     CassandraSettings,
     CassandraTransactionalStateStore,
 )
-from states.cassandra.unknown import UnknownOutcomeError
+from states.errors import UnknownOutcomeError
 from states.errors import LeaseLostError, StaleBatchError
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer, Fault

@@ -104,6 +104,64 @@ class TestCompareAndSet:
         assert state.multi_get([("a",), ("b",)]) == [1, 2]
 
 
+def read_modify_put(state: Any, txid: int, key: Any, n: int) -> None:
+    """A ``partition_persist``-style updater: read the value with multi_get, write value + n with multi_put."""
+    state.begin_commit(txid)
+    [old] = state.multi_get([key])
+    state.multi_put([key], [(old or 0) + n])
+    state.commit(txid)
+
+
+class TestReadsDuringCommit:
+    def test_opaque_replay_reads_prev_so_read_modify_put_is_exactly_once(self) -> None:
+        """Replaying txid 1 reads the value before txid 1 (prev), as Trident's OpaqueMap.multiGet does: 5, not 10."""
+        state = OpaqueMap(MemoryBackingMap())
+        read_modify_put(state, 1, ("a",), 5)
+        read_modify_put(state, 1, ("a",), 5)  # the replay of txid 1
+        assert state.multi_get([("a",)]) == [5]
+        read_modify_put(state, 2, ("a",), 5)
+        assert state.multi_get([("a",)]) == [10]
+
+    def test_transactional_replay_reads_val_and_skips_the_put(self) -> None:
+        """Transactional: multi_get returns the stored value (as Trident does); the replay's put is skipped."""
+        state = TransactionalMap(MemoryBackingMap())
+        read_modify_put(state, 1, ("a",), 5)
+        read_modify_put(state, 1, ("a",), 5)
+        assert state.multi_get([("a",)]) == [5]
+
+    def test_a_key_written_in_this_batch_reads_back_its_new_value(self) -> None:
+        """Within one commit, a key this map wrote reads its new value (Trident's cached batch reads)."""
+        state = OpaqueMap(MemoryBackingMap())
+        read_modify_put(state, 1, ("a",), 5)
+        state.begin_commit(1)
+        state.multi_put([("a",)], [7])
+        assert state.multi_get([("a",), ("b",)]) == [7, None]
+        state.commit(1)
+
+    def test_two_updates_of_a_key_in_one_commit_both_count(self) -> None:
+        """A second multi_update of a key within one commit builds on the first (and a replay still starts from prev)."""
+        for state in (OpaqueMap(MemoryBackingMap()), TransactionalMap(MemoryBackingMap())):
+            for txid in (1, 2):
+                state.begin_commit(txid)
+                state.multi_update([("a",)], [combine_updater(Sum(), 3)])
+                state.multi_update([("a",)], [combine_updater(Sum(), 4)])
+                state.commit(txid)
+            assert state.multi_get([("a",)]) == [14], type(state).__name__
+            state.begin_commit(2)  # a replay of txid 2 with the same two updates
+            state.multi_update([("a",)], [combine_updater(Sum(), 3)])
+            state.multi_update([("a",)], [combine_updater(Sum(), 4)])
+            state.commit(2)
+            assert state.multi_get([("a",)]) == [14], type(state).__name__
+
+    def test_reading_a_key_ahead_of_the_batch_is_refused(self) -> None:
+        """During the commit of txid 1, a key already at txid 2 means the batch is behind: StaleBatchError."""
+        state = OpaqueMap(MemoryBackingMap())
+        read_modify_put(state, 2, ("a",), 5)
+        state.begin_commit(1)
+        with pytest.raises(StaleBatchError):
+            state.multi_get([("a",)])
+
+
 class TestKinds:
     def test_non_transactional_counts_a_replay_twice(self) -> None:
         """At-least-once: the same txid applied twice is counted twice."""

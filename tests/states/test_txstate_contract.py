@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from states.errors import LeaseHeldError, LeaseLostError
+from states.protocols import CoordinatorStore, LeaseInfo
 from states.rotating import RotatingTransactionalState
 from tests.states.backends import STORES, StoreHarness
 
@@ -90,6 +93,40 @@ class TestLease:
         assert e2 > e1
         with pytest.raises(LeaseLostError):
             s.put("k", 1, epoch=e1)
+
+
+class TestLeaseInfo:
+    def test_store_is_a_coordinator_store(self, harness: StoreHarness) -> None:
+        """Every backend's store declares the lease methods of CoordinatorStore."""
+        assert isinstance(harness.store, CoordinatorStore)
+
+    def test_no_holder_before_the_first_acquire(self, harness: StoreHarness) -> None:
+        """A lease never taken reads as None."""
+        assert harness.store.lease_info() is None
+
+    def test_holder_epoch_and_expiry_are_read_without_taking_the_lease(self, harness: StoreHarness) -> None:
+        """lease_info names owner and epoch, expires about ttl from now, and leaves the lease to its owner."""
+        s = harness.store
+        e = s.acquire_lease("a", 30)
+        before = time.time()
+        info = harness.reopen().lease_info()
+        assert isinstance(info, LeaseInfo) and (info.owner, info.epoch) == ("a", e)
+        assert info.expires_at is not None and before + 20 <= info.expires_at <= time.time() + 31
+        s.renew_lease("a", e, 30)  # reading took nothing: the owner still renews
+        with pytest.raises(LeaseHeldError):
+            harness.reopen().acquire_lease("b", 30)
+
+    def test_none_after_release_and_after_expiry(self, harness: StoreHarness) -> None:
+        """A released or expired lease has no holder; a takeover shows the new owner and epoch."""
+        s = harness.store
+        e1 = s.acquire_lease("a", 30)
+        s.release_lease("a", e1)
+        assert s.lease_info() is None
+        e2 = s.acquire_lease("b", 30)
+        info = s.lease_info()
+        assert info is not None and (info.owner, info.epoch) == ("b", e2)
+        harness.expire_lease()
+        assert harness.reopen().lease_info() is None
 
 
 class TestRotatingState:

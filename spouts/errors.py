@@ -1,0 +1,33 @@
+"""Errors raised by spouts, under one base; each carries the partition and offsets that explain it."""
+
+from __future__ import annotations
+
+from spouts.metadata import Partition
+
+
+class SpoutError(Exception):
+    """Base of every spout error."""
+
+
+class PartitionUnavailableError(SpoutError):
+    """A partition cannot be read now (no leader, broker down); the batch retries later."""
+
+    def __init__(self, partition: Partition, reason: str = "") -> None:
+        self.partition, self.reason = partition, reason
+        super().__init__(f"partition {partition.id} unavailable" + (f": {reason}" if reason else ""))
+
+
+class DataLossError(SpoutError):
+    """Offsets the pipeline has not read are gone from the log (policy ``fail``)."""
+
+    def __init__(self, partition: Partition, next_offset: int, log_start: int) -> None:
+        self.partition, self.next_offset, self.log_start = partition, next_offset, log_start
+        super().__init__(
+            f"data loss on {partition.id}: next offset to read is {next_offset} but the log starts at "
+            f"{log_start} ({log_start - next_offset} offsets gone); set data_loss: skip to continue from the log start"
+        )
+
+
+#: The spout errors a coordinator must never retry: a replay cannot bring deleted offsets back.
+#: (PartitionUnavailableError is transient: the batch waits and retries.)
+FATAL: tuple[type[BaseException], ...] = (DataLossError,)
