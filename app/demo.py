@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 import tempfile
@@ -69,7 +70,7 @@ def produce(bootstrap: str, records: int, partitions: int, seed: int) -> Counter
     for i in range(records):
         words = rng.choices(WORDS, weights, k=rng.randint(3, 8))
         producer.produce(TOPIC, " ".join(words).encode(), partition=i % partitions,
-                         on_delivery=lambda err, msg, w=words: acked(w, err, msg))
+                         on_delivery=functools.partial(acked, words))
         if i % 5000 == 4999:
             producer.poll(0)
     if producer.flush(60) or failed:
@@ -104,7 +105,7 @@ def count_words(bootstrap: str, db: str, master: str) -> tuple[dict[str, int], d
     startup = time.monotonic() - t0
     print(f"started Spark ({master}) in {startup:.1f} s", flush=True)
     try:
-        coord = Coordinator(compiled.id, compiled.topology.spout, SparkExecutor(spark, compiled.topology),
+        coord = Coordinator(compiled.id, compiled.topology.source(), SparkExecutor(spark, compiled.topology),
                             compiled.store(), compiled.coordinator)
         t1, records = time.monotonic(), 0
 

@@ -7,6 +7,7 @@ they differ only in their callbacks (log a commit, record progress for ``/readyz
 from __future__ import annotations
 
 import enum
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ class Outcome(enum.StrEnum):
 
 def backoff(failures: int, first_s: float, largest_s: float) -> float:
     """The wait before the next step after ``failures`` failures in a row: doubling from ``first_s``, capped."""
-    return min(largest_s, first_s * 2 ** min(max(failures, 1) - 1, 16))
+    return min(largest_s, math.ldexp(first_s, min(max(failures, 1) - 1, 16)))  # first_s * 2**(failures-1)
 
 
 def _nothing(*_: object) -> None:
@@ -40,8 +41,11 @@ class Callbacks:
     on_failure: Callable[[int], None] = _nothing
 
 
+NO_CALLBACKS = Callbacks()
+
+
 def run_steps(step: Callable[[], Outcome], stop: threading.Event, *, idle_sleep_s: float,
-              retry_backoff_s: tuple[float, float], callbacks: Callbacks = Callbacks(),
+              retry_backoff_s: tuple[float, float], callbacks: Callbacks = NO_CALLBACKS,
               max_batches: int | None = None, until_idle: bool = False,
               clock: Callable[[], float] = time.monotonic) -> int:
     """Call ``step`` until ``stop`` is set, ``max_batches`` commits, or (``until_idle``) an idle step.

@@ -177,6 +177,7 @@ def _builtin_expr(a: Agg) -> Any:
     agg = a.aggregator
     if isinstance(agg, Count):
         return F.count(F.lit(1)).alias(a.output)
+    assert a.input is not None  # only Count has no input column
     col = F.col(a.input)
     if isinstance(agg, Sum):
         return F.coalesce(F.sum(col), F.lit(0)).alias(a.output)

@@ -37,8 +37,8 @@ class Recorder:
 
 def test_callbacks_see_every_outcome_and_failures_in_a_row() -> None:
     """Failures are counted in a row and reset by a commit; until_idle stops at the first idle step."""
-    F, C, I = Outcome.FAILED, Outcome.COMMITTED, Outcome.IDLE
-    r = Recorder([F, F, C, F, I, C])
+    failed, committed, idle = Outcome.FAILED, Outcome.COMMITTED, Outcome.IDLE
+    r = Recorder([failed, failed, committed, failed, idle, committed])
     ticks = iter(range(100))
     n = run_steps(r.step, r.stop, idle_sleep_s=0, retry_backoff_s=(0, 0), callbacks=r.callbacks(),
                   until_idle=True, clock=lambda: float(next(ticks)))
