@@ -48,7 +48,7 @@ from pyspark.accumulators import AccumulatorParam
 from app.batch import Batch, CommitStats
 from app.metrics import METRICS, Metrics
 from app.spark import fatal
-from app.spark.plan import COUNT_COLUMN, CompiledSink, compile_sink, register_spec
+from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     META_FIELDS,
     CommitAggregates,
@@ -220,7 +220,7 @@ class SparkExecutor:
         result = c.aggregate(c.transform(records), self.commit_partitions)
         if c.is_global:
             rows = result.collect()  # one row at most
-            if c.mode == "builtin":
+            if c.mode is Mode.BUILTIN:
                 rows = [r for r in rows if r[COUNT_COLUMN] > 0]
             if not rows:
                 return SinkResult(c)
