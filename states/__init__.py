@@ -18,7 +18,7 @@ kinds above wrap any backing map, and so do caches: ``OpaqueMap(CachedMap(Cassan
 The rules themselves live in the value objects :class:`OpaqueValue` and :class:`TransactionalValue`.
 """
 
-from states.aggregators import Count, CombinerAggregator, Max, Min, Sum, combiner
+from states.aggregators import CombinerAggregator, Count, Max, Min, Sum, combiner
 from states.cached import CachedMap
 from states.errors import (
     CasRetriesExhaustedError,

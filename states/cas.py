@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.metrics import METRICS, Metrics
 from states.errors import CasRetriesExhaustedError, StaleBatchError
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, CasBackingMap
 
 Compute = Callable[[Any], Any]  # stored value (or None) -> new stored value
@@ -18,7 +18,7 @@ def write_through(
     computes: Sequence[Compute],
     *,
     max_attempts: int = 8,
-    metrics: Metrics = METRICS,
+    metrics: StateMetrics = STATE_METRICS,
 ) -> list[Any]:
     """Read ``keys``, compute each new stored value, and write the ones that changed.
 

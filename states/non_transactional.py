@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.metrics import METRICS, Metrics
 from states.cas import write_through
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
 
@@ -16,7 +16,7 @@ class NonTransactionalMap:
 
     kind = StateKind.NON_TRANSACTIONAL
 
-    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: Metrics = METRICS) -> None:
+    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
 
     def begin_commit(self, txid: int) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from app.metrics import METRICS, Metrics
 from states.cas import write_through
 from states.errors import StaleBatchError
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
 
@@ -22,7 +22,7 @@ class TxidMap:
     kind: ClassVar[StateKind]
     value_type: ClassVar[Any]  # OpaqueValue or TransactionalValue: owns the rule
 
-    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: Metrics = METRICS) -> None:
+    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
         self._txid: int | None = None
         self._written: set[Any] = set()  # keys this map wrote since begin_commit

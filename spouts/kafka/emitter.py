@@ -15,13 +15,13 @@ from collections.abc import Iterator
 import pyarrow as pa
 from confluent_kafka import KafkaException, Message, TopicPartition
 
-from app.metrics import METRICS, Metrics
+from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
 from spouts.kafka.reader import read_range
 from spouts.metadata import Partition, PartitionMetadata
-from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class KafkaEmitter:
     """
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str, kind: SpoutKind = SpoutKind.OPAQUE,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: SpoutMetrics | None = None) -> None:
         self.config, self.topology_id, self.kind = config, topology_id, kind
         self.metrics = metrics
 
@@ -80,7 +80,7 @@ class KafkaEmitter:
                             "waiting for the log to reach it", partition.id, start, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
-            (self.metrics or METRICS).partition_lag.labels(self.topology_id, partition.topic,
+            (self.metrics or SPOUT_METRICS).partition_lag.labels(self.topology_id, partition.topic,
                                                            str(partition.partition)).set(max(0, end - start))
         except PartitionUnavailableError:
             if self.kind is SpoutKind.TRANSACTIONAL:
@@ -127,7 +127,7 @@ class KafkaEmitter:
         if next_offset >= low:
             return next_offset
         policy = self.config.data_loss
-        metrics = self.metrics or METRICS
+        metrics = self.metrics or SPOUT_METRICS
         metrics.data_loss_events.labels(p.topic, str(p.partition), policy.value).inc()
         if policy is DataLossPolicy.FAIL:
             raise DataLossError(p, next_offset, low)

@@ -11,10 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
-from spouts.metadata import PartitionMetadata
 from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.metadata import PartitionMetadata
 
 #: How long one ``consume`` call may wait; progress is checked between calls.
 POLL_S = 0.05

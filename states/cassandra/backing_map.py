@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.metrics import METRICS, Metrics
-from states.layout import Row, RowLayout
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import resolve
+from states.layout import Row, RowLayout
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
 from states.spec import MapSpec
 
@@ -34,7 +34,7 @@ class CassandraBackingMap:
     """
 
     def __init__(self, settings: CassandraSettings, spec: MapSpec, *, client: CassandraClient | None = None,
-                 metrics: Metrics = METRICS) -> None:
+                 metrics: StateMetrics = STATE_METRICS) -> None:
         self.settings, self.spec, self.metrics = settings, spec, metrics
         self.client = client or shared_client(settings)
         self._layout = layout = RowLayout(spec)

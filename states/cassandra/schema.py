@@ -11,10 +11,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.metrics import Metrics
-from states.layout import RowLayout
 from states.cassandra.session import BACKEND, CassandraClient
 from states.errors import InvalidIdentifierError, SchemaMismatchError
+from states.layout import RowLayout
+from states.metrics import StateMetrics
 from states.spec import check_identifier
 
 # Cassandra's reserved keywords (cannot be unquoted identifiers); see the CQL reference, appendix A.
@@ -72,7 +72,7 @@ def replication_cql(replication: Sequence[tuple[str, str]]) -> str:
     return "{" + ", ".join(f"'{k}': '{v}'" for k, v in replication) + "}"
 
 
-def ensure_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -> None:
+def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> None:
     """Create the keyspace (if the settings say so) and table if absent, then validate the table.
 
     Done once per session and table: a backing map built per Spark task costs no DDL round trips.
@@ -88,7 +88,7 @@ def ensure_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -
     client.validated_tables.add(shape)
 
 
-def validate_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -> None:
+def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> None:
     """Raise SchemaMismatchError, naming table, column and both types, if the table differs from ``shape``."""
     stmt = client.prepare("SELECT column_name, type, kind, position FROM system_schema.columns "
                           "WHERE keyspace_name = ? AND table_name = ?", idempotent=True)
@@ -121,6 +121,6 @@ def _type(cql_type: str) -> str:
     return "text" if cql_type == "varchar" else cql_type
 
 
-def _ddl(client: CassandraClient, cql: str, metrics: Metrics) -> None:
+def _ddl(client: CassandraClient, cql: str, metrics: StateMetrics) -> None:
     metrics.state_requests.labels(backend=BACKEND, kind="schema").inc()
     client.session.execute(cql, timeout=max(client.settings.request_timeout_s, 30.0))

@@ -32,9 +32,9 @@ from cassandra.policies import (
 )
 from cassandra.query import PreparedStatement, dict_factory
 
-from app.metrics import Metrics
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.settings import CassandraSettings, TlsSettings
+from states.metrics import StateMetrics
 
 Request = tuple[Any, Sequence[Any]]  # (statement, bound values)
 BACKEND = "cassandra"
@@ -94,7 +94,7 @@ class CassandraClient:
                 stmt = self._prepared.setdefault(cql, stmt)
         return stmt
 
-    def run(self, requests: Sequence[Request], *, kind: str, metrics: Metrics, lwt: bool = False) -> list[Any]:
+    def run(self, requests: Sequence[Request], *, kind: str, metrics: StateMetrics, lwt: bool = False) -> list[Any]:
         """Execute ``requests`` concurrently (at most ``max_concurrency`` in flight).
 
         Returns, in order, each request's ResultSet, or its exception when it failed for good
@@ -126,7 +126,7 @@ class CassandraClient:
             pending = again
         return out
 
-    def run_one(self, statement: Any, values: Sequence[Any], *, kind: str, metrics: Metrics) -> Any:
+    def run_one(self, statement: Any, values: Sequence[Any], *, kind: str, metrics: StateMetrics) -> Any:
         """One read or idempotent write, retried; its ResultSet, or raise its final error."""
         result = self.run([(statement, values)], kind=kind, metrics=metrics)[0]
         if isinstance(result, BaseException):

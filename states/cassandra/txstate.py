@@ -36,13 +36,13 @@ from typing import Any
 
 from cassandra.query import BatchStatement, BatchType
 
-from app.metrics import METRICS, Metrics
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.schema import TableShape, check_cql_identifier, ensure_table
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import serial
 from states.errors import LeaseHeldError, LeaseLostError, StateError
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import LeaseInfo
 
 _ATTEMPTS = 8
@@ -52,7 +52,7 @@ class CassandraTransactionalStateStore:
     """:class:`~states.protocols.CoordinatorStore` of one topology in Cassandra: documents and the lease."""
 
     def __init__(self, settings: CassandraSettings, topology_id: str, *, table: str = "trident_state",
-                 client: CassandraClient | None = None, metrics: Metrics = METRICS) -> None:
+                 client: CassandraClient | None = None, metrics: StateMetrics = STATE_METRICS) -> None:
         self.settings, self.topology_id, self.metrics = settings, topology_id, metrics
         self.table = check_cql_identifier(table, "table name")
         self.client = client or shared_client(settings)

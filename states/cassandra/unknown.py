@@ -29,13 +29,13 @@ from typing import Any
 
 from cassandra.query import BoundStatement, PreparedStatement
 
-from app.metrics import Metrics
 from states.cassandra.session import CassandraClient
 from states.errors import UnknownOutcomeError
+from states.metrics import StateMetrics
 
 
 def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[tuple[Any, ...]],
-            wanted: Sequence[tuple[Any, ...]], columns: Sequence[str], metrics: Metrics,
+            wanted: Sequence[tuple[Any, ...]], columns: Sequence[str], metrics: StateMetrics,
             ) -> list[tuple[bool, tuple[Any, ...] | None]]:
     """For each key, ``(applied, current stored row or None)`` from a serial read.
 

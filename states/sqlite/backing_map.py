@@ -8,8 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from app.metrics import METRICS, Metrics
 from states.layout import Convert, Row, RowLayout
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
 from states.spec import MapSpec
 from states.sqlite.connection import Connections, quote
@@ -34,7 +34,7 @@ class SqliteBackingMap:
     """
 
     def __init__(self, path: str | Path, spec: MapSpec, *, busy_timeout_s: float = 30.0,
-                 synchronous: str = "FULL", metrics: Metrics = METRICS) -> None:
+                 synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS) -> None:
         self.path, self.spec, self.metrics = str(path), spec, metrics
         self._conns = Connections(path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
         self._layout = RowLayout(spec, SQLITE_ENCODE, SQLITE_DECODE)

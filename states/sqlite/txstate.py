@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.metrics import METRICS, Metrics
 from states.errors import LeaseHeldError, LeaseLostError
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import LeaseInfo
 from states.spec import check_identifier
 from states.sqlite.connection import Connections, quote
@@ -29,7 +29,7 @@ class SqliteTransactionalStateStore:
 
     def __init__(self, path: str | Path, topology_id: str, *, table: str = "trident_state",
                  clock: Callable[[], float] = time.time, busy_timeout_s: float = 30.0,
-                 synchronous: str = "FULL", metrics: Metrics = METRICS) -> None:
+                 synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS) -> None:
         self.path, self.topology_id, self.metrics, self._clock = str(path), topology_id, metrics, clock
         self.table = check_identifier(table, "table name")
         self._conns = Connections(path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)

@@ -22,10 +22,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states import CachedMap, Count, OpaqueMap, TransactionalMap
 from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
+from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer
 
@@ -45,7 +45,7 @@ class Scenario:
         self.client, self.txid = client, 0
 
     def state(self, cached: bool) -> Any:
-        m = Metrics(CollectorRegistry())
+        m = StateMetrics(CollectorRegistry())
         backing: Any = CassandraBackingMap(self.client.settings, self.spec, client=self.client, metrics=m)
         return self._wrap(CachedMap(backing, size=len(self.keys)) if cached else backing, metrics=m)
 

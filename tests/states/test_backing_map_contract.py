@@ -7,8 +7,8 @@ import pytest
 from states.cached import CachedMap
 from states.opaque import OpaqueMap
 from states.protocols import CasBackingMap
-from states.transactional import TransactionalMap
 from states.spec import Column, MapSpec, StateKind
+from states.transactional import TransactionalMap
 from states.values import OpaqueValue, TransactionalValue
 from tests.states.backends import BACKING_MAPS, Backend
 

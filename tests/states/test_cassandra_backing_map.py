@@ -17,12 +17,12 @@ from cassandra.policies import DCAwareRoundRobinPolicy
 from cassandra.protocol import ServerError
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states import CachedMap, Count, NonTransactionalMap, OpaqueMap, TransactionalMap
 from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
 from states.cassandra.schema import replication_cql
 from states.errors import InvalidIdentifierError, SchemaMismatchError
+from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue
 from tests.states.backends import CassandraPeer, cassandra_peer, cassandra_settings
@@ -53,8 +53,8 @@ def server_settings(request: pytest.FixtureRequest, peer: CassandraPeer) -> Cass
     return cassandra_settings(request, "cqlserver")
 
 
-def metrics() -> Metrics:
-    return Metrics(CollectorRegistry())
+def metrics() -> StateMetrics:
+    return StateMetrics(CollectorRegistry())
 
 
 def commit(state: Any, txid: int, counts: dict[Any, int]) -> None:
@@ -71,7 +71,7 @@ def raw_session(settings: CassandraSettings) -> Any:
     return cluster, cluster.connect()
 
 
-def requests(m: Metrics, kind: str) -> float:
+def requests(m: StateMetrics, kind: str) -> float:
     return m.value("trident_state_requests_total", backend="cassandra", kind=kind)
 
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states import CachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
 from states.cassandra import (
@@ -25,8 +24,8 @@ from states.cassandra import (
     CassandraSettings,
     CassandraTransactionalStateStore,
 )
-from states.errors import UnknownOutcomeError
-from states.errors import LeaseLostError, StaleBatchError
+from states.errors import LeaseLostError, StaleBatchError, UnknownOutcomeError
+from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer, Fault
 
@@ -52,11 +51,11 @@ def truth(upto: int) -> dict[str, tuple[int, int, int | None]]:
 
 
 @pytest.fixture(params=["bare", "cached"])
-def stack(request: pytest.FixtureRequest, settings: CassandraSettings) -> Callable[..., tuple[OpaqueMap, Metrics]]:
+def stack(request: pytest.FixtureRequest, settings: CassandraSettings) -> Callable[..., tuple[OpaqueMap, StateMetrics]]:
     """Builds OpaqueMap(backing) or OpaqueMap(CachedMap(backing)) with fresh metrics."""
 
-    def make(client: CassandraClient | None = None) -> tuple[OpaqueMap, Metrics]:
-        m = Metrics(CollectorRegistry())
+    def make(client: CassandraClient | None = None) -> tuple[OpaqueMap, StateMetrics]:
+        m = StateMetrics(CollectorRegistry())
         backing: Any = CassandraBackingMap(settings, WORDS, client=client, metrics=m)
         if request.param == "cached":
             backing = CachedMap(backing)
@@ -84,15 +83,15 @@ def stored(server: CqlServer, settings: CassandraSettings) -> dict[str, tuple[in
     return {r["word"]: (r["txid"], r["count"], r["prev_count"]) for r in server.rows(settings.keyspace, "word_counts")}
 
 
-def unknown(m: Metrics, resolution: str) -> float:
+def unknown(m: StateMetrics, resolution: str) -> float:
     return m.value("trident_cas_unknown_outcomes_total", resolution=resolution)
 
 
-def conflicts(m: Metrics) -> float:
+def conflicts(m: StateMetrics) -> float:
     return m.value("trident_cas_conflicts_total")
 
 
-def lwts(m: Metrics) -> float:
+def lwts(m: StateMetrics) -> float:
     return m.value("trident_state_requests_total", backend="cassandra", kind="cas")
 
 
@@ -220,7 +219,7 @@ class TestZombies:
     def test_timeout_resolved_as_applied_because_a_zombie_wrote_the_same_value(
             self, server: CqlServer, settings: CassandraSettings, other_client: CassandraClient) -> None:
         """Our LWT timed out unapplied, a zombie wrote the identical txid-3 value before our serial read: "applied"."""
-        m, zm = Metrics(CollectorRegistry()), Metrics(CollectorRegistry())
+        m, zm = StateMetrics(CollectorRegistry()), StateMetrics(CollectorRegistry())
         state = OpaqueMap(CachedMap(CassandraBackingMap(settings, WORDS, metrics=m)), metrics=m)
         zombie = OpaqueMap(CachedMap(CassandraBackingMap(settings, WORDS, client=other_client, metrics=zm)),
                            metrics=zm)

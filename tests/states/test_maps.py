@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states import (
     CachedMap,
     CasRetriesExhaustedError,
@@ -25,6 +24,7 @@ from states import (
 )
 from states.aggregators import combine_updater
 from states.memory import MemoryBackingMap
+from states.metrics import StateMetrics
 from states.protocols import CasResult
 from states.values import OpaqueValue
 
@@ -58,7 +58,7 @@ def opaque_commit(state: Any, txid: int, updates: dict[Any, int]) -> list[Any]:
 class TestCompareAndSet:
     def test_failed_cas_recomputes_from_returned_value_without_rereading(self) -> None:
         """A zombie of the same txid wrote first: the CAS fails, the map recomputes from the returned row."""
-        metrics = Metrics(CollectorRegistry())
+        metrics = StateMetrics(CollectorRegistry())
         backing = RacingMap([OpaqueValue(5, 13, 10)], times=1)  # same txid 5, partial 3 on prev 10
         backing.data[("k",)] = OpaqueValue(4, 10, 6)
         state = OpaqueMap(backing, metrics=metrics)
