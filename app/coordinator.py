@@ -70,7 +70,7 @@ class CoordinatorConfig:
 class Coordinator:
     """Drives one topology's batches against a spout, an executor and a transactional-state store."""
 
-    # Tests turn this off to show the partial-commit window that freezing closes (DESIGN.md §2):
+    # Tests turn this off to show the partial-commit window that freezing closes (docs/design.md):
     # the plan is then stored after the state writes, as pure Trident does for opaque spouts.
     _freeze_before_commit = True
 
