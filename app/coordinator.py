@@ -4,13 +4,15 @@ One coordinator per topology id is active (a lease in the transactional-state st
 
 1. **Plan**: each partition continues from the last committed (or in-flight earlier) range.
 2. **Process**: the executor reads exactly those ranges and pre-aggregates; no state is touched.
-3. **Freeze**: before the first state write, the plan is stored for the txid (fenced by the lease
-   epoch); every replay of the txid re-reads exactly these ranges.
+3. **Freeze**: before the first state write, the plan is stored for the txid with its attempt
+   number (fenced by the lease epoch); every replay of the txid re-reads exactly these ranges.
 4. **Commit**: the executor applies the batch through the states; then the txid is marked
    committed (fenced), the spout is told, and the rotating state forgets old txids.
 
 A failure of txid N fails every later in-flight txid too; N is replayed (from its frozen plan if
-it has one). Transactional spouts freeze at plan time, so their txids never change content.
+it has one, storing the next attempt number first). Transactional spouts freeze at plan time, so
+their txids never change content. Every stored document goes through :mod:`app.progress`; the loop
+that drives :meth:`Coordinator.step` is :mod:`app.loop`; docs/design.md walks one txid through it all.
 """
 
 from __future__ import annotations
