@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
-from states.cas import write_through
+from states.cas import cas_update
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
@@ -25,11 +25,11 @@ class NonTransactionalMap:
     def commit(self, txid: int) -> None:
         pass
 
-    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+    def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         return self.backing.multi_get(keys)
 
-    def multi_update(self, keys: Sequence[Any], updaters: Sequence[Updater]) -> list[Any]:
-        return write_through(self.backing, keys, updaters, max_attempts=self._max_attempts, metrics=self._metrics)
+    def multi_update(self, keys: Sequence[Hashable], updaters: Sequence[Updater]) -> list[Any]:
+        return cas_update(self.backing, keys, updaters, max_attempts=self._max_attempts, metrics=self._metrics)
 
-    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+    def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         self.backing.multi_put(keys, values)

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, Message, TopicPartition
 
 from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
-from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
+from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
 from spouts.kafka.reader import read_range
 from spouts.metadata import Partition, PartitionMetadata
@@ -161,7 +161,18 @@ class KafkaEmitter:
 
 
 def to_record(m: Message) -> Record:
+    """A delivered message as a :class:`Record` (timestamp 0 when the broker gave none)."""
+    topic, partition, offset = m.topic(), m.partition(), m.offset()
+    if topic is None or partition is None or offset is None:
+        raise ValueError(f"not a delivered record (an event message?): {m.error()}")
     ts_type, ts = m.timestamp()
-    headers = m.headers()
-    return Record(m.topic(), m.partition(), m.offset(), m.key(), m.value(),
-                  ts if ts_type else 0, tuple(headers) if headers else ())
+    return Record(topic, partition, offset, m.key(), m.value(), ts if ts_type else 0, _headers(m.headers()))
+
+
+def _headers(headers: dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]] | None,
+             ) -> tuple[tuple[str, bytes | None], ...]:
+    """Headers as ``(name, bytes)`` pairs (librdkafka delivers a list of them; a str value is encoded)."""
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, dict) else headers
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in items)

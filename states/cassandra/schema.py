@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from states.cassandra.session import BACKEND, CassandraClient
 from states.errors import InvalidIdentifierError, SchemaMismatchError
@@ -110,7 +111,7 @@ def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMet
             raise SchemaMismatchError(f"table {shape.name} column {name!r} is {found[name]['kind']}, expected static")
 
 
-def _check_key(shape: TableShape, found: dict[str, dict], kind: str, expected: tuple[str, ...]) -> None:
+def _check_key(shape: TableShape, found: dict[str, dict[str, Any]], kind: str, expected: tuple[str, ...]) -> None:
     actual = tuple(r["column_name"] for r in sorted(found.values(), key=lambda r: r["position"]) if r["kind"] == kind)
     if actual != expected:
         raise SchemaMismatchError(f"table {shape.name} has {kind.replace('_', ' ')} columns {list(actual)}, "

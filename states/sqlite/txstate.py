@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 from states.errors import LeaseHeldError, LeaseLostError
 from states.metrics import STATE_METRICS, StateMetrics
-from states.protocols import LeaseInfo
+from states.protocols import Json, LeaseInfo
 from states.spec import check_identifier
 from states.sqlite.connection import Connections, quote
 from states.sqlite.schema import validate_table
@@ -49,19 +50,20 @@ class SqliteTransactionalStateStore:
                 "busy_timeout_s": self._conns.busy_timeout_s, "synchronous": self._conns.synchronous}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state.pop("path"), state.pop("topology_id"), **state)  # type: ignore[misc]
 
     def close(self) -> None:
         self._conns.close()
 
     # documents
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> Json | None:
         self._count("read")
         row = self._conns.get().execute(f"SELECT value FROM {self._docs} WHERE topology = ? AND key = ?",
                                         (self.topology_id, key)).fetchone()
         return None if row is None else json.loads(row[0])
 
-    def put(self, key: str, value: Any, *, epoch: int) -> None:
+    def put(self, key: str, value: Json, *, epoch: int) -> None:
         doc = json.dumps(value, ensure_ascii=False)
         self._count("write")
         with self._conns.immediate() as conn:
@@ -121,12 +123,12 @@ class SqliteTransactionalStateStore:
             return None
         return LeaseInfo(held_by, epoch, time.time() + remaining)
 
-    def _lease_row(self, conn: Any) -> tuple[str | None, int, float]:
+    def _lease_row(self, conn: sqlite3.Connection) -> tuple[str | None, int, float]:
         row = conn.execute(f"SELECT owner, epoch, expires_at FROM {self._lease} WHERE topology = ?",
                            (self.topology_id,)).fetchone()
         return (None, 0, 0.0) if row is None else (row[0], row[1], row[2])
 
-    def _check_epoch(self, conn: Any, epoch: int) -> None:
+    def _check_epoch(self, conn: sqlite3.Connection, epoch: int) -> None:
         _, current, _ = self._lease_row(conn)
         if current != epoch:
             raise LeaseLostError(self.topology_id, epoch, current)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from states.cached import CachedMap
+from states.cached import CasCachedMap
 from states.opaque import OpaqueMap
 from states.protocols import CasBackingMap
 from states.spec import Column, MapSpec, StateKind
@@ -133,7 +133,7 @@ class TestMapStateReadsDuringCommit:
     def state(self, request: pytest.FixtureRequest, backend_name: str) -> OpaqueMap | TransactionalMap:
         name, cached = request.param
         backing = BACKING_MAPS[backend_name](SPECS[name], request).map
-        inner = CachedMap(backing, 100) if cached else backing
+        inner = CasCachedMap(backing, 100) if cached else backing
         return OpaqueMap(inner) if name == "opaque" else TransactionalMap(inner)
 
     @staticmethod
