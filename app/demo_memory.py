@@ -25,16 +25,16 @@ def run(records: int = 20_000, partitions: int = 4, seed: int = 7) -> int:
         words = [rng.choice(WORDS) for _ in range(rng.randint(1, 6))]
         truth.update(words)
         source.append(Partition("sentences", i % partitions), None, " ".join(words).encode())
-    backing = MemoryBackingMap()
-    state = OpaqueMap(CachedMap(backing))
+    state = OpaqueMap(CachedMap(MemoryBackingMap()))
     spout = MemorySpout(source, topology_id="demo")
     executor = LocalExecutor(spout.emitter(), [Sink(state, Count(), key=lambda w: (w,))],
-                             flat_map=lambda r: r.value.decode().split())
+                             flat_map=lambda r: (r.value or b"").decode().split())
     coord = Coordinator("demo", spout, executor, MemoryTransactionalStateStore("demo"),
                         CoordinatorConfig(caps=Caps(per_partition=1000, per_batch=2500), max_pending=2))
     batches = coord.run_until_idle()
     coord.close()
-    counts = {k[0]: v.curr for k, v in backing.data.items()}
+    stored = state.multi_get([(w,) for w in WORDS])  # outside a commit: the current values
+    counts = {w: n for w, n in zip(WORDS, stored, strict=True) if n is not None}
     print(f"committed {batches} batches (last txid {coord.committed_txid}) over {records} records")
     print(f"{'word':<8} {'count':>8} {'expected':>9}")
     for word, n in sorted(counts.items(), key=lambda kv: -kv[1]):

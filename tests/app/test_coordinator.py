@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
 from app.coordinator import Coordinator, CoordinatorConfig
+from app.progress import StoredBatch
 from app.guarantees import CombinationError, Guarantee, check_combination
 from spouts.errors import DataLossError
 from spouts.metadata import BatchPlan, Partition
@@ -69,13 +71,13 @@ class TestFreeze:
             world.append(0, k)
         world.faults.armed = {"commit"}
         assert world.coordinator.step() == "failed"  # frozen, then failed before any write
-        frozen = BatchPlan.from_json(world.store.get("batches/" + "1".zfill(20)))
+        frozen = StoredBatch.from_json(world.store.get("batches/" + "1".zfill(20))).plan
         for k in "bbb":
             world.append(0, k)
         world.restart()
         world.coordinator.step()
         assert world.coordinator.committed_txid == 1
-        assert BatchPlan.from_json(world.store.get("batches/" + "1".zfill(20))) == frozen
+        assert StoredBatch.from_json(world.store.get("batches/" + "1".zfill(20))).plan == frozen
         assert world.stored_counts() == {"a": 2, "b": 1}
         step_until_idle(world)
         assert world.stored_counts() == world.truth() == {"a": 2, "b": 4}
@@ -109,6 +111,7 @@ class RecordingExecutor:
     def __init__(self, inner: Any, process_delay: float = 0.0, fail_commit_of: set[int] | None = None) -> None:
         self.inner, self.delay, self.fail_commit_of = inner, process_delay, fail_commit_of or set()
         self.events: list[tuple[str, int, int]] = []
+        self.cancelled: list[int] = []
         self._lock = threading.Lock()
 
     def _log(self, what: str, batch: Batch) -> None:
@@ -133,6 +136,14 @@ class RecordingExecutor:
         out = self.inner.commit(batch, processed)
         self._log("commit-end", batch)
         return out
+
+    def cancel(self, txid: int) -> None:
+        self.cancelled.append(txid)
+        self.inner.cancel(txid)
+
+    def close(self) -> None:
+        self.events.append(("close", 0, 0))
+        self.inner.close()
 
 
 def recorded_world(max_pending: int, **executor_args: Any) -> tuple[World, RecordingExecutor]:
@@ -191,6 +202,20 @@ class TestRestartAndLease:
         step_until_idle(world)
         assert world.coordinator.committed_txid == 3
         assert world.stored_counts() == world.truth()
+
+    def test_attempt_numbers_survive_a_restart(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A frozen txid replayed after a crash is attempt 2, and 3 after a second crash: logs and metrics say so."""
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
+        world.append(0, "a")
+        caplog.set_level(logging.WARNING, logger="app.coordinator")
+        for attempt in (1, 2, 3):
+            world.faults.armed = {"commit"}  # the plan is frozen, then the commit fails; the process dies
+            assert world.coordinator.step() == "failed"
+            assert f"txid 1 attempt {attempt} failed" in caplog.text
+            world.restart()
+        assert world.coordinator.step() == "committed"
+        assert world.metrics.value("trident_batch_replays_total", pipeline="world") == 3
+        assert world.stored_counts() == world.truth() == {"a": 1}
 
     def test_second_coordinator_is_refused_while_the_lease_is_held(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE)
@@ -293,9 +318,14 @@ class TestCancellation:
     def test_abandoned_in_flight_work_is_cancelled(self) -> None:
         """When txid 1 fails, the still-running processing of txids 2 and 3 is cancelled through the executor."""
         world, rec = recorded_world(3, process_delay=lambda txid: 0.1 if txid == 1 else 0.6, fail_commit_of={1})
-        cancelled: list[int] = []
-        rec.cancel = cancelled.append  # type: ignore[attr-defined]
         assert world.coordinator.step() == "failed"
-        assert sorted(cancelled) == [2, 3]  # still running when txid 1 failed
+        assert sorted(rec.cancelled) == [2, 3]  # still running when txid 1 failed
         step_until_idle(world)
         assert world.stored_counts() == world.truth()
+
+    def test_closing_the_coordinator_closes_its_executor(self) -> None:
+        """Stopping releases what the executor holds for uncommitted txids (Spark's persisted results)."""
+        world, rec = recorded_world(2)
+        assert world.coordinator.step() == "committed"
+        world.coordinator.close()
+        assert rec.events[-1][0] == "close"
