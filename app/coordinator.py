@@ -27,17 +27,15 @@ from dataclasses import dataclass, field
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
 from app.guarantees import check_combination
 from app.metrics import METRICS, Metrics
+from app.progress import ProgressLog, StoredBatch
 from spouts.errors import DataLossError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
 from spouts.protocols import PartitionedSpout, SpoutKind
 from states.errors import LeaseHeldError, LeaseLostError, StaleBatchError
-from states.rotating import RotatingTransactionalState
 
 log = logging.getLogger(__name__)
 
-COMMITTED_KEY = "coordinator"
-BATCHES_NAMESPACE = "batches"
 FATAL = (DataLossError, LeaseLostError, LeaseHeldError, StaleBatchError)
 FaultHook = Callable[[str, int], None]
 
@@ -71,10 +69,12 @@ class Coordinator:
 
     def __init__(self, topology_id: str, spout: PartitionedSpout, executor: BatchExecutor, store: object,
                  config: CoordinatorConfig | None = None, *, metrics: Metrics = METRICS,
-                 faults: FaultHook | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 faults: FaultHook | None = None, clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.topology_id, self.spout, self.executor, self.store = topology_id, spout, executor, store
         self.config = config or CoordinatorConfig()
         self._metrics, self._faults, self._clock = metrics, faults or (lambda point, txid: None), clock
+        self._wall_clock = wall_clock
         for kind in executor.state_kinds():
             check_combination(spout.kind, kind, accept_at_least_once=self.config.accept_at_least_once)
         self._partitions = spout.coordinator()
@@ -85,7 +85,7 @@ class Coordinator:
         self._failures = 0
         self._epoch: int | None = None
         self._renewed_at = 0.0
-        self._rotating: RotatingTransactionalState | None = None
+        self._progress: ProgressLog | None = None
         self.committed_txid = 0
         self.last_stats = CommitStats()
 
@@ -95,10 +95,8 @@ class Coordinator:
         """Take the lease and load where the topology stands."""
         self._epoch = self.store.acquire_lease(self.config.owner, self.config.lease_ttl_s)
         self._renewed_at = self._clock()
-        self._rotating = RotatingTransactionalState(self.store, BATCHES_NAMESPACE, epoch=self._epoch,
-                                                    retention=self.config.retention)
-        doc = self.store.get(COMMITTED_KEY) or {}
-        self.committed_txid = int(doc.get("committed_txid", 0))
+        self._progress = ProgressLog(self.store, epoch=self._epoch, retention=self.config.retention)
+        self.committed_txid = self._progress.committed().txid
         m = self._metrics
         m.lease_held.labels(self.topology_id).set(1)
         m.lease_epoch.labels(self.topology_id).set(self._epoch)
@@ -177,12 +175,18 @@ class Coordinator:
             self._metrics.current_txid.labels(self.topology_id).set(batch.txid)
 
     def _plan(self, txid: int) -> Batch | None:
-        """Step 1 (or the frozen plan of a replay); None when there is nothing new to read."""
-        assert self._rotating is not None
+        """Step 1, or the frozen plan of a replay; None when there is nothing new to read.
+
+        A replay of a frozen txid stores its next attempt number first (fenced), so the count
+        survives a crash; before the freeze, attempts are counted in memory only.
+        """
+        assert self._progress is not None
+        stored = self._progress.batch(txid)
+        if stored is not None:
+            replay = StoredBatch(stored.plan, stored.attempt + 1)
+            self._progress.store_batch(replay)
+            return self._new_batch(txid, replay.attempt, replay.plan, frozen=True)
         attempt = self._attempts.get(txid, 0) + 1
-        frozen = self._rotating.get_state(txid)
-        if frozen is not None:
-            return self._new_batch(txid, attempt, BatchPlan.from_json(frozen), frozen=True)
         self._faults("plan", txid)
         last = self._inflight[-1].plan if self._inflight else self._committed_plan()
         with self._phase("plan"):
@@ -190,7 +194,7 @@ class Coordinator:
         if _same_position(plan, last):
             return None
         if self.spout.kind is SpoutKind.TRANSACTIONAL:
-            self._freeze(txid, plan)
+            self._freeze(txid, plan, attempt)
             return self._new_batch(txid, attempt, plan, frozen=True)
         return self._new_batch(txid, attempt, plan, frozen=False)
 
@@ -201,38 +205,38 @@ class Coordinator:
         return Batch(txid, attempt, plan, frozen)
 
     def _committed_plan(self) -> BatchPlan | None:
-        assert self._rotating is not None
-        doc = self._rotating.get_state(self.committed_txid)
-        if doc is None and self.committed_txid > 0:
+        assert self._progress is not None
+        stored = self._progress.batch(self.committed_txid)
+        if stored is None and self.committed_txid > 0:
             raise RuntimeError(f"metadata of committed txid {self.committed_txid} is missing from the store")
-        return None if doc is None else BatchPlan.from_json(doc)
+        return None if stored is None else stored.plan
 
     def _finish(self, batch: Batch) -> None:
         """Steps 2-4 for the oldest in-flight txid."""
-        assert batch.future is not None and self._rotating is not None
+        assert batch.future is not None and self._progress is not None
         batch.result = batch.future.result()  # step 2 ran in the pool
         batch.advance(BatchStatus.PROCESSED)
         if not batch.frozen and self._freeze_before_commit:  # step 3
-            self._freeze(batch.txid, batch.plan)
+            self._freeze(batch.txid, batch.plan, batch.attempt)
             batch.frozen = True
         self._faults("commit", batch.txid)  # step 4
         stats = self._timed("commit", self.executor.commit, batch, batch.result)
         if not batch.frozen:  # only with freezing disabled: pure Trident stores the metadata here
-            self._freeze(batch.txid, batch.plan)
+            self._freeze(batch.txid, batch.plan, batch.attempt)
         self._faults("mark", batch.txid)
-        self.store.put(COMMITTED_KEY, {"committed_txid": batch.txid}, epoch=self._epoch)
+        self._progress.mark_committed(batch.txid, at=self._wall_clock())
         batch.advance(BatchStatus.COMMITTED)
         self._inflight.popleft()
         self.committed_txid, self.last_stats = batch.txid, stats
         self._attempts.pop(batch.txid, None)
-        self._rotating.rotate(batch.txid)
+        self._progress.rotate(batch.txid)
         self._after_commit(batch, stats)
 
-    def _freeze(self, txid: int, plan: BatchPlan) -> None:
-        assert self._rotating is not None
+    def _freeze(self, txid: int, plan: BatchPlan, attempt: int) -> None:
+        assert self._progress is not None
         self._faults("freeze", txid)
         with self._phase("freeze"):
-            self._rotating.override_state(txid, plan.to_json())
+            self._progress.store_batch(StoredBatch(plan, attempt))
 
     def _after_commit(self, batch: Batch, stats: CommitStats) -> None:
         m, t = self._metrics, self.topology_id

@@ -7,7 +7,7 @@
 
 Modules: :mod:`.session` (the SparkSession and its defaults), :mod:`.plan` (a topology compiled
 to steps, aggregations and table specs), :mod:`.tasks` (the picklable functions executors run),
-:mod:`.executor` (process and commit as Spark jobs).
+:mod:`.executor` (process and commit as Spark jobs), :mod:`.fatal` (fatal errors carried back from tasks).
 """
 
 from app.spark.executor import SinkResult, SparkBatch, SparkExecutor

@@ -20,7 +20,8 @@
 
 1. Keyed sinks: ``repartition(n, *keys)`` then ``mapInArrow`` tasks that open the state once per
    worker process, ``begin_commit``, ``multi_update`` in chunks with ``combine_updater``,
-   ``commit``, and return one stats row (keys written, metric deltas for the driver).
+   ``commit``, and return one stats row (keys written, metric deltas for the driver, and the
+   fatal state error that stopped the task, if any: the driver raises it, see :mod:`app.spark.fatal`).
 2. Global sinks: on the driver, through a ``SnapshottableMap`` (one key, one value).
 3. ``partition_persist`` sinks: tasks call the user's updater with their rows.
 4. The persisted results are unpersisted (in every case: a failed commit is replayed from process).
@@ -36,7 +37,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +47,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from app.batch import Batch, CommitStats
 from app.metrics import METRICS, Metrics
+from app.spark import fatal
 from app.spark.plan import COUNT_COLUMN, CompiledSink, compile_sink, register_spec
 from app.spark.tasks import (
     META_FIELDS,
@@ -58,14 +59,12 @@ from app.spark.tasks import (
 )
 from app.topology import PartitionPersist, Topology
 from states.aggregators import combine_updater
-from states.errors import StaleBatchError
 from states.snapshottable import SnapshottableMap
 from states.spec import MapSpec
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1000  # keys per multi_update, as app.local
-_STALE = re.compile(r"batch txid (\d+) is behind the state \(stored txid (\d+)")
 
 
 class RangeCounts(AccumulatorParam):  # type: ignore[type-arg]
@@ -192,11 +191,6 @@ class SparkExecutor:
         try:
             with self._job(batch, "commit"):
                 keys = sum(self._commit_sink(r, batch) for r in processed.sinks)
-        except Exception as e:
-            stale = _translate(e)
-            if stale is None:
-                raise
-            raise stale from e
         finally:
             self._release(lambda txid, attempt: txid <= batch.txid)
         return CommitStats(processed.records, keys)
@@ -276,6 +270,9 @@ class SparkExecutor:
         stats = r.frame.repartition(tasks, *c.keys).mapInArrow(task, from_arrow_schema(STATS_SCHEMA)).collect()
         for row in stats:
             self._add_metrics(row["metrics"])
+        for row in stats:
+            if row["fatal"] is not None:  # a task met a batch behind the state: stop, do not replay
+                raise fatal.decode(row["fatal"])
         return sum(row["keys"] for row in stats)
 
     def _add_metrics(self, deltas: str) -> None:
@@ -315,13 +312,3 @@ def _unpersist(results: Any) -> None:
         if r.frame is not None:
             r.frame.unpersist(blocking=False)
 
-
-def _translate(error: Exception) -> StaleBatchError | None:
-    """A StaleBatchError raised on an executor comes back as a Spark error: the error to raise instead.
-
-    The coordinator stops on a batch behind the state (a zombie writer) instead of replaying it.
-    """
-    if isinstance(error, StaleBatchError):
-        return None
-    m = _STALE.search(str(error))
-    return None if m is None else StaleBatchError(int(m.group(1)), int(m.group(2)))

@@ -6,6 +6,9 @@ states from :meth:`StateFactory.make_state` (opened once per Python worker proce
 reuses across tasks). Executor metrics live in the worker process, so commit tasks return their
 deltas (:func:`counter_snapshot`) for the driver to add to its own counters.
 
+A commit task that meets a fatal state error (a batch behind the state) stops and returns it in
+its stats row instead of failing (:mod:`app.spark.fatal`): Spark would keep only its message.
+
 ``faults`` (tests): ``faults(point, txid, batch_attempt)`` is called at ``"read"`` after each range
 is read and at ``"commit"`` after each ``multi_update`` chunk; it may raise to fail the task
 (``pyspark.TaskContext.get().attemptNumber()`` tells which attempt is running).
@@ -21,13 +24,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from app.spark.fatal import CARRIED, encode
 from states.aggregators import CombinerAggregator, combine_updater
 from states.factory import StateFactory
 from states.spec import MapSpec
 
 TaskFaults = Callable[[str, int, int], None]
 META_FIELDS = ("topic", "partition", "first_offset", "next_offset", "record_count", "topology_id")
-STATS_SCHEMA = pa.schema([("keys", pa.int64()), ("metrics", pa.string())])
+STATS_SCHEMA = pa.schema([("keys", pa.int64()), ("metrics", pa.string()), ("fatal", pa.string())])
 _COUNTERS = ("cas_conflicts", "cas_unknown", "state_requests")  # Metrics attributes executors update
 
 
@@ -132,9 +136,10 @@ def counter_deltas(before: dict[Any, float]) -> str:
                        for (attr, labels), v in after.items() if v != before.get((attr, labels), 0.0)])
 
 
-def _stats(keys: int, before: dict[Any, float]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([keys], pa.int64()), pa.array([counter_deltas(before)])],
-                                      schema=STATS_SCHEMA)
+def _stats(keys: int, before: dict[Any, float], fatal: str | None = None) -> pa.RecordBatch:
+    """A commit task's one output row; ``fatal`` is an :mod:`app.spark.fatal` record that stopped it."""
+    return pa.RecordBatch.from_arrays([pa.array([keys], pa.int64()), pa.array([counter_deltas(before)]),
+                                       pa.array([fatal], pa.string())], schema=STATS_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -151,22 +156,25 @@ class CommitAggregates:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
-        state = self.factory.make_state(self.spec)  # once per process
         key_names = [c.name for c in self.spec.key]
         value_names = [c.name for c in self.spec.value]
-        written = 0
-        state.begin_commit(self.txid)
-        for rb in batches:
-            keys = list(zip(*(rb.column(k).to_pylist() for k in key_names)))
-            values = _values(rb, value_names)
-            for i in range(0, len(keys), self.chunk):
-                part = values[i:i + self.chunk]
-                state.multi_update(keys[i:i + self.chunk], [combine_updater(self.aggregator, v) for v in part])
-                written += len(part)
-                if self.faults is not None:
-                    self.faults("commit", self.txid, self.attempt)
-        state.commit(self.txid)
-        yield _stats(written, before)
+        written, fatal = 0, None
+        try:
+            state = self.factory.make_state(self.spec)  # once per process
+            state.begin_commit(self.txid)
+            for rb in batches:
+                keys = list(zip(*(rb.column(k).to_pylist() for k in key_names)))
+                values = _values(rb, value_names)
+                for i in range(0, len(keys), self.chunk):
+                    part = values[i:i + self.chunk]
+                    state.multi_update(keys[i:i + self.chunk], [combine_updater(self.aggregator, v) for v in part])
+                    written += len(part)
+                    if self.faults is not None:
+                        self.faults("commit", self.txid, self.attempt)
+            state.commit(self.txid)
+        except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
+            fatal = encode(e)
+        yield _stats(written, before, fatal)
 
 
 @dataclass(frozen=True)
@@ -183,14 +191,18 @@ class PersistRows:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
         rows = [r for rb in batches for r in rb.to_pylist()]
-        state = self.factory.make_state(self.spec)
-        state.begin_commit(self.txid)
-        if rows:
-            self.updater(state, rows)
-        if self.faults is not None:
-            self.faults("commit", self.txid, self.attempt)
-        state.commit(self.txid)
-        yield _stats(len(rows), before)
+        fatal = None
+        try:
+            state = self.factory.make_state(self.spec)
+            state.begin_commit(self.txid)
+            if rows:
+                self.updater(state, rows)
+            if self.faults is not None:
+                self.faults("commit", self.txid, self.attempt)
+            state.commit(self.txid)
+        except CARRIED as e:  # stop; the driver raises it again (app.spark.fatal)
+            fatal = encode(e)
+        yield _stats(len(rows), before, fatal)
 
 
 def _values(rb: pa.RecordBatch, names: Sequence[str]) -> list[Any]:

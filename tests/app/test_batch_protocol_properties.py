@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spouts.metadata import BatchPlan, Partition
+from app.progress import read_progress
+from spouts.metadata import Partition
 from spouts.protocols import SpoutKind
 from states.spec import StateKind
 from tests.app.harness import TOPIC, World
@@ -86,7 +87,8 @@ def test_exactly_once_under_random_failures(spout_kind: SpoutKind, state_kind: S
     play(world, s["actions"])
     drain(world)
     assert world.stored_counts() == world.truth()
-    committed = BatchPlan.from_json(world.store.get(f"batches/{world.coordinator.committed_txid:020d}"))
+    committed = read_progress(world.store).committed_plan
+    assert committed is not None
     for p in world.source.partitions():
         assert committed.partitions[p].next_offset == len([r for r in world.source.all_records() if r.partition == p.partition])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
 from app.coordinator import Coordinator, CoordinatorConfig
+from app.progress import StoredBatch
 from app.guarantees import CombinationError, Guarantee, check_combination
 from spouts.errors import DataLossError
 from spouts.metadata import BatchPlan, Partition
@@ -69,13 +71,13 @@ class TestFreeze:
             world.append(0, k)
         world.faults.armed = {"commit"}
         assert world.coordinator.step() == "failed"  # frozen, then failed before any write
-        frozen = BatchPlan.from_json(world.store.get("batches/" + "1".zfill(20)))
+        frozen = StoredBatch.from_json(world.store.get("batches/" + "1".zfill(20))).plan
         for k in "bbb":
             world.append(0, k)
         world.restart()
         world.coordinator.step()
         assert world.coordinator.committed_txid == 1
-        assert BatchPlan.from_json(world.store.get("batches/" + "1".zfill(20))) == frozen
+        assert StoredBatch.from_json(world.store.get("batches/" + "1".zfill(20))).plan == frozen
         assert world.stored_counts() == {"a": 2, "b": 1}
         step_until_idle(world)
         assert world.stored_counts() == world.truth() == {"a": 2, "b": 4}
@@ -191,6 +193,20 @@ class TestRestartAndLease:
         step_until_idle(world)
         assert world.coordinator.committed_txid == 3
         assert world.stored_counts() == world.truth()
+
+    def test_attempt_numbers_survive_a_restart(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A frozen txid replayed after a crash is attempt 2, and 3 after a second crash: logs and metrics say so."""
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
+        world.append(0, "a")
+        caplog.set_level(logging.WARNING, logger="app.coordinator")
+        for attempt in (1, 2, 3):
+            world.faults.armed = {"commit"}  # the plan is frozen, then the commit fails; the process dies
+            assert world.coordinator.step() == "failed"
+            assert f"txid 1 attempt {attempt} failed" in caplog.text
+            world.restart()
+        assert world.coordinator.step() == "committed"
+        assert world.metrics.value("trident_batch_replays_total", pipeline="world") == 3
+        assert world.stored_counts() == world.truth() == {"a": 1}
 
     def test_second_coordinator_is_refused_while_the_lease_is_held(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE)

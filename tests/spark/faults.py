@@ -44,3 +44,19 @@ class FailTask:
 
 def fired(markers: Path) -> list[str]:
     return sorted(p.name for p in markers.iterdir())
+
+
+@dataclass(frozen=True)
+class Reworded:
+    """Raises a StaleBatchError with its message replaced at a commit of ``txid``: only its fields are real."""
+
+    txid: int
+    message: str = "a reworded message that names no txid"
+
+    def __call__(self, point: str, txid: int, attempt: int) -> None:
+        from states.errors import StaleBatchError
+
+        if (point, txid) == ("commit", self.txid):
+            error = StaleBatchError(txid, txid + 5, ("fox",))
+            error.args = (self.message,)
+            raise error

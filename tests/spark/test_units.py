@@ -1,4 +1,4 @@
-"""The Spark plumbing's smaller promises: masters, compiled specs, refusals, a stale batch."""
+"""The Spark plumbing's smaller promises: masters, compiled specs, refusals, a stale batch (whatever its message)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from app.batch import Batch
-from app.spark import SparkExecutor, TopologyCompileError
+from app.spark import SparkExecutor, TopologyCompileError, fatal
 from app.spark.session import default_conf, local_master
 from app.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states import Count, Max, StaleBatchError, combiner
 from states.factory import StateFactory
 from states.spec import Column, StateKind
+from tests.spark.faults import Reworded
 from tests.spark.helpers import Topic, lines, word_counts
 
 
@@ -100,3 +101,30 @@ def test_a_batch_behind_the_state_raises_stale_batch_error(spark: Any, spark_kaf
     with pytest.raises(StaleBatchError) as info:
         executor.commit(older, executor.process(older))
     assert (info.value.batch_txid, info.value.stored_txid) == (1, 2)
+
+
+def test_a_stale_batch_crosses_spark_as_data_not_as_its_message(spark: Any, spark_kafka: Any,
+                                                                 tmp_path: Path) -> None:
+    """A commit task's StaleBatchError whose message says nothing parsable still reaches the driver as
+    StaleBatchError with its fields: the fatal stop does not depend on the wording."""
+    topic = Topic(spark_kafka, partitions=1)
+    topic.produce(20)
+    topology = Topology("units-reworded")
+    word_counts(lines(topology, topic.spout(topology.name)), _sqlite(tmp_path))
+    executor = SparkExecutor(spark, topology, faults=Reworded(1))
+    meta = PartitionMetadata(topic.name, 0, 0, 20, 20, topology.name)
+    batch = Batch(1, 1, BatchPlan(1, {Partition(topic.name, 0): meta}), frozen=True)
+    with pytest.raises(StaleBatchError) as info:
+        executor.commit(batch, executor.process(batch))
+    assert (info.value.batch_txid, info.value.stored_txid, info.value.key) == (1, 6, ("fox",))
+
+
+def test_fatal_records_round_trip_without_the_message() -> None:
+    """The record a task writes rebuilds the same error from its fields; other errors are refused."""
+    error = StaleBatchError(3, 4, ("a", 1))
+    error.args = ("reworded",)
+    again = fatal.decode(fatal.encode(error))
+    assert type(again) is StaleBatchError
+    assert (again.batch_txid, again.stored_txid, again.key) == (3, 4, ("a", 1))
+    with pytest.raises(TypeError):
+        fatal.encode(ValueError("not carried"))

@@ -1,0 +1,135 @@
+"""The coordinator's documents in a topology's transactional-state store, and a read-only view for tools.
+
+The coordinator reads and writes its progress only through this module. The documents (JSON):
+
+- ``coordinator`` (:data:`COMMITTED_KEY`), the committed marker::
+
+      {"committed_txid": 7, "committed_at": 1763900000.25}
+
+  ``committed_at`` is the wall-clock time (Unix seconds) of the mark; markers written before it
+  was stored have none (read as ``None``). No marker means nothing was ever committed (txid 0).
+
+- ``batches/<txid, 20 digits>`` (:data:`BATCHES_NAMESPACE`, kept by a
+  :class:`~states.rotating.RotatingTransactionalState`), one per frozen or committed txid::
+
+      {"attempt": 2, "plan": {"v": 1, "txid": 8, "partitions": {"events:0": {...}}}}
+
+  ``plan`` is :meth:`spouts.metadata.BatchPlan.to_json`: the ranges every attempt of the txid reads.
+  ``attempt`` is the attempt that last started the txid; a replay stores ``attempt + 1`` (fenced)
+  before it reads anything, so attempt numbers survive a crash. Older documents are a bare plan
+  (``{"v": 1, "txid": ..., "partitions": ...}``): their attempt is unknown and read as 1.
+
+A txid at or below the marker is committed; a stored txid above it is frozen, not committed: its
+next attempt replays exactly its plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spouts.metadata import BatchPlan
+from states.protocols import TransactionalStateStore
+from states.rotating import RotatingTransactionalState
+
+COMMITTED_KEY = "coordinator"
+BATCHES_NAMESPACE = "batches"
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedMarker:
+    """The last committed txid (0: none yet) and when it was marked (None if not recorded)."""
+
+    txid: int = 0
+    committed_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"committed_txid": self.txid, "committed_at": self.committed_at}
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any] | None) -> CommittedMarker:
+        if not doc:
+            return CommittedMarker()
+        at = doc.get("committed_at")
+        return CommittedMarker(int(doc["committed_txid"]), None if at is None else float(at))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """A txid's frozen plan together with the attempt that last started it."""
+
+    plan: BatchPlan
+    attempt: int = 1
+
+    @property
+    def txid(self) -> int:
+        return self.plan.txid
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "plan": self.plan.to_json()}
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any]) -> StoredBatch:
+        if "plan" not in doc:  # a bare plan, as stored before attempts were kept
+            return StoredBatch(BatchPlan.from_json(doc), 1)
+        return StoredBatch(BatchPlan.from_json(doc["plan"]), int(doc["attempt"]))
+
+
+class ProgressLog:
+    """The coordinator's handle on its documents; every write is fenced by the lease ``epoch``."""
+
+    def __init__(self, store: TransactionalStateStore, *, epoch: int, retention: int = 16) -> None:
+        self._store, self.epoch = store, epoch
+        self._batches = RotatingTransactionalState(store, BATCHES_NAMESPACE, epoch=epoch, retention=retention)
+
+    def committed(self) -> CommittedMarker:
+        return CommittedMarker.from_json(self._store.get(COMMITTED_KEY))
+
+    def mark_committed(self, txid: int, *, at: float) -> CommittedMarker:
+        """Record ``txid`` as the last committed one, at wall-clock time ``at``."""
+        marker = CommittedMarker(txid, at)
+        self._store.put(COMMITTED_KEY, marker.to_json(), epoch=self.epoch)
+        return marker
+
+    def batch(self, txid: int) -> StoredBatch | None:
+        """The stored (frozen or committed) plan of ``txid`` and its attempt, or None."""
+        doc = self._batches.get_state(txid)
+        return None if doc is None else StoredBatch.from_json(doc)
+
+    def store_batch(self, batch: StoredBatch) -> None:
+        """Freeze ``batch.plan`` for its txid, or record a new attempt of an already frozen txid."""
+        self._batches.override_state(batch.txid, batch.to_json())
+
+    def batch_txids(self) -> list[int]:
+        """The txids with stored plans, ascending."""
+        return self._batches.txids
+
+    def rotate(self, committed_txid: int) -> None:
+        """After ``committed_txid`` commits, forget plans older than the retention window."""
+        self._batches.rotate(committed_txid)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a topology stands, as stored: what status tools show."""
+
+    topology_id: str
+    committed: CommittedMarker
+    committed_plan: BatchPlan | None  # None when nothing was committed (or its plan has been rotated out)
+    frozen: StoredBatch | None  # the lowest frozen txid above the committed one: the next to be replayed
+    frozen_txids: tuple[int, ...]  # every frozen, uncommitted txid (several with max_pending > 1)
+
+    @property
+    def committed_txid(self) -> int:
+        return self.committed.txid
+
+
+def read_progress(store: TransactionalStateStore) -> Progress:
+    """Read a topology's progress without the lease: it writes nothing."""
+    log = ProgressLog(store, epoch=-1)  # never written through: the epoch is not used
+    committed = log.committed()
+    done = log.batch(committed.txid) if committed.txid else None
+    pending = tuple(t for t in log.batch_txids() if t > committed.txid)
+    frozen = log.batch(pending[0]) if pending else None
+    return Progress(store.topology_id, committed, None if done is None else done.plan, frozen, pending)
