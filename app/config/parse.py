@@ -24,6 +24,7 @@ from app.config.settings import (
     SpoutSettings,
     StateSettings,
 )
+from app.config.topics import parse_topics
 from app.guarantees import check_combination
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
@@ -70,7 +71,7 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
     """Validate a parsed document (mappings, lists, scalars) into a :class:`ServiceConfig`."""
     env = os.environ if env is None else env
     root = Node(_interpolate(doc, "", env), "")
-    root.keys("kafka", "cassandra", "spark", "http", "service", "pipelines")
+    root.keys("kafka", "cassandra", "spark", "http", "service", "pipelines", "topics")
     kafka = _kafka(root.child("kafka", required=True), env)
     cassandra = _cassandra(root.child("cassandra"), env)
     pipelines_node = root.child("pipelines", required=True)
@@ -87,7 +88,7 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
             raise ConfigError(f"{n.path}.state.backend", "backend cassandra needs a top-level cassandra section")
     return ServiceConfig(kafka=kafka, pipelines=pipelines, cassandra=cassandra,
                          spark=_spark(root.child("spark")), http=_http(root.child("http")),
-                         service=_service(root.child("service")))
+                         service=_service(root.child("service")), topics=parse_topics(root.child("topics")))
 
 
 def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:
