@@ -19,18 +19,21 @@ def plain(v: Any) -> Any:
     return v
 
 
-def print_json(doc: Any, out: TextIO = sys.stdout) -> None:
+def print_json(doc: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     print(json.dumps(doc, indent=2, default=plain, ensure_ascii=False), file=out)
 
 
-def print_csv(columns: Sequence[str], rows: Sequence[dict[str, Any]], out: TextIO = sys.stdout) -> None:
+def print_csv(columns: Sequence[str], rows: Sequence[dict[str, Any]], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     w = csv.writer(out, lineterminator="\n")
     w.writerow(columns)
     for r in rows:
         w.writerow(["" if r.get(c) is None else plain(r.get(c)) for c in columns])
 
 
-def print_table(columns: Sequence[str], rows: Sequence[dict[str, Any]], out: TextIO = sys.stdout) -> None:
+def print_table(columns: Sequence[str], rows: Sequence[dict[str, Any]], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)

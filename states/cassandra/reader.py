@@ -9,10 +9,12 @@ reports progress per page.
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from app.metrics import METRICS, Metrics
+from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.schema import check_cql_identifier
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
@@ -64,10 +66,10 @@ class CassandraTableReader:
                                    idempotent=True)
         heap: list[tuple[tuple[bool, Any], int, Row]] = []
         scanned, paging_state = 0, None
+        bound = stmt.bind(())
+        bound.fetch_size = self.page_size
         while True:
-            bound = stmt.bind(())
-            bound.fetch_size, bound.paging_state = self.page_size, paging_state
-            rs = self.client.run_one(bound, None, kind="read", metrics=self.metrics)
+            rs = self._page(bound, paging_state)
             for r in rs.current_rows:
                 row = {c: r[c] for c, _ in cols}
                 if row.get("txid", 0) is None:
@@ -84,6 +86,22 @@ class CassandraTableReader:
             if not paging_state:
                 break
         return [row for _, _, row in sorted(heap, key=lambda i: (i[0], -i[1]), reverse=True)]
+
+    def _page(self, bound: Any, paging_state: bytes | None) -> Any:
+        """One page of a scan, retried like every read (``states.cassandra.retry`` decides).
+
+        (The client's request loop cannot carry a paging state: the driver takes it as an argument.)
+        """
+        s = self.settings
+        for attempt in range(s.max_retries + 1):
+            self.metrics.state_requests.labels(backend="cassandra", kind="read").inc()
+            try:
+                return self.client.session.execute(bound, paging_state=paging_state)
+            except Exception as e:  # noqa: BLE001 - the retry policy decides, as for every read
+                if decide(e, lwt=False) is not Decision.RETRY or attempt == s.max_retries:
+                    raise
+                time.sleep(backoff_s(attempt, s.backoff_initial_s, s.backoff_max_s))
+        raise AssertionError("unreachable")
 
     def truncate(self, tables: Sequence[str]) -> list[str]:
         done = []
