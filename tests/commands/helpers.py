@@ -69,6 +69,16 @@ def write_config(path: Path, *, bootstrap: str, topic: str, state: dict[str, Any
 def run_pipeline(config_path: Path, pipeline_id: str = "wc", owner: str = "test-service") -> int:
     """Run the config's pipeline until idle through the real coordinator and Kafka spout, counting words in
     Python instead of Spark (the same batch protocol and state writes); returns the txids committed."""
+    coordinator = pipeline_coordinator(config_path, pipeline_id, owner)
+    try:
+        return coordinator.run_until_idle()
+    finally:
+        coordinator.close()
+        forget_opened()
+
+
+def pipeline_coordinator(config_path: Path, pipeline_id: str = "wc", owner: str = "test-service") -> Coordinator:
+    """The coordinator ``run`` would drive for the pipeline (not started), with a Python executor."""
     config = load(config_path)
     compiled = compile_pipeline(config, pipeline_id)
     spout = compiled.topology.spout
@@ -76,12 +86,7 @@ def run_pipeline(config_path: Path, pipeline_id: str = "wc", owner: str = "test-
     executor = LocalExecutor(spout.emitter(), [Sink(state, Count(), key=lambda w: (w,))],
                              flat_map=lambda r: r.value.decode().split())
     cfg = CoordinatorConfig(caps=compiled.coordinator.caps, max_pending=1, owner=owner, idle_sleep_s=0.01)
-    coordinator = Coordinator(pipeline_id, spout, executor, compiled.store(), cfg)
-    try:
-        return coordinator.run_until_idle()
-    finally:
-        coordinator.close()
-        forget_opened()
+    return Coordinator(pipeline_id, spout, executor, compiled.store(), cfg)
 
 
 def words_of(values: list[bytes]) -> Counter[str]:

@@ -20,7 +20,7 @@ from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states.factory import forget_opened
 from tests.commands.backends import STATE_BACKENDS, state_section
-from tests.commands.helpers import cli, run_pipeline, words_of, write_config
+from tests.commands.helpers import cli, pipeline_coordinator, run_pipeline, words_of, write_config
 from tests.kafka.fixtures import TIMESTAMP_LOOKUP, KafkaPeer, MockKafkaCluster, unique_topic
 from tests.kafka.helpers import produce
 
@@ -95,16 +95,22 @@ def test_rewind_is_refused_while_a_service_holds_the_lease(kafka_cluster: MockKa
     path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
     run_pipeline(path)
-    store = _store(path)
-    committed = read_progress(store).committed_txid
-    epoch = store.acquire_lease("pod-7", 60)  # what a running service's coordinator holds
-    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest")
-    assert r.code == 3, r.err
-    assert "the lease is held by 'pod-7'" in r.err and "lease expires at" in r.err
-    store = _store(path)
-    assert read_progress(store).committed_txid == committed and read_rewinds(store) == []
-    assert store.lease_info().owner == "pod-7" and store.lease_info().epoch == epoch
-    assert _counts(path) == {"a": 5, "b": 5}
+    committed = read_progress(_store(path)).committed_txid
+    service = pipeline_coordinator(path, owner="pod-7")
+    service.start()  # what a running service does first: take the lease
+    try:
+        r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest")
+        assert r.code == 3, r.err
+        assert "the lease is held by 'pod-7'" in r.err and "lease expires at" in r.err
+        store = _store(path)
+        assert read_progress(store).committed_txid == committed and read_rewinds(store) == []
+        assert store.lease_info().owner == "pod-7"
+        assert _counts(path) == {"a": 5, "b": 5}
+        produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"c")])
+        assert service.run_until_idle() == 1  # the service was not disturbed: its lease and epoch still hold
+    finally:
+        service.close()
+    assert _counts(path) == {"a": 5, "b": 5, "c": 1}
 
 
 def test_reset_state_needs_the_confirmation_flag(kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:
