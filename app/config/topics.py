@@ -107,7 +107,7 @@ def retention_warnings(config: Any) -> list[str]:
     """Warnings for source topics whose declared ``retention.ms`` could expire records before they are read.
 
     A source topic must keep records for longer than a stopped pipeline can go unrepaired: the
-    readiness window and the lease TTL (before a stall is reported or a standby takes over), plus
+    readiness window and the lease TTL (before a stall is reported and its lease expires), plus
     a day to repair it. Shorter is allowed (``data_loss`` decides what happens) but warned about.
     Caps only bound how fast the backlog is read afterwards, which depends on the input rate.
     """
