@@ -1,23 +1,37 @@
-"""Every Prometheus metric of the service, defined in one place.
+"""Every Prometheus metric of the service: the state and spout layers' own, plus the pipeline's.
 
-Components take a :class:`Metrics` (default :data:`METRICS`, on the default registry); tests make
-their own on a fresh ``CollectorRegistry`` and read values back with :meth:`Metrics.value`.
+The state and spout layers define their metrics themselves (``states.metrics``,
+``spouts.metrics``); :class:`Metrics` puts them on one registry next to the pipeline's and keeps
+every metric reachable as an attribute. Components take a :class:`Metrics` (default
+:data:`METRICS`, on the default registry); tests make their own on a fresh ``CollectorRegistry``
+and read values back with :meth:`Metrics.value`. Hand ``metrics.states`` to states and
+``metrics.spouts`` to spouts.
 """
 
 from __future__ import annotations
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from spouts.metrics import SPOUT_METRICS, SpoutMetrics
+from states.metrics import STATE_METRICS, StateMetrics
+
 PHASES = ("plan", "process", "freeze", "commit")
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
 class Metrics:
-    """The service's metrics on one registry."""
+    """The service's metrics on one registry: ``states`` and ``spouts`` plus the pipeline's own."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.registry = registry
         r = registry
+        # The layers' defaults already live on the global registry, which refuses a name twice.
+        self.states = STATE_METRICS if r is REGISTRY else StateMetrics(r)
+        self.spouts = SPOUT_METRICS if r is REGISTRY else SpoutMetrics(r)
+        self.cas_conflicts, self.cas_unknown = self.states.cas_conflicts, self.states.cas_unknown
+        self.state_requests = self.states.state_requests
+        self.partition_lag = self.spouts.partition_lag
+        self.data_loss_events, self.data_loss_offsets = self.spouts.data_loss_events, self.spouts.data_loss_offsets
         self.batches = Counter("trident_batches_total", "Batches by outcome (committed, failed, abandoned).",
                                ["pipeline", "outcome"], registry=r)
         self.committed_txid = Gauge("trident_committed_txid", "Last committed txid.", ["pipeline"], registry=r)
@@ -25,25 +39,10 @@ class Metrics:
         self.records = Counter("trident_records_total", "Records in committed batches.", ["pipeline"], registry=r)
         self.keys_updated = Counter("trident_keys_updated_total", "State keys written by committed batches.",
                                     ["pipeline"], registry=r)
-        self.partition_lag = Gauge("trident_partition_lag", "End offset minus committed next offset.",
-                                   ["pipeline", "topic", "partition"], registry=r)
         self.phase_seconds = Histogram("trident_phase_seconds", "Latency of batch phases.", ["pipeline", "phase"],
                                        buckets=_LATENCY_BUCKETS, registry=r)
         self.replays = Counter("trident_batch_replays_total", "Batch attempts after the first one.", ["pipeline"],
                                registry=r)
-        self.cas_conflicts = Counter("trident_cas_conflicts_total",
-                                     "Compare-and-set writes refused because the stored value changed.", registry=r)
-        self.cas_unknown = Counter("trident_cas_unknown_outcomes_total",
-                                   "Timed-out compare-and-set writes, by how the serial read resolved them.",
-                                   ["resolution"], registry=r)
-        self.state_requests = Counter("trident_state_requests_total", "Requests sent to the state store.",
-                                      ["backend", "kind"], registry=r)
-        self.data_loss_events = Counter("trident_data_loss_events_total",
-                                        "Times a partition's stored offset was below the log start.",
-                                        ["topic", "partition", "policy"], registry=r)
-        self.data_loss_offsets = Counter("trident_data_loss_offsets_total",
-                                         "Offsets skipped because they were gone (policy skip).",
-                                         ["topic", "partition"], registry=r)
         self.lease_held = Gauge("trident_lease_held", "1 while this process holds the coordinator lease.",
                                 ["pipeline"], registry=r)
         self.lease_epoch = Gauge("trident_lease_epoch", "Epoch of the coordinator lease held.", ["pipeline"],

@@ -1,7 +1,7 @@
 """Partitioned spouts: which partitions exist (coordinator side) and what a batch of each holds (emitter side)."""
 
-from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.protocols import (
     ArrowSpout,
     DataLossPolicy,

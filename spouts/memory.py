@@ -10,8 +10,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
 

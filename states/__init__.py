@@ -14,12 +14,13 @@ state, differing in what they store next to each value:
   applied again, so it is at-least-once.
 
 Storage is a :class:`BackingMap` of two methods (plus an optional compare-and-set method); the
-kinds above wrap any backing map, and so do caches: ``OpaqueMap(CachedMap(CassandraBackingMap()))``.
+kinds above wrap any backing map, and so do caches: ``OpaqueMap(CasCachedMap(CassandraBackingMap()))``
+(:class:`CasCachedMap` over a compare-and-set map, :class:`CachedMap` over a plain one).
 The rules themselves live in the value objects :class:`OpaqueValue` and :class:`TransactionalValue`.
 """
 
-from states.aggregators import Count, CombinerAggregator, Max, Min, Sum, combiner
-from states.cached import CachedMap
+from states.aggregators import CombinerAggregator, Count, Max, Min, Sum, combiner
+from states.cached import CachedMap, CasCachedMap
 from states.errors import (
     CasRetriesExhaustedError,
     LeaseHeldError,
@@ -49,6 +50,7 @@ from states.values import OpaqueValue, TransactionalValue
 __all__ = [
     "BackingMap",
     "CachedMap",
+    "CasCachedMap",
     "CasBackingMap",
     "CasResult",
     "CasRetriesExhaustedError",

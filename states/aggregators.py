@@ -15,7 +15,10 @@ class CombinerAggregator(Protocol):
     Spark and then with the stored value. ``name`` names the value column(s) it produces.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The value column this aggregator fills."""
+        ...
 
     def init(self, value: Any) -> Any: ...
 

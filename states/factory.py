@@ -8,20 +8,27 @@ database session per process). Trident's ``StateFactory.makeState``, keyed by th
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from states.cached import CachedMap
+from states.cached import CasCachedMap
 from states.non_transactional import NonTransactionalMap
 from states.opaque import OpaqueMap
+from states.protocols import CasBackingMap, CoordinatorStore, MapState
 from states.spec import MapSpec, StateKind, check_identifier
 from states.transactional import TransactionalMap
 
+if TYPE_CHECKING:  # the driver is heavy: imported only where a Cassandra backend is opened
+    from states.cassandra.settings import CassandraSettings
+
 BACKENDS = ("memory", "sqlite", "cassandra")
-_MAPS = {StateKind.OPAQUE: OpaqueMap, StateKind.TRANSACTIONAL: TransactionalMap,
-         StateKind.NON_TRANSACTIONAL: NonTransactionalMap}
-_opened: dict[tuple[Any, ...], Any] = {}  # per process: (factory, spec or topology) -> state or store
-_lock = threading.Lock()
+_MAPS: dict[StateKind, type[OpaqueMap] | type[TransactionalMap] | type[NonTransactionalMap]] = {
+    StateKind.OPAQUE: OpaqueMap, StateKind.TRANSACTIONAL: TransactionalMap,
+    StateKind.NON_TRANSACTIONAL: NonTransactionalMap}
+_opened: dict[tuple[object, ...], object] = {}  # per process: (factory, spec or topology) -> state or store
+_lock = threading.RLock()  # re-entered: a memory state opens its backing map through _once too
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +38,7 @@ class StateFactory:
     kind: StateKind = StateKind.OPAQUE
     backend: str = "sqlite"
     sqlite_path: str | None = None
-    cassandra: Any = None  # states.cassandra.CassandraSettings (imported lazily: the driver is heavy)
+    cassandra: CassandraSettings | None = None
     cache_size: int = 10_000
 
     def __post_init__(self) -> None:
@@ -44,13 +51,14 @@ class StateFactory:
         if self.cache_size < 0:
             raise ValueError("cache_size must be >= 0 (0 disables the cache)")
 
-    def make_state(self, spec: MapSpec) -> Any:
+    def make_state(self, spec: MapSpec) -> MapState[Any, Any]:
         """The map state for ``spec`` in this process, opened once and reused."""
         if spec.kind is not self.kind:
             raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
         return self._once(("state", spec), lambda: self._wrap(self.backing_map(spec)))
 
-    def backing_map(self, spec: MapSpec) -> Any:
+    def backing_map(self, spec: MapSpec) -> CasBackingMap[Any, Any]:
+        """The storage of ``spec`` on this backend (every backend here supports compare-and-set)."""
         check_identifier(spec.table, "table name")
         if self.backend == "memory":
             from states.memory import MemoryBackingMap
@@ -59,14 +67,16 @@ class StateFactory:
         if self.backend == "sqlite":
             from states.sqlite import SqliteBackingMap
 
+            assert self.sqlite_path is not None  # checked in __post_init__
             return SqliteBackingMap(self.sqlite_path, spec)
-        from states.cassandra import CassandraBackingMap
+        from states.cassandra.backing_map import CassandraBackingMap
 
+        assert self.cassandra is not None  # checked in __post_init__
         return CassandraBackingMap(self.cassandra, spec)
 
-    def txstate_store(self, topology_id: str) -> Any:
+    def txstate_store(self, topology_id: str) -> CoordinatorStore:
         """The transactional-state store (and lease) of ``topology_id`` on the same backend."""
-        def open_store() -> Any:
+        def open_store() -> CoordinatorStore:
             if self.backend == "memory":
                 from states.memory import MemoryTransactionalStateStore
 
@@ -74,26 +84,23 @@ class StateFactory:
             if self.backend == "sqlite":
                 from states.sqlite import SqliteTransactionalStateStore
 
+                assert self.sqlite_path is not None
                 return SqliteTransactionalStateStore(self.sqlite_path, topology_id)
-            from states.cassandra import CassandraTransactionalStateStore
+            from states.cassandra.txstate import CassandraTransactionalStateStore
 
+            assert self.cassandra is not None
             return CassandraTransactionalStateStore(self.cassandra, topology_id)
 
         return self._once(("store", topology_id), open_store)
 
-    def _wrap(self, backing: Any) -> Any:
-        inner = CachedMap(backing, self.cache_size) if self.cache_size else backing
+    def _wrap(self, backing: CasBackingMap[Any, Any]) -> MapState[Any, Any]:
+        """``Kind(CasCachedMap(backing))``: the cache that keeps compare-and-set (no cache when size 0)."""
+        inner = CasCachedMap(backing, self.cache_size) if self.cache_size else backing
         return _MAPS[self.kind](inner)
 
-    def _once(self, what: tuple[Any, ...], make: Any) -> Any:
+    def _once(self, what: tuple[object, ...], make: Callable[[], T]) -> T:
         key = (self, *what)
         with _lock:
             if key not in _opened:
                 _opened[key] = make()
-            return _opened[key]
-
-
-def forget_opened() -> None:
-    """Drop every state this process opened (tests that simulate a fresh process)."""
-    with _lock:
-        _opened.clear()
+            return cast(T, _opened[key])  # stored under this key by this very call site's ``make``

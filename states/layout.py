@@ -14,7 +14,7 @@ Compare-and-set compares *encoded rows*, never Python values, so these collapses
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,7 +61,7 @@ class RowLayout:
         self.columns = self.key_columns + self.stored_columns
 
     # keys
-    def key_row(self, key: Any) -> Row:
+    def key_row(self, key: Hashable) -> Row:
         if not isinstance(key, tuple):
             if len(self.key_columns) != 1:
                 raise TypeError(f"table {self.spec.table}: key {key!r} must be a tuple of {len(self.key_columns)}")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
-from app.metrics import METRICS, Metrics
-from states.cas import write_through
+from states.cas import cas_update
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
 
@@ -16,7 +16,7 @@ class NonTransactionalMap:
 
     kind = StateKind.NON_TRANSACTIONAL
 
-    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: Metrics = METRICS) -> None:
+    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
 
     def begin_commit(self, txid: int) -> None:
@@ -25,11 +25,11 @@ class NonTransactionalMap:
     def commit(self, txid: int) -> None:
         pass
 
-    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+    def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         return self.backing.multi_get(keys)
 
-    def multi_update(self, keys: Sequence[Any], updaters: Sequence[Updater]) -> list[Any]:
-        return write_through(self.backing, keys, updaters, max_attempts=self._max_attempts, metrics=self._metrics)
+    def multi_update(self, keys: Sequence[Hashable], updaters: Sequence[Updater]) -> list[Any]:
+        return cas_update(self.backing, keys, updaters, max_attempts=self._max_attempts, metrics=self._metrics)
 
-    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+    def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         self.backing.multi_put(keys, values)

@@ -6,9 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-K = TypeVar("K")
+K = TypeVar("K", contravariant=True)  # keys are only ever passed in
 V = TypeVar("V")
-Json = Any  # what json.dumps accepts: dict / list / str / int / float / bool / None
+#: What ``json.dumps`` accepts: dict / list / str / int / float / bool / None, nested. (``Any``:
+#: mypy cannot spell a recursive JSON type that callers' plain dicts would satisfy.)
+Json = Any
+#: A value update: the stored value (None when the key is new) -> the new value. Values are the
+#: user's aggregates (a count, a tuple of columns), hence ``Any``.
 Updater = Callable[[Any], Any]
 
 

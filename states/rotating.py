@@ -52,22 +52,12 @@ class RotatingTransactionalState:
         """The state of the greatest stored txid, or None."""
         return self.get_state(self._txids[-1]) if self._txids else None
 
-    def last_txid(self) -> int | None:
-        return self._txids[-1] if self._txids else None
-
     def override_state(self, txid: int, state: Json) -> None:
         """Store ``state`` for ``txid`` (fenced by the lease epoch)."""
         self._store.put(self._key(txid), state, epoch=self.epoch)
         if txid not in self._cache and txid not in self._txids:
             bisect.insort(self._txids, txid)
         self._cache[txid] = state
-
-    def remove_state(self, txid: int) -> None:
-        """Forget the state of ``txid`` (e.g. an abandoned frozen batch beyond the committed one)."""
-        if txid in self._txids:
-            self._store.delete([self._key(txid)], epoch=self.epoch)
-            self._txids.remove(txid)
-            self._cache.pop(txid, None)
 
     def cleanup_before(self, txid: int) -> None:
         """Forget every state older than ``txid`` (they can never be replayed again)."""

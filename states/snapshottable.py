@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from states.protocols import MapState, Updater
@@ -12,7 +13,7 @@ GLOBAL_KEY = ("$global",)
 class SnapshottableMap:
     """One value (a global count, a global max) stored under a fixed key of any map state."""
 
-    def __init__(self, delegate: MapState[Any, Any], key: Any = GLOBAL_KEY) -> None:
+    def __init__(self, delegate: MapState[Any, Any], key: Hashable = GLOBAL_KEY) -> None:
         self.delegate, self.key = delegate, key
         self.kind = getattr(delegate, "kind", None)
 

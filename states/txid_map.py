@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
-from app.metrics import METRICS, Metrics
-from states.cas import write_through
+from states.cas import cas_update
 from states.errors import StaleBatchError
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
+from states.values import OpaqueValue, TransactionalValue
 
 
 class TxidMap:
@@ -20,12 +21,12 @@ class TxidMap:
     """
 
     kind: ClassVar[StateKind]
-    value_type: ClassVar[Any]  # OpaqueValue or TransactionalValue: owns the rule
+    value_type: ClassVar[type[OpaqueValue[Any]] | type[TransactionalValue[Any]]]  # owns the rule
 
-    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: Metrics = METRICS) -> None:
+    def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
         self._txid: int | None = None
-        self._written: set[Any] = set()  # keys this map wrote since begin_commit
+        self._written: set[Hashable] = set()  # keys this map wrote since begin_commit
 
     def begin_commit(self, txid: int) -> None:
         self._txid, self._written = txid, set()
@@ -33,7 +34,7 @@ class TxidMap:
     def commit(self, txid: int) -> None:
         self._txid, self._written = None, set()
 
-    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+    def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         """The values the batch being committed sees, as Trident's ``multiGet`` returns them.
 
         Outside a commit, and for keys this map wrote in the current commit: the current value.
@@ -50,13 +51,13 @@ class TxidMap:
                 raise StaleBatchError(e.batch_txid, e.stored_txid, k) from None
         return out
 
-    def multi_update(self, keys: Sequence[Any], updaters: Sequence[Updater]) -> list[Any]:
+    def multi_update(self, keys: Sequence[Hashable], updaters: Sequence[Updater]) -> list[Any]:
         if self._txid is None:
             raise RuntimeError("multi_update outside begin_commit/commit")
         txid, rule, written = self._txid, self.value_type.next, self._written
-        wrote: dict[Any, bool] = {}  # key -> this call changed it (a skipped replay does not)
+        wrote: dict[Hashable, bool] = {}  # key -> this call changed it (a skipped replay does not)
 
-        def compute(key: Any, stored: Any, updater: Updater) -> Any:
+        def compute(key: Hashable, stored: Any, updater: Updater) -> Any:  # stored: this kind's value or None
             if key in written and stored is not None and stored.txid == txid:
                 new = stored.amend(updater)  # this commit already wrote the key: build on that
             else:
@@ -65,9 +66,14 @@ class TxidMap:
             return new
 
         computes = [lambda s, k=k, u=u: compute(k, s, u) for k, u in zip(keys, updaters, strict=True)]
-        stored = write_through(self.backing, keys, computes, max_attempts=self._max_attempts, metrics=self._metrics)
+        stored = cas_update(self.backing, keys, computes, max_attempts=self._max_attempts, metrics=self._metrics)
         written.update(k for k, w in wrote.items() if w)
         return [v.current for v in stored]
 
-    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
-        self.multi_update(keys, [lambda _old, v=v: v for v in values])
+    def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
+        self.multi_update(keys, [_replace_with(v) for v in values])
+
+
+def _replace_with(value: Any) -> Updater:
+    """The updater that ignores the stored value: what ``multi_put`` applies."""
+    return lambda _stored: value

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from states.errors import StaleBatchError
+from states.protocols import Updater
 
 T = TypeVar("T")
-Updater = Callable[[Any], Any]  # stored value (or None) -> new value
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,7 +88,8 @@ class KafkaCoordinator:
         return {"config": self.config, "topology_id": self.topology_id}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__(state["config"], state["topology_id"])  # type: ignore[misc,arg-type]
+        # Unpickling re-runs __init__ (mypy flags calling it on an instance): clients are never pickled.
+        self.__init__(state["config"], state["topology_id"])  # type: ignore[misc]
 
 
 class _OffsetPublisher:

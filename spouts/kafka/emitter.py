@@ -15,13 +15,13 @@ from collections.abc import Iterator
 import pyarrow as pa
 from confluent_kafka import KafkaException, Message, TopicPartition
 
-from app.metrics import METRICS, Metrics
+from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
-from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
+from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
 from spouts.kafka.reader import read_range
 from spouts.metadata import Partition, PartitionMetadata
-from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class KafkaEmitter:
     """
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str, kind: SpoutKind = SpoutKind.OPAQUE,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: SpoutMetrics | None = None) -> None:
         self.config, self.topology_id, self.kind = config, topology_id, kind
         self.metrics = metrics
 
@@ -80,7 +80,7 @@ class KafkaEmitter:
                             "waiting for the log to reach it", partition.id, start, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
-            (self.metrics or METRICS).partition_lag.labels(self.topology_id, partition.topic,
+            (self.metrics or SPOUT_METRICS).partition_lag.labels(self.topology_id, partition.topic,
                                                            str(partition.partition)).set(max(0, end - start))
         except PartitionUnavailableError:
             if self.kind is SpoutKind.TRANSACTIONAL:
@@ -127,7 +127,7 @@ class KafkaEmitter:
         if next_offset >= low:
             return next_offset
         policy = self.config.data_loss
-        metrics = self.metrics or METRICS
+        metrics = self.metrics or SPOUT_METRICS
         metrics.data_loss_events.labels(p.topic, str(p.partition), policy.value).inc()
         if policy is DataLossPolicy.FAIL:
             raise DataLossError(p, next_offset, low)
@@ -161,7 +161,18 @@ class KafkaEmitter:
 
 
 def to_record(m: Message) -> Record:
+    """A delivered message as a :class:`Record` (timestamp 0 when the broker gave none)."""
+    topic, partition, offset = m.topic(), m.partition(), m.offset()
+    if topic is None or partition is None or offset is None:
+        raise ValueError(f"not a delivered record (an event message?): {m.error()}")
     ts_type, ts = m.timestamp()
-    headers = m.headers()
-    return Record(m.topic(), m.partition(), m.offset(), m.key(), m.value(),
-                  ts if ts_type else 0, tuple(headers) if headers else ())
+    return Record(topic, partition, offset, m.key(), m.value(), ts if ts_type else 0, _headers(m.headers()))
+
+
+def _headers(headers: dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]] | None,
+             ) -> tuple[tuple[str, bytes | None], ...]:
+    """Headers as ``(name, bytes)`` pairs (librdkafka delivers a list of them; a str value is encoded)."""
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, dict) else headers
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in items)

@@ -5,7 +5,7 @@ offers failure control: brokers down/up, leader moves, request errors, retention
 ``src/rdkafka_mock.h`` of librdkafka (an experimental API without ABI guarantees).
 
 It lives in the product (not under ``tests/``) because ``python -m app demo`` runs on it; the
-tests import it through ``tests/kafka/mock_cluster.py``.
+tests use it from here too.
 
 Known gaps of the mock, checked by ``tests/kafka/test_mock_cluster.py`` so a librdkafka upgrade that fixes them
 is noticed: Fetch always reports LastStableOffset = high watermark and no aborted transactions (a
@@ -88,7 +88,7 @@ class MockKafkaCluster:
             lib.rd_kafka_destroy(self._rk)
             raise MockClusterError("rd_kafka_mock_cluster_new failed")
         self.broker_ids = tuple(range(1, brokers + 1))
-        self._bootstrap = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
+        self._bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
 
     # -- the peer interface (shared with real Kafka peers) ------------------------------------
 

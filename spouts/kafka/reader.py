@@ -11,10 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
-from spouts.metadata import PartitionMetadata
 from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.metadata import PartitionMetadata
 
 #: How long one ``consume`` call may wait; progress is checked between calls.
 POLL_S = 0.05
@@ -44,9 +50,10 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                 msgs = [m for m in msgs if m.partition() == meta.partition and m.topic() == meta.topic]
             out: list[Message] = []
             for m in msgs:
-                err = m.error()
+                err, offset = m.error(), m.offset()
+                if offset is None:
+                    continue  # librdkafka sets an offset on every record and end-of-partition event
                 if err is None:
-                    offset = m.offset()
                     if offset >= end:
                         pos = end
                         break
@@ -54,7 +61,7 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                         out.append(m)
                         pos = offset + 1
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    pos = max(pos, m.offset())  # everything before the end was delivered or was a gap
+                    pos = max(pos, offset)  # everything before the end was delivered or was a gap
                 elif err.code() in _OUT_OF_RANGE:
                     raise _range_error(consumer, meta, pos, err)
                 elif err.fatal():

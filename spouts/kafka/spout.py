@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from app.metrics import Metrics
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, SCHEMA
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.discovery import KafkaCoordinator
 from spouts.kafka.emitter import KafkaEmitter
 from spouts.metadata import PartitionMetadata
+from spouts.metrics import SpoutMetrics
 from spouts.protocols import SpoutKind
 
 
@@ -27,7 +27,7 @@ class KafkaSpout:
 
     kind: SpoutKind = SpoutKind.OPAQUE
 
-    def __init__(self, config: KafkaSpoutConfig, topology_id: str, metrics: Metrics | None = None) -> None:
+    def __init__(self, config: KafkaSpoutConfig, topology_id: str, metrics: SpoutMetrics | None = None) -> None:
         self.config, self.topology_id, self.metrics = config, topology_id, metrics
 
     def coordinator(self) -> KafkaCoordinator:

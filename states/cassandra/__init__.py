@@ -1,6 +1,6 @@
 """Cassandra backends: typed tables people query with CQL, every write a lightweight transaction.
 
-``OpaqueMap(CachedMap(CassandraBackingMap(settings, spec)))`` is the production stack; the
+``OpaqueMap(CasCachedMap(CassandraBackingMap(settings, spec)))`` is the production stack; the
 transactional-state store and coordinator lease live in one partition per topology. Modules:
 ``settings`` (typed settings), ``session`` (one cluster/session per process, prepared statements,
 the request loop), ``retry`` (what to do after a failed request: retry, resolve or raise),

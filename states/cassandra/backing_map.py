@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
-from app.metrics import METRICS, Metrics
-from states.layout import Row, RowLayout
+from cassandra.cluster import ResultSet
+
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import resolve
+from states.layout import Row, RowLayout
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
 from states.spec import MapSpec
 
@@ -28,13 +30,13 @@ class CassandraBackingMap:
       returns the current row, which is decoded and returned: no re-read. An unknown outcome
       costs one serial read (``states.cassandra.unknown``).
 
-    Under ``CachedMap`` the read is skipped for cached keys: a stale cache entry only costs a
+    Under ``CasCachedMap`` the read is skipped for cached keys: a stale cache entry only costs a
     failed LWT, which carries the current row, so the warm steady state is one request per key.
     Pickles as settings and spec; an executor reconnects through its process's shared client.
     """
 
     def __init__(self, settings: CassandraSettings, spec: MapSpec, *, client: CassandraClient | None = None,
-                 metrics: Metrics = METRICS) -> None:
+                 metrics: StateMetrics = STATE_METRICS) -> None:
         self.settings, self.spec, self.metrics = settings, spec, metrics
         self.client = client or shared_client(settings)
         self._layout = layout = RowLayout(spec)
@@ -57,22 +59,23 @@ class CassandraBackingMap:
         return {"settings": self.settings, "spec": self.spec}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state["settings"], state["spec"])  # type: ignore[misc]
 
-    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+    def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         key_rows = [self._layout.key_row(k) for k in keys]
         unique = list(dict.fromkeys(key_rows))
         results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics)
         found = dict(zip(unique, (self._row_of(_ok(rs)) for rs in results), strict=True))
         return [self._layout.value_of(found[kr]) for kr in key_rows]
 
-    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+    def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         """Unconditional upserts, e.g. to seed a table; the map states write with :meth:`multi_cas`."""
         rows = [self._layout.key_row(k) + self._value_row(v) for k, v in zip(keys, values, strict=True)]
         for rs in self.client.run([(self._put, r) for r in rows], kind="write", metrics=self.metrics):
             _ok(rs)
 
-    def multi_cas(self, keys: Sequence[Any], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
+    def multi_cas(self, keys: Sequence[Hashable], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
         """One LWT per key conditioned on ``expected`` (None: absent); unknown outcomes resolved."""
         key_rows = [self._layout.key_row(k) for k in keys]
         wanted = [self._value_row(v) for v in values]
@@ -97,7 +100,9 @@ class CassandraBackingMap:
                                [wanted[i] for i in unknown], self._stored, self.metrics)
             for i, (applied, current) in zip(unknown, resolved, strict=True):
                 out[i] = CasResult(True) if applied else CasResult(False, self._layout.value_of(current))
-        return out  # type: ignore[return-value]
+        done = [r for r in out if r is not None]
+        assert len(done) == len(out), "every compare-and-set was answered or resolved"
+        return done
 
     def _value_row(self, value: Any) -> Row:
         row = self._layout.value_row(value)
@@ -105,7 +110,7 @@ class CassandraBackingMap:
             raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
         return row
 
-    def _row_of(self, rs: Any) -> Row | None:
+    def _row_of(self, rs: ResultSet) -> Row | None:
         row = rs.one()
         return None if row is None else tuple(row[c] for c in self._stored)
 
@@ -116,7 +121,7 @@ class CassandraBackingMap:
         return tuple(row.get(c) for c in self._stored)
 
 
-def _ok(result: Any) -> Any:
+def _ok(result: ResultSet | BaseException) -> ResultSet:
     if isinstance(result, BaseException):
         raise result
     return result

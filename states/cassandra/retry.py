@@ -15,7 +15,13 @@ from __future__ import annotations
 import enum
 import random
 
-from cassandra import CoordinationFailure, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+from cassandra import (
+    CoordinationFailure,
+    OperationTimedOut,
+    ReadTimeout,
+    Unavailable,
+    WriteTimeout,
+)
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from app.metrics import Metrics
-from states.layout import RowLayout
 from states.cassandra.session import BACKEND, CassandraClient
 from states.errors import InvalidIdentifierError, SchemaMismatchError
+from states.layout import RowLayout
+from states.metrics import StateMetrics
 from states.spec import check_identifier
 
 # Cassandra's reserved keywords (cannot be unquoted identifiers); see the CQL reference, appendix A.
@@ -72,7 +73,7 @@ def replication_cql(replication: Sequence[tuple[str, str]]) -> str:
     return "{" + ", ".join(f"'{k}': '{v}'" for k, v in replication) + "}"
 
 
-def ensure_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -> None:
+def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> None:
     """Create the keyspace (if the settings say so) and table if absent, then validate the table.
 
     Done once per session and table: a backing map built per Spark task costs no DDL round trips.
@@ -88,7 +89,7 @@ def ensure_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -
     client.validated_tables.add(shape)
 
 
-def validate_table(client: CassandraClient, shape: TableShape, metrics: Metrics) -> None:
+def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> None:
     """Raise SchemaMismatchError, naming table, column and both types, if the table differs from ``shape``."""
     stmt = client.prepare("SELECT column_name, type, kind, position FROM system_schema.columns "
                           "WHERE keyspace_name = ? AND table_name = ?", idempotent=True)
@@ -110,7 +111,7 @@ def validate_table(client: CassandraClient, shape: TableShape, metrics: Metrics)
             raise SchemaMismatchError(f"table {shape.name} column {name!r} is {found[name]['kind']}, expected static")
 
 
-def _check_key(shape: TableShape, found: dict[str, dict], kind: str, expected: tuple[str, ...]) -> None:
+def _check_key(shape: TableShape, found: dict[str, dict[str, Any]], kind: str, expected: tuple[str, ...]) -> None:
     actual = tuple(r["column_name"] for r in sorted(found.values(), key=lambda r: r["position"]) if r["kind"] == kind)
     if actual != expected:
         raise SchemaMismatchError(f"table {shape.name} has {kind.replace('_', ' ')} columns {list(actual)}, "
@@ -121,6 +122,6 @@ def _type(cql_type: str) -> str:
     return "text" if cql_type == "varchar" else cql_type
 
 
-def _ddl(client: CassandraClient, cql: str, metrics: Metrics) -> None:
+def _ddl(client: CassandraClient, cql: str, metrics: StateMetrics) -> None:
     metrics.state_requests.labels(backend=BACKEND, kind="schema").inc()
     client.session.execute(cql, timeout=max(client.settings.request_timeout_s, 30.0))

@@ -18,11 +18,17 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.cluster import (
+    EXEC_PROFILE_DEFAULT,
+    Cluster,
+    ExecutionProfile,
+    ResultSet,
+    Session,
+)
 from cassandra.concurrent import execute_concurrent
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
@@ -32,11 +38,14 @@ from cassandra.policies import (
 )
 from cassandra.query import PreparedStatement, dict_factory
 
-from app.metrics import Metrics
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.settings import CassandraSettings, TlsSettings
 
-Request = tuple[Any, Sequence[Any]]  # (statement, bound values)
+if TYPE_CHECKING:  # schema imports this module
+    from states.cassandra.schema import TableShape
+from states.metrics import StateMetrics
+
+Request = tuple[Any, Sequence[Any] | None]  # (statement, its values; None when already bound)
 BACKEND = "cassandra"
 
 
@@ -81,7 +90,7 @@ class CassandraClient:
             raise
         self.serial = ConsistencyLevel.name_to_value[s.serial_consistency]
         self._prepared: dict[str, PreparedStatement] = {}
-        self.validated_tables: set[Any] = set()  # schema checked once per session (states.cassandra.schema)
+        self.validated_tables: set[TableShape] = set()  # schema checked once per session (states.cassandra.schema)
         self._lock = threading.Lock()
 
     def prepare(self, cql: str, *, idempotent: bool) -> PreparedStatement:
@@ -94,14 +103,15 @@ class CassandraClient:
                 stmt = self._prepared.setdefault(cql, stmt)
         return stmt
 
-    def run(self, requests: Sequence[Request], *, kind: str, metrics: Metrics, lwt: bool = False) -> list[Any]:
+    def run(self, requests: Sequence[Request], *, kind: str, metrics: StateMetrics,
+            lwt: bool = False) -> list[ResultSet | BaseException]:
         """Execute ``requests`` concurrently (at most ``max_concurrency`` in flight).
 
         Returns, in order, each request's ResultSet, or its exception when it failed for good
         (after retries for reads and plain writes; at once for ``lwt``, so the caller resolves it).
         A non-transient error is raised.
         """
-        out: list[Any] = [None] * len(requests)
+        out: list[ResultSet | BaseException | None] = [None] * len(requests)
         pending = list(range(len(requests)))
         for attempt in range(self.settings.max_retries + 1):
             counter = metrics.state_requests.labels(backend=BACKEND, kind=kind)
@@ -124,9 +134,12 @@ class CassandraClient:
                 break
             time.sleep(backoff_s(attempt, self.settings.backoff_initial_s, self.settings.backoff_max_s))
             pending = again
-        return out
+        done = [r for r in out if r is not None]
+        assert len(done) == len(out), "every request got a result set or its final error"
+        return done
 
-    def run_one(self, statement: Any, values: Sequence[Any], *, kind: str, metrics: Metrics) -> Any:
+    def run_one(self, statement: Any, values: Sequence[Any] | None, *, kind: str,
+                metrics: StateMetrics) -> ResultSet:
         """One read or idempotent write, retried; its ResultSet, or raise its final error."""
         result = self.run([(statement, values)], kind=kind, metrics=metrics)[0]
         if isinstance(result, BaseException):

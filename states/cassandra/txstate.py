@@ -34,16 +34,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from cassandra.query import BatchStatement, BatchType
+from cassandra.cluster import ResultSet
+from cassandra.query import BatchStatement, BatchType, Statement
 
-from app.metrics import METRICS, Metrics
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.schema import TableShape, check_cql_identifier, ensure_table
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import serial
 from states.errors import LeaseHeldError, LeaseLostError, StateError
-from states.protocols import LeaseInfo
+from states.metrics import STATE_METRICS, StateMetrics
+from states.protocols import Json, LeaseInfo
 
 _ATTEMPTS = 8
 
@@ -52,7 +53,7 @@ class CassandraTransactionalStateStore:
     """:class:`~states.protocols.CoordinatorStore` of one topology in Cassandra: documents and the lease."""
 
     def __init__(self, settings: CassandraSettings, topology_id: str, *, table: str = "trident_state",
-                 client: CassandraClient | None = None, metrics: Metrics = METRICS) -> None:
+                 client: CassandraClient | None = None, metrics: StateMetrics = STATE_METRICS) -> None:
         self.settings, self.topology_id, self.metrics = settings, topology_id, metrics
         self.table = check_cql_identifier(table, "table name")
         self.client = client or shared_client(settings)
@@ -80,10 +81,11 @@ class CassandraTransactionalStateStore:
         return {"settings": self.settings, "topology_id": self.topology_id, "table": self.table}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state["settings"], state["topology_id"], table=state["table"])  # type: ignore[misc]
 
     # documents
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> Json | None:
         row = self.client.run_one(self._get, (self.topology_id, key), kind="read", metrics=self.metrics).one()
         return None if row is None or row["value"] is None else json.loads(row["value"])
 
@@ -91,7 +93,7 @@ class CassandraTransactionalStateStore:
         rs = self.client.run_one(self._keys, (self.topology_id, prefix), kind="read", metrics=self.metrics)
         return sorted(k for r in rs if (k := r["key"]) is not None and k.startswith(prefix))
 
-    def put(self, key: str, value: Any, *, epoch: int) -> None:
+    def put(self, key: str, value: Json, *, epoch: int) -> None:
         doc = json.dumps(value, ensure_ascii=False)
         for attempt in range(_ATTEMPTS):
             self._pause(attempt)
@@ -178,7 +180,7 @@ class CassandraTransactionalStateStore:
             s = self.settings
             time.sleep(backoff_s(attempt - 1, s.backoff_initial_s, s.backoff_max_s))
 
-    def _lwt(self, statement: Any, values: Any, *, kind: str = "cas") -> Any:
+    def _lwt(self, statement: Statement, values: Sequence[object] | None, *, kind: str = "cas") -> ResultSet | None:
         """The LWT's ResultSet, or None when its outcome is unknown."""
         result = self.client.run([(statement, values)], kind=kind, metrics=self.metrics, lwt=True)[0]
         if isinstance(result, BaseException):
@@ -187,7 +189,7 @@ class CassandraTransactionalStateStore:
             return None
         return result
 
-    def _fenced(self, rs: Any, epoch: int) -> None:
+    def _fenced(self, rs: ResultSet, epoch: int) -> None:
         row = rs.one()
         if not row["[applied]"]:
             raise LeaseLostError(self.topology_id, epoch, row.get("epoch"))

@@ -29,14 +29,15 @@ from typing import Any
 
 from cassandra.query import BoundStatement, PreparedStatement
 
-from app.metrics import Metrics
 from states.cassandra.session import CassandraClient
 from states.errors import UnknownOutcomeError
+from states.layout import Row
+from states.metrics import StateMetrics
 
 
-def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[tuple[Any, ...]],
-            wanted: Sequence[tuple[Any, ...]], columns: Sequence[str], metrics: Metrics,
-            ) -> list[tuple[bool, tuple[Any, ...] | None]]:
+def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[Row],
+            wanted: Sequence[Row], columns: Sequence[str], metrics: StateMetrics,
+            ) -> list[tuple[bool, Row | None]]:
     """For each key, ``(applied, current stored row or None)`` from a serial read.
 
     ``select`` (prepared) selects ``columns`` by key; it is sent at the serial consistency.
@@ -44,7 +45,7 @@ def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequen
     """
     results = client.run([(serial(client, select, kr), None) for kr in key_rows], kind="serial_read",
                          metrics=metrics)
-    out: list[tuple[bool, tuple[Any, ...] | None]] = []
+    out: list[tuple[bool, Row | None]] = []
     for kr, want, rs in zip(key_rows, wanted, results, strict=True):
         if isinstance(rs, BaseException):
             raise UnknownOutcomeError(kr, rs) from rs

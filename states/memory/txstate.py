@@ -6,10 +6,9 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from states.errors import LeaseHeldError, LeaseLostError
-from states.protocols import LeaseInfo
+from states.protocols import Json, LeaseInfo
 
 
 class MemoryTransactionalStateStore:
@@ -20,17 +19,17 @@ class MemoryTransactionalStateStore:
 
     def __init__(self, topology_id: str = "test", clock: Callable[[], float] = time.monotonic) -> None:
         self.topology_id, self._clock = topology_id, clock
-        self._docs: dict[str, Any] = {}
+        self._docs: dict[str, Json] = {}
         self._owner: str | None = None
         self._epoch = 0
         self._expires = 0.0
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> Json | None:
         with self._lock:
             return copy.deepcopy(self._docs.get(key))
 
-    def put(self, key: str, value: Any, *, epoch: int) -> None:
+    def put(self, key: str, value: Json, *, epoch: int) -> None:
         with self._lock:
             self._check_epoch(epoch)
             self._docs[key] = copy.deepcopy(value)

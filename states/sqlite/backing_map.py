@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from app.metrics import METRICS, Metrics
 from states.layout import Convert, Row, RowLayout
+from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
 from states.spec import MapSpec
 from states.sqlite.connection import Connections, quote
@@ -34,7 +34,7 @@ class SqliteBackingMap:
     """
 
     def __init__(self, path: str | Path, spec: MapSpec, *, busy_timeout_s: float = 30.0,
-                 synchronous: str = "FULL", metrics: Metrics = METRICS) -> None:
+                 synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS) -> None:
         self.path, self.spec, self.metrics = str(path), spec, metrics
         self._conns = Connections(path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
         self._layout = RowLayout(spec, SQLITE_ENCODE, SQLITE_DECODE)
@@ -55,12 +55,13 @@ class SqliteBackingMap:
                 "synchronous": self._conns.synchronous}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state.pop("path"), state.pop("spec"), **state)  # type: ignore[misc]
 
     def close(self) -> None:
         self._conns.close()
 
-    def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+    def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         key_rows = [self._layout.key_row(k) for k in keys]
         self._count("read")
         conn = self._conns.get()
@@ -71,16 +72,17 @@ class SqliteBackingMap:
             conn.execute("COMMIT")
         return [self._layout.value_of(found.get(kr)) for kr in key_rows]
 
-    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+    def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         rows = [self._row(k, v) for k, v in zip(keys, values, strict=True)]
         self._count("write")
         with self._conns.immediate() as conn:
             conn.executemany(self._upsert, rows)
 
-    def multi_cas(self, keys: Sequence[Any], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
+    def multi_cas(self, keys: Sequence[Hashable], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
         """Write each value only if the stored row still encodes ``expected``, all in one transaction."""
         key_rows = [self._layout.key_row(k) for k in keys]
-        results, writes = [], []
+        results: list[CasResult[Any]] = []
+        writes: list[Row] = []
         self._count("cas")
         with self._conns.immediate() as conn:
             current = self._read(conn, key_rows)
@@ -107,11 +109,13 @@ class SqliteBackingMap:
                 found[tuple(r[:n])] = tuple(r[n:])
         return found
 
-    def _row(self, key: Any, value: Any, *, encoded_key: bool = False) -> Row:
+    def _row(self, key: Hashable, value: Any, *, encoded_key: bool = False) -> Row:
+        """The table row of ``key`` (already a key row when ``encoded_key``) and stored ``value``."""
         stored = self._layout.value_row(value)
         if stored is None:
             raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
-        return (key if encoded_key else self._layout.key_row(key)) + stored
+        key_row = key if encoded_key and isinstance(key, tuple) else self._layout.key_row(key)
+        return key_row + stored
 
     def _count(self, kind: str) -> None:
         self.metrics.state_requests.labels(backend="sqlite", kind=kind).inc()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from states.layout import RowLayout
 from states.errors import SchemaMismatchError
+from states.layout import RowLayout
 from states.spec import check_identifier
 from states.sqlite.connection import quote
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.metrics import METRICS, Metrics
 from states.errors import LeaseHeldError, LeaseLostError
-from states.protocols import LeaseInfo
+from states.metrics import STATE_METRICS, StateMetrics
+from states.protocols import Json, LeaseInfo
 from states.spec import check_identifier
 from states.sqlite.connection import Connections, quote
 from states.sqlite.schema import validate_table
@@ -29,7 +30,7 @@ class SqliteTransactionalStateStore:
 
     def __init__(self, path: str | Path, topology_id: str, *, table: str = "trident_state",
                  clock: Callable[[], float] = time.time, busy_timeout_s: float = 30.0,
-                 synchronous: str = "FULL", metrics: Metrics = METRICS) -> None:
+                 synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS) -> None:
         self.path, self.topology_id, self.metrics, self._clock = str(path), topology_id, metrics, clock
         self.table = check_identifier(table, "table name")
         self._conns = Connections(path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
@@ -49,19 +50,20 @@ class SqliteTransactionalStateStore:
                 "busy_timeout_s": self._conns.busy_timeout_s, "synchronous": self._conns.synchronous}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
         self.__init__(state.pop("path"), state.pop("topology_id"), **state)  # type: ignore[misc]
 
     def close(self) -> None:
         self._conns.close()
 
     # documents
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> Json | None:
         self._count("read")
         row = self._conns.get().execute(f"SELECT value FROM {self._docs} WHERE topology = ? AND key = ?",
                                         (self.topology_id, key)).fetchone()
         return None if row is None else json.loads(row[0])
 
-    def put(self, key: str, value: Any, *, epoch: int) -> None:
+    def put(self, key: str, value: Json, *, epoch: int) -> None:
         doc = json.dumps(value, ensure_ascii=False)
         self._count("write")
         with self._conns.immediate() as conn:
@@ -121,12 +123,12 @@ class SqliteTransactionalStateStore:
             return None
         return LeaseInfo(held_by, epoch, time.time() + remaining)
 
-    def _lease_row(self, conn: Any) -> tuple[str | None, int, float]:
+    def _lease_row(self, conn: sqlite3.Connection) -> tuple[str | None, int, float]:
         row = conn.execute(f"SELECT owner, epoch, expires_at FROM {self._lease} WHERE topology = ?",
                            (self.topology_id,)).fetchone()
         return (None, 0, 0.0) if row is None else (row[0], row[1], row[2])
 
-    def _check_epoch(self, conn: Any, epoch: int) -> None:
+    def _check_epoch(self, conn: sqlite3.Connection, epoch: int) -> None:
         _, current, _ = self._lease_row(conn)
         if current != epoch:
             raise LeaseLostError(self.topology_id, epoch, current)

@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from spouts.kafka import POOL, KafkaSpout, KafkaSpoutConfig
+from spouts.kafka.mock_cluster import MockKafkaCluster
 from spouts.metadata import PartitionMetadata
-from tests.kafka.mock_cluster import MockKafkaCluster
 
 TOPIC = "bench"
 VALUE = b"x" * 100

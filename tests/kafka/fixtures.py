@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.kafka.mock_cluster import MockKafkaCluster
+from spouts.kafka.mock_cluster import MockKafkaCluster
 
 __all__ = ["KafkaPeer", "MockKafkaCluster", "RealKafkaPeer", "kafka_cluster", "kafka_peer", "unique_topic"]
 

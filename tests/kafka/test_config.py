@@ -8,8 +8,21 @@ import pickle
 
 import pytest
 
-from spouts.kafka import SCHEMA, ConsumerPool, FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout
-from spouts.protocols import ArrowSpout, PartitionedCoordinator, PartitionedEmitter, PartitionedSpout, SpoutKind
+from spouts.kafka import (
+    SCHEMA,
+    ConsumerPool,
+    FirstPoll,
+    KafkaSpout,
+    KafkaSpoutConfig,
+    TransactionalKafkaSpout,
+)
+from spouts.protocols import (
+    ArrowSpout,
+    PartitionedCoordinator,
+    PartitionedEmitter,
+    PartitionedSpout,
+    SpoutKind,
+)
 
 SECRETS = {"sasl.password": "hunter2", "ssl.key.password": "k3y-pass", "sasl.oauthbearer.client.secret": "s3cr3t",
            "sasl.username": "alice", "security.protocol": "SASL_SSL", "socket.timeout.ms": "1234"}

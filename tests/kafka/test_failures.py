@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from spouts.errors import PartitionUnavailableError
 from spouts.kafka import KafkaSpout, TransactionalKafkaSpout
 from spouts.metadata import Partition, PartitionMetadata
 from spouts.planner import Caps, plan_batch
-from spouts.errors import PartitionUnavailableError
 from tests.kafka.fixtures import MockKafkaCluster, unique_topic
 from tests.kafka.helpers import config, parts, produce, spread
 

@@ -19,13 +19,24 @@ from prometheus_client import CollectorRegistry
 from app.coordinator import Coordinator, CoordinatorConfig
 from app.local import LocalExecutor, Sink
 from app.metrics import Metrics
-from spouts.kafka import FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout
-from spouts.planner import Caps
 from spouts.errors import DataLossError
+from spouts.kafka import (
+    FirstPoll,
+    KafkaSpout,
+    KafkaSpoutConfig,
+    TransactionalKafkaSpout,
+)
+from spouts.metrics import SpoutMetrics
+from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy
 from states import Count, OpaqueMap, TransactionalMap
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
-from tests.kafka.fixtures import READ_COMMITTED, KafkaPeer, MockKafkaCluster, unique_topic
+from tests.kafka.fixtures import (
+    READ_COMMITTED,
+    KafkaPeer,
+    MockKafkaCluster,
+    unique_topic,
+)
 from tests.kafka.helpers import Produced, config, produce, spread, truth
 
 
@@ -260,7 +271,7 @@ def test_retention_past_the_stored_offset_skips_with_policy_skip(kafka_peer: Kaf
     """Policy SKIP: the pipeline continues at the log start; exactly the deleted, unread records are missing."""
     topic = _topic(kafka_peer)
     acked = produce(kafka_peer.bootstrap_servers(), topic, spread(150, 3))
-    metrics = Metrics(CollectorRegistry())
+    metrics = SpoutMetrics(CollectorRegistry())
     cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], data_loss=DataLossPolicy.SKIP)
     pipelines.append(Pipeline(KafkaSpout(cfg, "topology-1", metrics), caps=Caps(per_partition=10, per_batch=1000)))
     p = pipelines[-1]

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
+from spouts.errors import DataLossError
 from spouts.kafka import FirstPoll, KafkaEmitter, KafkaSpout, TransactionalKafkaSpout
 from spouts.metadata import Partition, PartitionMetadata
+from spouts.metrics import SpoutMetrics
 from spouts.planner import Caps, plan_batch
-from spouts.errors import DataLossError
 from spouts.protocols import DataLossPolicy
 from tests.kafka.fixtures import TIMESTAMP_LOOKUP, KafkaPeer, unique_topic
 from tests.kafka.helpers import config, parts, produce, spread
@@ -129,7 +129,7 @@ def test_resume_starts_at_next_offset_never_plus_one(kafka_peer: KafkaPeer) -> N
 def test_plan_sets_partition_lag_to_end_minus_committed_offset(kafka_peer: KafkaPeer) -> None:
     """Planning publishes each partition's lag: log end minus the next offset the last committed batch stored."""
     topic = _topic(kafka_peer, 10)
-    metrics = Metrics(CollectorRegistry())
+    metrics = SpoutMetrics(CollectorRegistry())
     em = KafkaSpout(config(kafka_peer.bootstrap_servers(), topics=[topic]), "lagging", metrics).emitter()
     em.plan_partition(Partition(topic, 0), PartitionMetadata(topic, 0, 0, 3, 3, "lagging"), 2)
     assert metrics.value("trident_partition_lag", pipeline="lagging", topic=topic, partition="0") == 7
@@ -160,7 +160,7 @@ def test_data_loss_fails_by_default_naming_the_gap(kafka_peer: KafkaPeer) -> Non
     topic = _topic(kafka_peer, 10)
     kafka_peer.delete_records(topic, 0, 7)
     registry = CollectorRegistry()
-    spout = KafkaSpout(config(kafka_peer.bootstrap_servers(), topics=[topic]), "topo", Metrics(registry))
+    spout = KafkaSpout(config(kafka_peer.bootstrap_servers(), topics=[topic]), "topo", SpoutMetrics(registry))
     last = PartitionMetadata(topic, 0, 0, 3, 3, "topo")
     with pytest.raises(DataLossError) as info:
         spout.emitter().plan_partition(Partition(topic, 0), last, 100)
@@ -175,7 +175,7 @@ def test_data_loss_skip_continues_at_the_log_start_with_metrics_and_a_log_line(
     """Policy SKIP plans from the log start, counts the event and the lost offsets, and logs a warning."""
     topic = _topic(kafka_peer, 10)
     kafka_peer.delete_records(topic, 0, 7)
-    metrics = Metrics(CollectorRegistry())
+    metrics = SpoutMetrics(CollectorRegistry())
     spout = TransactionalKafkaSpout(config(kafka_peer.bootstrap_servers(), topics=[topic],
                                            data_loss=DataLossPolicy.SKIP), "topo", metrics)
     with caplog.at_level(logging.WARNING, logger="spouts.kafka"):

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
+from spouts.errors import PartitionUnavailableError
 from spouts.kafka import POOL, SCHEMA, KafkaSpout, read_arrow
 from spouts.metadata import Partition, PartitionMetadata
-from spouts.errors import PartitionUnavailableError
 from tests.kafka.fixtures import READ_COMMITTED, KafkaPeer, unique_topic
 from tests.kafka.helpers import config, produce, spread
 

@@ -32,12 +32,12 @@ from app.metrics import Metrics
 from app.spark import SparkExecutor, spark_session
 from app.topology import Topology
 from spouts.kafka import POOL, KafkaSpout, KafkaSpoutConfig
+from spouts.kafka.mock_cluster import MockKafkaCluster
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps
 from states import Count
 from states.factory import StateFactory
 from tests.kafka.bench_read_rate import bare_consume
-from tests.kafka.mock_cluster import MockKafkaCluster
 
 TOPIC = "bench"  # bare_consume reads this topic
 PARTITIONS = 4

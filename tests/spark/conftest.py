@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.cqlserver.fixtures import cql_server_session  # noqa: F401  (fixture)
-from tests.kafka.mock_cluster import MockKafkaCluster
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.memory import MemorySource, MemorySpout
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps, plan_batch
-from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.protocols import SpoutKind
 
 metas = st.builds(

@@ -7,8 +7,8 @@ update every key once and divides the requests the server received (application 
 no driver metadata, no PREPARE after warm-up) by the keys updated:
 
 * new keys:        first batch on an empty table (read + INSERT IF NOT EXISTS);
-* warm cache:      steady state under CachedMap (the LWT only);
-* cold cache:      a fresh CachedMap over existing rows, e.g. the first batch after a restart;
+* warm cache:      steady state under CasCachedMap (the LWT only);
+* cold cache:      a fresh CasCachedMap over existing rows, e.g. the first batch after a restart;
 * no cache:        steady state without a cache (read + LWT);
 * stale cache:     warm cache, but another writer changed every row since (failed LWT + LWT).
 """
@@ -22,10 +22,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
-from states import CachedMap, Count, OpaqueMap, TransactionalMap
+from states import CasCachedMap, Count, OpaqueMap, TransactionalMap
 from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
+from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer
 
@@ -45,9 +45,9 @@ class Scenario:
         self.client, self.txid = client, 0
 
     def state(self, cached: bool) -> Any:
-        m = Metrics(CollectorRegistry())
+        m = StateMetrics(CollectorRegistry())
         backing: Any = CassandraBackingMap(self.client.settings, self.spec, client=self.client, metrics=m)
-        return self._wrap(CachedMap(backing, size=len(self.keys)) if cached else backing, metrics=m)
+        return self._wrap(CasCachedMap(backing, size=len(self.keys)) if cached else backing, metrics=m)
 
     def run(self, state: Any, batches: int) -> tuple[float, float, float, float]:
         """(requests, reads, LWTs) per updated key and milliseconds per batch over ``batches`` batches."""

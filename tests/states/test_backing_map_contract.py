@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from states.cached import CachedMap
+from states.cached import CasCachedMap
 from states.opaque import OpaqueMap
 from states.protocols import CasBackingMap
-from states.transactional import TransactionalMap
 from states.spec import Column, MapSpec, StateKind
+from states.transactional import TransactionalMap
 from states.values import OpaqueValue, TransactionalValue
 from tests.states.backends import BACKING_MAPS, Backend
 
@@ -133,7 +133,7 @@ class TestMapStateReadsDuringCommit:
     def state(self, request: pytest.FixtureRequest, backend_name: str) -> OpaqueMap | TransactionalMap:
         name, cached = request.param
         backing = BACKING_MAPS[backend_name](SPECS[name], request).map
-        inner = CachedMap(backing, 100) if cached else backing
+        inner = CasCachedMap(backing, 100) if cached else backing
         return OpaqueMap(inner) if name == "opaque" else TransactionalMap(inner)
 
     @staticmethod

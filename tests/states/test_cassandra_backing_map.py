@@ -17,12 +17,12 @@ from cassandra.policies import DCAwareRoundRobinPolicy
 from cassandra.protocol import ServerError
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
-from states import CachedMap, Count, NonTransactionalMap, OpaqueMap, TransactionalMap
+from states import CasCachedMap, Count, NonTransactionalMap, OpaqueMap, TransactionalMap
 from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
 from states.cassandra.schema import replication_cql
 from states.errors import InvalidIdentifierError, SchemaMismatchError
+from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue
 from tests.states.backends import CassandraPeer, cassandra_peer, cassandra_settings
@@ -53,8 +53,8 @@ def server_settings(request: pytest.FixtureRequest, peer: CassandraPeer) -> Cass
     return cassandra_settings(request, "cqlserver")
 
 
-def metrics() -> Metrics:
-    return Metrics(CollectorRegistry())
+def metrics() -> StateMetrics:
+    return StateMetrics(CollectorRegistry())
 
 
 def commit(state: Any, txid: int, counts: dict[Any, int]) -> None:
@@ -71,14 +71,14 @@ def raw_session(settings: CassandraSettings) -> Any:
     return cluster, cluster.connect()
 
 
-def requests(m: Metrics, kind: str) -> float:
+def requests(m: StateMetrics, kind: str) -> float:
     return m.value("trident_state_requests_total", backend="cassandra", kind=kind)
 
 
 class TestTablesPeopleQuery:
     def test_cqlsh_select_returns_the_count(self, settings: CassandraSettings) -> None:
         """After two batches, SELECT word, count FROM ks.word_counts WHERE word = 'the' returns the total."""
-        state = OpaqueMap(CachedMap(CassandraBackingMap(settings, WORDS)))
+        state = OpaqueMap(CasCachedMap(CassandraBackingMap(settings, WORDS)))
         commit(state, 1, {("the",): 3, ("cat",): 1})
         commit(state, 2, {("the",): 2})
         cluster, session = raw_session(settings)
@@ -190,7 +190,7 @@ class TestRoundTrips:
         """Steady state: cached 1 request per key (the LWT), uncached 2 (read + LWT); new keys 2 either way."""
         server, keys = peer.server, [(f"w{i}",) for i in range(40)]
         m = metrics()
-        cached = OpaqueMap(CachedMap(CassandraBackingMap(server_settings, WORDS, metrics=m)), metrics=m)
+        cached = OpaqueMap(CasCachedMap(CassandraBackingMap(server_settings, WORDS, metrics=m)), metrics=m)
         server.reset_counts()
         commit(cached, 1, dict.fromkeys(keys, 1))
         assert (server.stats().ops("word_counts", "read"), server.stats().ops("word_counts", "cas")) == (40, 40)
@@ -258,7 +258,7 @@ def test_word_count_ground_truth_over_many_batches(server_settings: CassandraSet
     import random
 
     rnd, total = random.Random(7), Counter[str]()
-    state = OpaqueMap(CachedMap(CassandraBackingMap(server_settings, WORDS), size=50))
+    state = OpaqueMap(CasCachedMap(CassandraBackingMap(server_settings, WORDS), size=50))
     for txid in range(1, 11):
         batch = Counter(rnd.choice("abcdefghijklmnopqrstuvwxyz") * rnd.randint(1, 3) for _ in range(200))
         total.update(batch)

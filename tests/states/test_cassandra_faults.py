@@ -1,7 +1,7 @@
 """Exactly-once through Cassandra faults, on the CQL test server (the only peer that injects them).
 
 Each test commits word-count batches through ``OpaqueMap`` over the Cassandra backing map (bare
-and under ``CachedMap``), injects one failure, and ends by comparing the rows stored on the server
+and under ``CasCachedMap``), injects one failure, and ends by comparing the rows stored on the server
 (read from its storage, not through the map) with a ground truth computed here by plain
 arithmetic over the batches, and by checking the metrics on a registry of its own.
 """
@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
-from states import CachedMap, Count, OpaqueMap
+from states import CasCachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
 from states.cassandra import (
     CassandraBackingMap,
@@ -25,8 +24,8 @@ from states.cassandra import (
     CassandraSettings,
     CassandraTransactionalStateStore,
 )
-from states.errors import UnknownOutcomeError
-from states.errors import LeaseLostError, StaleBatchError
+from states.errors import LeaseLostError, StaleBatchError, UnknownOutcomeError
+from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer, Fault
 
@@ -52,14 +51,14 @@ def truth(upto: int) -> dict[str, tuple[int, int, int | None]]:
 
 
 @pytest.fixture(params=["bare", "cached"])
-def stack(request: pytest.FixtureRequest, settings: CassandraSettings) -> Callable[..., tuple[OpaqueMap, Metrics]]:
-    """Builds OpaqueMap(backing) or OpaqueMap(CachedMap(backing)) with fresh metrics."""
+def stack(request: pytest.FixtureRequest, settings: CassandraSettings) -> Callable[..., tuple[OpaqueMap, StateMetrics]]:
+    """Builds OpaqueMap(backing) or OpaqueMap(CasCachedMap(backing)) with fresh metrics."""
 
-    def make(client: CassandraClient | None = None) -> tuple[OpaqueMap, Metrics]:
-        m = Metrics(CollectorRegistry())
+    def make(client: CassandraClient | None = None) -> tuple[OpaqueMap, StateMetrics]:
+        m = StateMetrics(CollectorRegistry())
         backing: Any = CassandraBackingMap(settings, WORDS, client=client, metrics=m)
         if request.param == "cached":
-            backing = CachedMap(backing)
+            backing = CasCachedMap(backing)
         return OpaqueMap(backing, metrics=m), m
 
     return make
@@ -84,15 +83,15 @@ def stored(server: CqlServer, settings: CassandraSettings) -> dict[str, tuple[in
     return {r["word"]: (r["txid"], r["count"], r["prev_count"]) for r in server.rows(settings.keyspace, "word_counts")}
 
 
-def unknown(m: Metrics, resolution: str) -> float:
+def unknown(m: StateMetrics, resolution: str) -> float:
     return m.value("trident_cas_unknown_outcomes_total", resolution=resolution)
 
 
-def conflicts(m: Metrics) -> float:
+def conflicts(m: StateMetrics) -> float:
     return m.value("trident_cas_conflicts_total")
 
 
-def lwts(m: Metrics) -> float:
+def lwts(m: StateMetrics) -> float:
     return m.value("trident_state_requests_total", backend="cassandra", kind="cas")
 
 
@@ -125,7 +124,7 @@ class TestUnknownOutcomes:
         assert conflicts(m) == 1  # the resolved key goes round the compare-and-set loop once more
         assert server.stats().ops("word_counts", "cas") == len(BATCHES[3]) + 1
         assert server.stats().ops("word_counts", "serial_read") == 1
-        uncached = [w for w in BATCHES[3] if w not in truth(2)] if isinstance(state.backing, CachedMap) else BATCHES[3]
+        uncached = [w for w in BATCHES[3] if w not in truth(2)] if isinstance(state.backing, CasCachedMap) else BATCHES[3]
         assert server.stats().ops("word_counts", "read") == len(uncached) + 1  # + the serial read; no re-read
 
     @pytest.mark.parametrize("applied", [True, False])
@@ -158,7 +157,7 @@ class TestUnknownOutcomes:
         """When even the serial read keeps failing the batch fails (UnknownOutcomeError); its replay is exact."""
         state, m = stack()
         commit(state, 1)
-        plain_reads = len([w for w in BATCHES[2] if w not in truth(1)] if isinstance(state.backing, CachedMap)
+        plain_reads = len([w for w in BATCHES[2] if w not in truth(1)] if isinstance(state.backing, CasCachedMap)
                           else BATCHES[2])
         server.inject(Fault.write_timeout_cas(applied=True, table="word_counts"))
         server.inject(Fault.read_timeout(table="word_counts", statement="select", after=plain_reads, times=None))
@@ -185,7 +184,7 @@ class TestZombies:
         assert stored(server, settings) == truth(3)
         # Cached keys: the LWT on the stale cached row fails and returns the zombie's row, identical to ours, so
         # nothing is re-sent. Uncached keys: the read already shows the zombie's row: no LWT at all.
-        stale = [w for w in BATCHES[3] if w in truth(2)] if isinstance(state.backing, CachedMap) else []
+        stale = [w for w in BATCHES[3] if w in truth(2)] if isinstance(state.backing, CasCachedMap) else []
         assert conflicts(m) == len(stale)
         assert server.stats().ops("word_counts", "cas") == len(stale)
         commit(state, 4)
@@ -220,9 +219,9 @@ class TestZombies:
     def test_timeout_resolved_as_applied_because_a_zombie_wrote_the_same_value(
             self, server: CqlServer, settings: CassandraSettings, other_client: CassandraClient) -> None:
         """Our LWT timed out unapplied, a zombie wrote the identical txid-3 value before our serial read: "applied"."""
-        m, zm = Metrics(CollectorRegistry()), Metrics(CollectorRegistry())
-        state = OpaqueMap(CachedMap(CassandraBackingMap(settings, WORDS, metrics=m)), metrics=m)
-        zombie = OpaqueMap(CachedMap(CassandraBackingMap(settings, WORDS, client=other_client, metrics=zm)),
+        m, zm = StateMetrics(CollectorRegistry()), StateMetrics(CollectorRegistry())
+        state = OpaqueMap(CasCachedMap(CassandraBackingMap(settings, WORDS, metrics=m)), metrics=m)
+        zombie = OpaqueMap(CasCachedMap(CassandraBackingMap(settings, WORDS, client=other_client, metrics=zm)),
                            metrics=zm)
         commit(state, 1)
         commit(state, 2)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout, WriteType
+from cassandra import (
+    OperationTimedOut,
+    ReadTimeout,
+    Unavailable,
+    WriteTimeout,
+    WriteType,
+)
 from cassandra.connection import ConnectionShutdown
 from cassandra.policies import TokenAwarePolicy
 from cassandra.protocol import OverloadedErrorMessage, ServerError, SyntaxException

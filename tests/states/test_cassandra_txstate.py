@@ -7,17 +7,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states.cassandra import CassandraSettings, CassandraTransactionalStateStore
 from states.errors import LeaseHeldError, LeaseLostError
+from states.metrics import StateMetrics
 from tests.cqlserver import CqlServer, Fault
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def metrics() -> Metrics:
-    return Metrics(CollectorRegistry())
+def metrics() -> StateMetrics:
+    return StateMetrics(CollectorRegistry())
 
 
 def lease_row(server: CqlServer, settings: CassandraSettings, topology: str) -> dict[str, Any]:
@@ -81,7 +81,7 @@ class TestLease:
 
 class TestUnknownOutcomes:
     @pytest.mark.parametrize("applied", [True, False])
-    def test_put_timeout_is_resolved(self, server: CqlServer, settings: CassandraSettings, metrics: Metrics,
+    def test_put_timeout_is_resolved(self, server: CqlServer, settings: CassandraSettings, metrics: StateMetrics,
                                      applied: bool) -> None:
         """A put whose LWT timed out is resolved by serial reads (and re-sent only if it did not land)."""
         store = CassandraTransactionalStateStore(settings, "wc", metrics=metrics)

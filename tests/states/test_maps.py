@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states import (
     CachedMap,
+    CasCachedMap,
     CasRetriesExhaustedError,
     Count,
     Max,
@@ -25,7 +25,10 @@ from states import (
 )
 from states.aggregators import combine_updater
 from states.memory import MemoryBackingMap
-from states.protocols import CasResult
+from states.metrics import StateMetrics
+from states.factory import StateFactory
+from states.protocols import CasBackingMap, CasResult
+from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue
 
 
@@ -58,7 +61,7 @@ def opaque_commit(state: Any, txid: int, updates: dict[Any, int]) -> list[Any]:
 class TestCompareAndSet:
     def test_failed_cas_recomputes_from_returned_value_without_rereading(self) -> None:
         """A zombie of the same txid wrote first: the CAS fails, the map recomputes from the returned row."""
-        metrics = Metrics(CollectorRegistry())
+        metrics = StateMetrics(CollectorRegistry())
         backing = RacingMap([OpaqueValue(5, 13, 10)], times=1)  # same txid 5, partial 3 on prev 10
         backing.data[("k",)] = OpaqueValue(4, 10, 6)
         state = OpaqueMap(backing, metrics=metrics)
@@ -196,7 +199,7 @@ class TestCachedMap:
     def test_warm_cache_skips_reads_and_survives_a_zombie(self) -> None:
         """Warm reads come from the cache; a stale cached value costs one failed CAS, never a wrong count."""
         backing = RacingMap([], times=0)
-        state = OpaqueMap(CachedMap(backing, size=100))
+        state = OpaqueMap(CasCachedMap(backing, size=100))
         opaque_commit(state, 1, {("a",): 1})
         gets = backing.gets
         opaque_commit(state, 2, {("a",): 1})
@@ -213,8 +216,8 @@ class TestCachedMap:
         assert list(cache._lru) == [2, 3]
         assert cache.multi_get([1, 2, 3]) == ["a", "b", "c"]
 
-    def test_cache_over_plain_map_has_no_cas(self) -> None:
-        """The cache offers compare-and-set exactly when the map below it does."""
+    def test_each_cache_matches_its_backing_map(self) -> None:
+        """CachedMap has no compare-and-set; CasCachedMap is a CAS map and refuses a plain map below it."""
 
         class Plain:
             def multi_get(self, keys: Sequence[Any]) -> list[Any]:
@@ -223,8 +226,19 @@ class TestCachedMap:
             def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
                 pass
 
-        assert not hasattr(CachedMap(Plain()), "multi_cas")
-        assert hasattr(CachedMap(MemoryBackingMap()), "multi_cas")
+        assert not isinstance(CachedMap(Plain()), CasBackingMap)
+        assert not isinstance(CachedMap(MemoryBackingMap()), CasBackingMap)
+        assert isinstance(CasCachedMap(MemoryBackingMap()), CasBackingMap)
+        with pytest.raises(TypeError, match="compare-and-set"):
+            CasCachedMap(Plain())  # type: ignore[arg-type]
+
+    def test_factory_builds_the_cache_that_keeps_compare_and_set(self) -> None:
+        """The factory's stack over a CAS backing map is OpaqueMap(CasCachedMap(backing)), cache or not."""
+        spec = MapSpec("words", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
+        state = StateFactory(backend="memory", cache_size=10).make_state(spec)
+        assert isinstance(state, OpaqueMap) and isinstance(state.backing, CasCachedMap)
+        uncached = StateFactory(backend="memory", cache_size=0).make_state(spec)
+        assert isinstance(uncached.backing, CasBackingMap) and not isinstance(uncached.backing, CachedMap)
 
 
 class TestAggregators:

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
 from states import Count, NonTransactionalMap, OpaqueMap
 from states.aggregators import combine_updater
 from states.errors import InvalidIdentifierError, LeaseLostError, SchemaMismatchError
+from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from states.sqlite import SqliteBackingMap, SqliteTransactionalStateStore
 from states.values import OpaqueValue, TransactionalValue
@@ -113,7 +113,7 @@ def test_pickles_as_path_and_spec(db: Path) -> None:
 
 def test_multi_cas_is_one_transaction_and_sees_repeated_keys(db: Path) -> None:
     """One multi_cas is one request; a key repeated in the call is compared with the earlier write."""
-    metrics = Metrics(CollectorRegistry())
+    metrics = StateMetrics(CollectorRegistry())
     m = SqliteBackingMap(db, COUNTER, metrics=metrics)
     results = m.multi_cas([("a",), ("a",), ("a",)], [None, 1, 1], [1, 2, 3])
     assert [r.applied for r in results] == [True, True, False] and results[2].current == 2

@@ -145,8 +145,6 @@ class TestRotatingState:
         assert r.txids == [9, 10]
         reloaded = RotatingTransactionalState(harness.reopen(), "spout", epoch=epoch, retention=3)
         assert reloaded.txids == [9, 10] and reloaded.get_previous_state(10) == {"t": 9}
-        r.remove_state(10)
-        assert RotatingTransactionalState(harness.reopen(), "spout", epoch=epoch).txids == [9]
 
     def test_writes_of_a_zombie_are_fenced(self, harness: StoreHarness) -> None:
         """A rotating state holding an old epoch cannot override states after a takeover."""
