@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from app.metrics import METRICS, Metrics
+from states.metrics import STATE_METRICS, StateMetrics
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.schema import check_cql_identifier
 from states.cassandra.session import CassandraClient, shared_client
@@ -29,7 +29,7 @@ class CassandraTableReader:
     """Reads ``<keyspace>.<table>`` the way :class:`~states.cassandra.CassandraBackingMap` wrote it."""
 
     def __init__(self, settings: CassandraSettings, *, client: CassandraClient | None = None,
-                 metrics: Metrics = METRICS, page_size: int = PAGE_SIZE) -> None:
+                 metrics: StateMetrics = STATE_METRICS, page_size: int = PAGE_SIZE) -> None:
         self.settings, self.metrics, self.page_size = settings, metrics, page_size
         self.client = client or shared_client(settings)
         self.keyspace = check_cql_identifier(settings.keyspace, "keyspace name")
