@@ -114,9 +114,11 @@ def retention_warnings(config: Any) -> list[str]:
     declared = {t.name: t for t in config.topics}
     out = []
     for p in config.pipelines:
+        pattern = p.spout.topic_pattern
         sources = [t for t in declared.values()
-                   if t.name in p.spout.topics or (p.spout.topic_pattern and re.fullmatch(p.spout.topic_pattern, t.name))]
-        stall_ms = int((config.service.ready_window_s + p.lease_ttl_s) * 1000)
+                   if t.name in p.spout.topics or (pattern and re.fullmatch(pattern, t.name))]
+        window = config.service.ready_window_s
+        stall_ms = int((window + p.lease_ttl_s) * 1000)
         needed = MIN_RETENTION_MS + stall_ms
         for t in sources:
             r = t.retention_ms
@@ -124,7 +126,7 @@ def retention_warnings(config: Any) -> list[str]:
                 continue
             if r < needed:
                 out.append(f"topics.{t.name}.configs.retention.ms: {r} ms ({r / 3_600_000:.1f} h) is shorter than "
-                           f"the {needed} ms pipeline {p.id!r} needs (the readiness window {config.service.ready_window_s:g} s "
+                           f"the {needed} ms pipeline {p.id!r} needs (the readiness window {window:g} s "
                            f"+ lease TTL {p.lease_ttl_s:g} s before a stall shows, + a day to repair it): records "
                            f"could expire before they are read (then data_loss={p.spout.data_loss.value} decides)")
     return out

@@ -16,7 +16,7 @@ from app.config import compile_pipeline, load
 from app.coordinator import Coordinator, CoordinatorConfig
 from app.local import LocalExecutor, Sink
 from states.aggregators import Count
-from states.factory import forget_opened
+from states import factory as state_factory
 from states.spec import Column, MapSpec, StateKind
 
 WORDS_SPEC = MapSpec("word_counts", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
@@ -27,6 +27,11 @@ class Result:
     code: int
     out: str
     err: str
+
+
+def forget_opened() -> None:
+    """Drop the states and stores this process opened, so the next step opens them as a new process would."""
+    state_factory._opened.clear()  # noqa: SLF001 - the per-process registry; tests simulate a fresh process
 
 
 def cli(*argv: str) -> Result:

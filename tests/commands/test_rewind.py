@@ -18,9 +18,9 @@ import pytest
 from app.config import compile_pipeline, load
 from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
-from states.factory import forget_opened
 from tests.commands.backends import STATE_BACKENDS, state_section
-from tests.commands.helpers import cli, pipeline_coordinator, run_pipeline, words_of, write_config
+from tests.commands.helpers import (cli, forget_opened, pipeline_coordinator, run_pipeline, words_of,
+                                    write_config)
 from tests.kafka.fixtures import TIMESTAMP_LOOKUP, KafkaPeer, MockKafkaCluster, unique_topic
 from tests.kafka.helpers import produce
 

@@ -11,9 +11,8 @@ import pytest
 from app.config import compile_pipeline, load
 from app.progress import ProgressLog, StoredBatch, read_progress
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
-from states.factory import forget_opened
 from tests.commands.backends import STATE_BACKENDS, state_section
-from tests.commands.helpers import cli, run_pipeline, write_config
+from tests.commands.helpers import cli, forget_opened, run_pipeline, write_config
 from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, unique_topic
 from tests.kafka.helpers import produce
 

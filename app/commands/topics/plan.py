@@ -123,8 +123,9 @@ def diff(declared: Sequence[TopicSettings], actual: Mapping[str, TopicState]) ->
             changes.append(Change("add_partitions", t.name, t.partitions, before={"partitions": now.partitions}))
         if t.replication_factor is not None and t.replication_factor != now.replication_factor:
             refusals.append(Refusal(t.name, "replication_factor",
-                                    f"declared {t.replication_factor}, the topic has {now.replication_factor}: changing "
-                                    "it is a partition reassignment (kafka-reassign-partitions), not done here"))
+                                    f"declared {t.replication_factor}, the topic has {now.replication_factor}: "
+                                    "changing it is a partition reassignment (kafka-reassign-partitions), "
+                                    "not done here"))
         if now.configs is None:
             if t.configs:
                 unknowns.append(Unknown(t.name, now.config_error or "no answer"))
