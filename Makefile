@@ -23,6 +23,11 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -m "not slow"
 
+# ruff (style and likely bugs) and mypy (types: strict for states/, spouts/ and the coordinator); config in pyproject.toml
+lint: venv
+	$(VENV)/bin/ruff check app states spouts tests
+	$(VENV)/bin/mypy
+
 bench: venv
 	$(PY) -m pytest -m benchmark -p no:cacheprovider tests --benchmark-only -q
 

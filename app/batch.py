@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from spouts.metadata import BatchPlan
+from states.spec import StateKind
 
 
 class BatchStatus(enum.Enum):
+    """Where one attempt at a txid stands; :data:`_NEXT` says which moves are allowed."""
+
     PLANNED = "planned"
     PROCESSED = "processed"
     COMMITTED = "committed"
@@ -50,6 +53,7 @@ class Batch:
     future: Future[Any] | None = field(default=None, repr=False)
 
     def advance(self, to: BatchStatus) -> None:
+        """Move to ``to``, or raise BatchLifecycleError when the lifecycle does not allow it."""
         if to not in _NEXT[self.status]:
             raise BatchLifecycleError(f"txid {self.txid} attempt {self.attempt}: {self.status.value} -> {to.value}")
         self.status = to
@@ -59,10 +63,18 @@ class BatchExecutor(Protocol):
     """Runs a batch's work: ``process`` reads, transforms and pre-aggregates without touching state;
     ``commit`` applies the result through the states. Both must be deterministic in the plan."""
 
-    def state_kinds(self) -> list[Any]: ...
+    def state_kinds(self) -> list[StateKind]:
+        """The kind of every state the executor writes (checked against the spout's kind)."""
+        ...
 
     def process(self, batch: Batch) -> Any: ...
 
     def commit(self, batch: Batch, processed: Any) -> CommitStats: ...
 
-    # Optional: ``cancel(txid)`` stops the still-running work of an abandoned txid.
+    def cancel(self, txid: int) -> None:
+        """Stop the still-running work of an abandoned txid (a no-op where nothing can be cancelled)."""
+        ...
+
+    def close(self) -> None:
+        """Release what is held for txids not committed (the coordinator is stopping)."""
+        ...

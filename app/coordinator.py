@@ -4,13 +4,15 @@ One coordinator per topology id is active (a lease in the transactional-state st
 
 1. **Plan**: each partition continues from the last committed (or in-flight earlier) range.
 2. **Process**: the executor reads exactly those ranges and pre-aggregates; no state is touched.
-3. **Freeze**: before the first state write, the plan is stored for the txid (fenced by the lease
-   epoch); every replay of the txid re-reads exactly these ranges.
+3. **Freeze**: before the first state write, the plan is stored for the txid with its attempt
+   number (fenced by the lease epoch); every replay of the txid re-reads exactly these ranges.
 4. **Commit**: the executor applies the batch through the states; then the txid is marked
    committed (fenced), the spout is told, and the rotating state forgets old txids.
 
 A failure of txid N fails every later in-flight txid too; N is replayed (from its frozen plan if
-it has one). Transactional spouts freeze at plan time, so their txids never change content.
+it has one, storing the next attempt number first). Transactional spouts freeze at plan time, so
+their txids never change content. Every stored document goes through :mod:`app.progress`; the loop
+that drives :meth:`Coordinator.step` is :mod:`app.loop`; docs/design.md walks one txid through it all.
 """
 
 from __future__ import annotations
@@ -22,22 +24,29 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
 from app.guarantees import check_combination
+from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
-from spouts.errors import DataLossError
+from spouts import errors as spout_errors
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
 from spouts.protocols import PartitionedSpout, SpoutKind
-from states.errors import LeaseHeldError, LeaseLostError, StaleBatchError
+from states import errors as state_errors
+from states.errors import LeaseLostError
+from states.protocols import CoordinatorStore
 
 log = logging.getLogger(__name__)
 
-FATAL = (DataLossError, LeaseLostError, LeaseHeldError, StaleBatchError)
+FATAL = spout_errors.FATAL + state_errors.FATAL  # never retried: a replay would only repeat them
 FaultHook = Callable[[str, int], None]
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +72,11 @@ class CoordinatorConfig:
 class Coordinator:
     """Drives one topology's batches against a spout, an executor and a transactional-state store."""
 
-    # Tests turn this off to show the partial-commit window that freezing closes (DESIGN.md §2):
+    # Tests turn this off to show the partial-commit window that freezing closes (docs/design.md):
     # the plan is then stored after the state writes, as pure Trident does for opaque spouts.
     _freeze_before_commit = True
 
-    def __init__(self, topology_id: str, spout: PartitionedSpout, executor: BatchExecutor, store: object,
+    def __init__(self, topology_id: str, spout: PartitionedSpout, executor: BatchExecutor, store: CoordinatorStore,
                  config: CoordinatorConfig | None = None, *, metrics: Metrics = METRICS,
                  faults: FaultHook | None = None, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
@@ -82,7 +91,6 @@ class Coordinator:
         self._pool = ThreadPoolExecutor(self.config.max_pending, thread_name_prefix=f"process-{topology_id}")
         self._inflight: deque[Batch] = deque()
         self._attempts: dict[int, int] = {}
-        self._failures = 0
         self._epoch: int | None = None
         self._renewed_at = 0.0
         self._progress: ProgressLog | None = None
@@ -105,9 +113,11 @@ class Coordinator:
                  self.committed_txid)
 
     def close(self, *, release: bool = True) -> None:
-        """Stop processing; release the lease so a successor can start at once."""
+        """Stop processing, let the executor release what it holds, and release the lease so a successor
+        can start at once."""
         self._fail_inflight()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.executor.close()
         self._partitions.close()
         self._emitter.close()
         if release and self._epoch is not None:
@@ -118,40 +128,31 @@ class Coordinator:
         self._metrics.lease_held.labels(self.topology_id).set(0)
 
     def run(self, stop: threading.Event | None = None, *, max_batches: int | None = None,
-            until_idle: bool = False) -> int:
+            until_idle: bool = False, callbacks: Callbacks = NO_CALLBACKS) -> int:
         """Commit batches until ``stop`` is set, ``max_batches`` committed, or (``until_idle``) nothing is new.
 
         Returns the number of txids committed. Fatal errors (data loss with policy fail, a lost
-        lease, a batch behind the state) propagate; anything else is retried with backoff.
+        lease, a batch behind the state) propagate; anything else is retried with backoff
+        (:func:`app.loop.run_steps`, which tells ``callbacks`` about every step).
         """
         if self._epoch is None:
             self.start()
-        stop = stop or threading.Event()
-        committed = 0
-        while not stop.is_set() and (max_batches is None or committed < max_batches):
-            outcome = self.step()
-            if outcome == "committed":
-                committed += 1
-            elif outcome == "idle":
-                if until_idle:
-                    break
-                stop.wait(self.config.idle_sleep_s)
-            elif outcome == "failed":
-                stop.wait(self._backoff())
-        return committed
+        return run_steps(self.step, stop or threading.Event(), idle_sleep_s=self.config.idle_sleep_s,
+                         retry_backoff_s=self.config.retry_backoff_s, callbacks=callbacks,
+                         max_batches=max_batches, until_idle=until_idle, clock=self._clock)
 
     def run_until_idle(self, max_batches: int | None = None) -> int:
         return self.run(max_batches=max_batches, until_idle=True)
 
     # -- one step ---------------------------------------------------------------------------
 
-    def step(self) -> str:
-        """Fill the pipeline, then finish the oldest txid: 'committed', 'idle' or 'failed'."""
+    def step(self) -> Outcome:
+        """Fill the pipeline, then finish the oldest txid."""
         self._keep_lease()
         try:
             self._fill()
             if not self._inflight:
-                return "idle"
+                return Outcome.IDLE
             self._finish(self._inflight[0])
         except FATAL:
             self._fail_inflight()
@@ -159,9 +160,8 @@ class Coordinator:
         except Exception as e:  # noqa: BLE001 - every other failure replays the txid
             txid = self._inflight[0].txid if self._inflight else self.committed_txid + 1
             self._on_failure(txid, e)
-            return "failed"
-        self._failures = 0
-        return "committed"
+            return Outcome.FAILED
+        return Outcome.COMMITTED
 
     def _fill(self) -> None:
         """Plan and start processing txids until ``max_pending`` are in flight."""
@@ -252,7 +252,6 @@ class Coordinator:
     # -- failures, lease, timing ------------------------------------------------------------
 
     def _on_failure(self, txid: int, error: Exception) -> None:
-        self._failures += 1
         self._metrics.batches.labels(self.topology_id, "failed").inc()
         log.warning("txid %d attempt %d failed (%s: %s); replaying it and every later txid", txid,
                     self._attempts.get(txid, 1), type(error).__name__, error)
@@ -260,20 +259,15 @@ class Coordinator:
 
     def _fail_inflight(self) -> None:
         """A failure of txid N fails every later in-flight txid too; their running work is cancelled."""
-        cancel = getattr(self.executor, "cancel", None)  # e.g. Spark job groups; optional in the protocol
         while self._inflight:
             b = self._inflight.pop()
-            if b.future is not None and not b.future.cancel() and not b.future.done() and cancel is not None:
+            if b.future is not None and not b.future.cancel() and not b.future.done():
                 try:
-                    cancel(b.txid)
+                    self.executor.cancel(b.txid)
                 except Exception:  # noqa: BLE001 - the work is abandoned either way; it only costs time
                     log.warning("could not cancel the work of txid %d", b.txid, exc_info=True)
             if b.status is not BatchStatus.COMMITTED:
                 b.advance(BatchStatus.FAILED)
-
-    def _backoff(self) -> float:
-        first, largest = self.config.retry_backoff_s
-        return min(largest, first * 2 ** min(self._failures - 1, 16))
 
     def _keep_lease(self) -> None:
         """Renew at a third of the TTL; stop (LeaseLostError) before the lease could expire."""
@@ -297,12 +291,14 @@ class Coordinator:
         self._fail_inflight()
         self._metrics.lease_held.labels(self.topology_id).set(0)
 
-    def _phase(self, name: str):  # noqa: ANN202 - a context manager timing one phase
-        return self._metrics.phase_seconds.labels(self.topology_id, name).time()
+    def _phase(self, name: str) -> AbstractContextManager[object]:
+        """A context manager timing one phase into ``trident_phase_seconds``."""
+        timer: AbstractContextManager[object] = self._metrics.phase_seconds.labels(self.topology_id, name).time()
+        return timer
 
-    def _timed(self, name: str, fn: Callable[..., object], *args: object) -> object:
+    def _timed(self, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         with self._phase(name):
-            return fn(*args)
+            return fn(*args, **kwargs)
 
 
 def _same_position(plan: BatchPlan, last: BatchPlan | None) -> bool:

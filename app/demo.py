@@ -6,12 +6,14 @@
    the ground truth.
 3. Build the word count from a config (the same path as ``python -m app run``): opaque Kafka spout,
    Spark SQL transforms, count per word into an opaque SQLite state.
-4. Run the coordinator until there is nothing new, printing one line per committed txid.
+4. Run the coordinator until there is nothing new (:func:`app.loop.run_steps`), printing one line
+   per committed txid.
 5. Read the table back and compare every word with the ground truth: exit 0 when all match.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 import tempfile
@@ -22,6 +24,7 @@ from typing import Any
 
 from app.config import compile_pipeline, parse
 from app.coordinator import Coordinator
+from app.loop import Callbacks
 
 TOPIC = "sentences"
 TABLE = "word_counts"
@@ -67,7 +70,7 @@ def produce(bootstrap: str, records: int, partitions: int, seed: int) -> Counter
     for i in range(records):
         words = rng.choices(WORDS, weights, k=rng.randint(3, 8))
         producer.produce(TOPIC, " ".join(words).encode(), partition=i % partitions,
-                         on_delivery=lambda err, msg, w=words: acked(w, err, msg))
+                         on_delivery=functools.partial(acked, words))
         if i % 5000 == 4999:
             producer.poll(0)
     if producer.flush(60) or failed:
@@ -102,23 +105,19 @@ def count_words(bootstrap: str, db: str, master: str) -> tuple[dict[str, int], d
     startup = time.monotonic() - t0
     print(f"started Spark ({master}) in {startup:.1f} s", flush=True)
     try:
-        coord = Coordinator(compiled.id, compiled.topology.spout, SparkExecutor(spark, compiled.topology),
+        coord = Coordinator(compiled.id, compiled.topology.source(), SparkExecutor(spark, compiled.topology),
                             compiled.store(), compiled.coordinator)
         t1, records = time.monotonic(), 0
-        coord.start()
+
+        def committed(seconds: float) -> None:
+            nonlocal records
+            s = coord.last_stats
+            records += s.records
+            print(f"  committed txid {coord.committed_txid}: {s.records} records, {s.keys_updated} keys, "
+                  f"{seconds * 1000:.0f} ms", flush=True)
+
         try:
-            while True:
-                step_start = time.monotonic()
-                outcome = coord.step()
-                if outcome == "idle":
-                    break
-                if outcome == "committed":
-                    s = coord.last_stats
-                    records += s.records
-                    print(f"  committed txid {coord.committed_txid}: {s.records} records, {s.keys_updated} keys, "
-                          f"{(time.monotonic() - step_start) * 1000:.0f} ms", flush=True)
-                else:
-                    time.sleep(0.5)
+            coord.run(until_idle=True, callbacks=Callbacks(on_commit=committed))
         finally:
             coord.close()
             POOL.close_all()  # the driver's pooled Kafka clients must not outlive the in-process cluster

@@ -29,7 +29,7 @@ def run(records: int = 20_000, partitions: int = 4, seed: int = 7) -> int:
     state = OpaqueMap(CachedMap(backing))
     spout = MemorySpout(source, topology_id="demo")
     executor = LocalExecutor(spout.emitter(), [Sink(state, Count(), key=lambda w: (w,))],
-                             flat_map=lambda r: r.value.decode().split())
+                             flat_map=lambda r: (r.value or b"").decode().split())
     coord = Coordinator("demo", spout, executor, MemoryTransactionalStateStore("demo"),
                         CoordinatorConfig(caps=Caps(per_partition=1000, per_batch=2500), max_pending=2))
     batches = coord.run_until_idle()

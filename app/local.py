@@ -12,6 +12,7 @@ from typing import Any
 from app.batch import Batch, CommitStats
 from spouts.protocols import PartitionedEmitter, Record
 from states.aggregators import CombinerAggregator, combine_updater
+from states.spec import StateKind
 
 CHUNK = 1000  # keys per multi_update: bounds memory and request fan-out per call
 
@@ -37,7 +38,7 @@ class LocalExecutor:
                  flat_map: Callable[[Record], Iterable[Any]] = _identity) -> None:
         self.emitter, self.sinks, self.flat_map = emitter, list(sinks), flat_map
 
-    def state_kinds(self) -> list[Any]:
+    def state_kinds(self) -> list[StateKind]:
         return [s.state.kind for s in self.sinks]
 
     def process(self, batch: Batch) -> tuple[int, list[dict[Any, Any]]]:
@@ -70,3 +71,9 @@ class LocalExecutor:
                 keys_updated += len(keys)
             sink.state.commit(batch.txid)
         return CommitStats(records, keys_updated)
+
+    def cancel(self, txid: int) -> None:
+        """Nothing to cancel: work runs in the coordinator's own threads and is simply abandoned."""
+
+    def close(self) -> None:
+        """Nothing is held between process and commit but the result the coordinator keeps."""

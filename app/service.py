@@ -26,26 +26,34 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from app.batch import BatchExecutor
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
-from app.coordinator import Coordinator
+from app.coordinator import FATAL, Coordinator
+from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
+from app.topology import Topology
+
+if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts Spark
+    from pyspark.sql import SparkSession
+
+    from app.server import HttpServer
 
 log = logging.getLogger(__name__)
 
-ExecutorFactory = Callable[[Any, Any], Any]  # (spark session, topology) -> BatchExecutor
+ExecutorFactory = Callable[["SparkSession", Topology], BatchExecutor]
 
 
 class PipelineRunner:
     """One pipeline's coordinator loop, in its own thread, with the status ``/readyz`` reports."""
 
-    def __init__(self, compiled: CompiledPipeline, executor: Any, *, metrics: Metrics = METRICS,
+    def __init__(self, compiled: CompiledPipeline, executor: BatchExecutor, *, metrics: Metrics = METRICS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.compiled, self._clock = compiled, clock
         self.id = compiled.id
         cfg = compiled.coordinator
-        self.coordinator = Coordinator(self.id, compiled.topology.spout, executor, compiled.store(), cfg,
+        self.coordinator = Coordinator(self.id, compiled.topology.source(), executor, compiled.store(), cfg,
                                        metrics=metrics)
         self.leased = False
         self.last_progress: float | None = None  # a commit or an idle poll
@@ -71,7 +79,7 @@ class PipelineRunner:
         try:
             self.coordinator.start()
             self.leased = True
-            self._loop(self._stop)
+            self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed))
         except BaseException as e:  # noqa: BLE001 - fatal: reported, and it stops the service
             self.error = e
             log.error("pipeline %s stopped: %s: %s", self.id, type(e).__name__, e,
@@ -83,26 +91,14 @@ class PipelineRunner:
             self.leased = False
             log.info("pipeline %s closed at committed txid %d", self.id, self.coordinator.committed_txid)
 
-    def _loop(self, stop: threading.Event) -> None:
-        coord, cfg = self.coordinator, self.compiled.coordinator
-        failures = 0
-        while not stop.is_set():
-            started = self._clock()
-            outcome = coord.step()
-            if outcome == "committed":
-                failures = 0
-                self.last_progress = self._clock()
-                s = coord.last_stats
-                log.info("pipeline %s committed txid %d: %d records, %d keys, %.0f ms", self.id,
-                         coord.committed_txid, s.records, s.keys_updated, (self.last_progress - started) * 1000)
-            elif outcome == "idle":
-                failures = 0
-                self.last_progress = self._clock()
-                stop.wait(cfg.idle_sleep_s)
-            else:  # "failed": the coordinator logged it and replays the txid
-                failures += 1
-                first, largest = cfg.retry_backoff_s
-                stop.wait(min(largest, first * 2 ** min(failures - 1, 16)))
+    def _progressed(self) -> None:
+        self.last_progress = self._clock()
+
+    def _committed(self, seconds: float) -> None:
+        self._progressed()
+        c = self.coordinator
+        log.info("pipeline %s committed txid %d: %d records, %d keys, %.0f ms", self.id, c.committed_txid,
+                 c.last_stats.records, c.last_stats.keys_updated, seconds * 1000)
 
 
 class Service:
@@ -115,8 +111,8 @@ class Service:
         self.stop = threading.Event()
         self._fatal = threading.Event()
         self.runners: list[PipelineRunner] = []
-        self.http: Any = None
-        self.spark: Any = None
+        self.http: HttpServer | None = None
+        self.spark: SparkSession | None = None
 
     # -- the whole lifecycle ------------------------------------------------------------------
 
@@ -180,6 +176,7 @@ class Service:
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
             if compiled.state.backend == "sqlite" and compiled.state.sqlite_path:
                 Path(compiled.state.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
+            assert self.spark is not None
             runner = PipelineRunner(compiled, make(self.spark, compiled.topology), metrics=self.metrics)
             self.runners.append(runner)
             log.info("pipeline %s: %s -> %s table %s (%s state), owner %s", p.id,
@@ -227,13 +224,11 @@ class Service:
         log.info("stopped")
 
 
-def _spark_executor(spark: Any, topology: Any) -> Any:
+def _spark_executor(spark: SparkSession, topology: Topology) -> BatchExecutor:
     from app.spark.executor import SparkExecutor
 
     return SparkExecutor(spark, topology)
 
 
 def _is_expected_fatal(e: BaseException) -> bool:
-    from app.coordinator import FATAL
-
     return isinstance(e, FATAL)

@@ -150,6 +150,12 @@ class Topology:
     spout: PartitionedSpout | None = None
     sinks: list[tuple[Stream, PersistentAggregate | PartitionPersist]] = field(default_factory=list)
 
+    def source(self) -> PartitionedSpout:
+        """The spout the topology reads (set by :meth:`new_stream`)."""
+        if self.spout is None:
+            raise ValueError(f"topology {self.name!r} has no stream, so no spout to read")
+        return self.spout
+
     def new_stream(self, spout: PartitionedSpout) -> Stream:
         if self.spout is not None and self.spout is not spout:
             raise ValueError("a topology reads one spout; make another topology for another source")

@@ -48,7 +48,7 @@ from pyspark.accumulators import AccumulatorParam
 from app.batch import Batch, CommitStats
 from app.metrics import METRICS, Metrics
 from app.spark import fatal
-from app.spark.plan import COUNT_COLUMN, CompiledSink, compile_sink, register_spec
+from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     META_FIELDS,
     CommitAggregates,
@@ -60,14 +60,15 @@ from app.spark.tasks import (
 from app.topology import PartitionPersist, Topology
 from states.aggregators import combine_updater
 from states.snapshottable import SnapshottableMap
-from states.spec import MapSpec
+from spouts.protocols import ArrowSpout
+from states.spec import MapSpec, StateKind
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1000  # keys per multi_update, as app.local
 
 
-class RangeCounts(AccumulatorParam):  # type: ignore[type-arg]
+class RangeCounts(AccumulatorParam[dict[Any, int]]):
     """Merges ``{range: records}`` dicts; a range counted twice (a recomputed task) keeps one entry."""
 
     def zero(self, value: dict[Any, int]) -> dict[Any, int]:
@@ -102,8 +103,8 @@ class SparkExecutor:
     """Runs a :class:`~app.topology.Topology`'s batches on Spark (the BatchExecutor protocol).
 
     ``spark``: a SparkSession (:func:`app.spark.session.spark_session`). The topology's spout must
-    have a picklable ``read_arrow(meta)`` (KafkaSpout has); its Arrow schema is the spout's
-    ``arrow_schema`` attribute if it has one, else ``spouts.kafka.SCHEMA``.
+    be an :class:`~spouts.protocols.ArrowSpout` (KafkaSpout is): picklable, read on executors with
+    ``read_arrow(meta)`` in its ``arrow_schema``.
     ``commit_partitions``: at most this many commit tasks per sink (default: Spark's default
     parallelism; fewer when a batch has fewer than ``chunk_size`` keys per task).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
@@ -113,8 +114,9 @@ class SparkExecutor:
     def __init__(self, spark: Any, topology: Topology, *, commit_partitions: int | None = None,
                  chunk_size: int = CHUNK, faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
         spout = topology.spout
-        if spout is None or not callable(getattr(spout, "read_arrow", None)):
-            raise ValueError(f"topology {topology.name!r}: its spout needs a read_arrow(meta) method for Spark")
+        if not isinstance(spout, ArrowSpout):
+            raise ValueError(f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
+                             f"(spouts.protocols.ArrowSpout), not {type(spout).__name__}")
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
         for _, sink in topology.sinks:
@@ -124,9 +126,7 @@ class SparkExecutor:
         self.spark, self.topology, self.spout = spark, topology, spout
         self.chunk_size, self.faults, self.metrics = chunk_size, faults, metrics
         self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
-        from spouts.kafka import SCHEMA
-
-        self.arrow_schema = spark_arrow_schema(getattr(spout, "arrow_schema", None) or SCHEMA)
+        self.arrow_schema = spark_arrow_schema(spout.arrow_schema)
         from pyspark.sql.pandas.types import from_arrow_schema
 
         self.records_schema = from_arrow_schema(self.arrow_schema, prefer_timestamp_ntz=False)
@@ -145,7 +145,7 @@ class SparkExecutor:
 
     # -- BatchExecutor ------------------------------------------------------------------------
 
-    def state_kinds(self) -> list[Any]:
+    def state_kinds(self) -> list[StateKind]:
         return [sink.factory.kind for _, sink in self.topology.sinks]
 
     def spec(self, name: str) -> MapSpec:
@@ -220,7 +220,7 @@ class SparkExecutor:
         result = c.aggregate(c.transform(records), self.commit_partitions)
         if c.is_global:
             rows = result.collect()  # one row at most
-            if c.mode == "builtin":
+            if c.mode is Mode.BUILTIN:
                 rows = [r for r in rows if r[COUNT_COLUMN] > 0]
             if not rows:
                 return SinkResult(c)
@@ -304,7 +304,7 @@ class SparkExecutor:
         try:
             yield
         finally:
-            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.scheduler.pool", None)
 
 
 def _unpersist(results: Any) -> None:

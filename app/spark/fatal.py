@@ -2,7 +2,8 @@
 
 Spark turns an exception in a task into a generic error that keeps only its message, so a batch
 behind the state (:class:`~states.errors.StaleBatchError`: a zombie writer) would come back as an
-ordinary failure and be replayed forever. Commit tasks therefore catch the errors listed here,
+ordinary failure and be replayed forever. Commit tasks therefore catch the fatal state errors
+(:data:`states.errors.FATAL`),
 stop writing, and return the error's fields in their stats row (column ``fatal``); the driver
 rebuilds the same exception from those fields, and the coordinator stops. The text::
 
@@ -19,13 +20,13 @@ import inspect
 import json
 from typing import Any
 
-from states.errors import StaleBatchError
+from states.errors import FATAL
 
-CARRIED: tuple[type[Exception], ...] = (StaleBatchError,)  # what commit tasks return instead of raising
+CARRIED: tuple[type[BaseException], ...] = FATAL  # what commit tasks return instead of raising
 _BY_NAME = {cls.__name__: cls for cls in CARRIED}
 
 
-def encode(error: Exception) -> str:
+def encode(error: BaseException) -> str:
     """The JSON record of ``error`` (an instance of a class in :data:`CARRIED`)."""
     cls = type(error)
     if _BY_NAME.get(cls.__name__) is not cls:
@@ -34,7 +35,7 @@ def encode(error: Exception) -> str:
     return json.dumps({"error": cls.__name__, "fields": fields}, default=repr)
 
 
-def decode(record: str) -> Exception:
+def decode(record: str) -> BaseException:
     """The exception :func:`encode` wrote."""
     doc = json.loads(record)
     cls = _BY_NAME[doc["error"]]

@@ -20,6 +20,7 @@ are null), Min/Max ignore nulls, a group with no rows produces nothing.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,14 @@ from states.spec import Column, MapSpec
 GLOBAL_KEY_COLUMN = "id"  # a global aggregate's table: one row, id = '$global' (states.snapshottable)
 COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't start with "_")
 BUILTIN = (Count, Sum, Min, Max)
-MODES = ("builtin", "fold", "rows")
+
+
+class Mode(enum.StrEnum):
+    """How a sink aggregates a batch (see the module docstring)."""
+
+    BUILTIN = "builtin"
+    FOLD = "fold"
+    ROWS = "rows"
 
 
 _SPECS: dict[tuple[Any, str], MapSpec] = {}  # (factory, table) -> spec compiled in this process
@@ -124,7 +132,7 @@ class CompiledSink:
 
     sink: PersistentAggregate | PartitionPersist
     steps: tuple[Step, ...]
-    mode: str
+    mode: Mode
     spec: MapSpec
     output: Any = field(repr=False)  # StructType of the aggregated (or rows) DataFrame
     aggregator: CombinerAggregator | None = None  # the stored value's aggregator (None for rows)
@@ -152,11 +160,11 @@ class CompiledSink:
         """The batch's result DataFrame (``output``): aggregates per key, or the rows to persist."""
         from pyspark.sql import functions as F
 
-        if self.mode == "rows":
+        if self.mode is Mode.ROWS:
             return df.select(*self.keys, *self.values)
         sink = self.sink
         assert isinstance(sink, PersistentAggregate)
-        if self.mode == "builtin":
+        if self.mode is Mode.BUILTIN:
             exprs = [_builtin_expr(a) for a in sink.aggregates]
             if self.is_global:
                 return df.agg(*exprs, F.count(F.lit(1)).alias(COUNT_COLUMN))
@@ -177,6 +185,7 @@ def _builtin_expr(a: Agg) -> Any:
     agg = a.aggregator
     if isinstance(agg, Count):
         return F.count(F.lit(1)).alias(a.output)
+    assert a.input is not None  # only Count has no input column
     col = F.col(a.input)
     if isinstance(agg, Sum):
         return F.coalesce(F.sum(col), F.lit(0)).alias(a.output)
@@ -204,19 +213,19 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
                                                        else sink.key_columns)]
     if isinstance(sink, PartitionPersist):
         value_types = [(v, typed(v, "value column")) for v in sink.value_columns]
-        mode, aggregator = "rows", None
+        mode, aggregator = Mode.ROWS, None
     else:
         for a in sink.aggregates:
             if a.input is not None:
                 typed(a.input, "aggregate input")
-        mode = "builtin" if all(type(a.aggregator) in BUILTIN for a in sink.aggregates) else "fold"
+        mode = Mode.BUILTIN if all(type(a.aggregator) in BUILTIN for a in sink.aggregates) else Mode.FOLD
         value_types = [(a.output, _value_type(a, fields)) for a in sink.aggregates]
         aggregator = value_aggregator(sink.aggregates)
     from pyspark.sql.types import StructField, StructType
 
     output = StructType([StructField(n, t, True) for n, t in (*key_types, *value_types)])
     compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
-    if mode == "builtin":  # Spark's own result types (sum of an int is a bigint...)
+    if mode is Mode.BUILTIN:  # Spark's own result types (sum of an int is a bigint...)
         output = compiled.aggregate(df, partitions).schema
         value_types = [(n, output[n].dataType) for n, _ in value_types]
         compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)

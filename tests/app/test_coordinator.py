@@ -111,6 +111,7 @@ class RecordingExecutor:
     def __init__(self, inner: Any, process_delay: float = 0.0, fail_commit_of: set[int] | None = None) -> None:
         self.inner, self.delay, self.fail_commit_of = inner, process_delay, fail_commit_of or set()
         self.events: list[tuple[str, int, int]] = []
+        self.cancelled: list[int] = []
         self._lock = threading.Lock()
 
     def _log(self, what: str, batch: Batch) -> None:
@@ -135,6 +136,14 @@ class RecordingExecutor:
         out = self.inner.commit(batch, processed)
         self._log("commit-end", batch)
         return out
+
+    def cancel(self, txid: int) -> None:
+        self.cancelled.append(txid)
+        self.inner.cancel(txid)
+
+    def close(self) -> None:
+        self.events.append(("close", 0, 0))
+        self.inner.close()
 
 
 def recorded_world(max_pending: int, **executor_args: Any) -> tuple[World, RecordingExecutor]:
@@ -309,9 +318,14 @@ class TestCancellation:
     def test_abandoned_in_flight_work_is_cancelled(self) -> None:
         """When txid 1 fails, the still-running processing of txids 2 and 3 is cancelled through the executor."""
         world, rec = recorded_world(3, process_delay=lambda txid: 0.1 if txid == 1 else 0.6, fail_commit_of={1})
-        cancelled: list[int] = []
-        rec.cancel = cancelled.append  # type: ignore[attr-defined]
         assert world.coordinator.step() == "failed"
-        assert sorted(cancelled) == [2, 3]  # still running when txid 1 failed
+        assert sorted(rec.cancelled) == [2, 3]  # still running when txid 1 failed
         step_until_idle(world)
         assert world.stored_counts() == world.truth()
+
+    def test_closing_the_coordinator_closes_its_executor(self) -> None:
+        """Stopping releases what the executor holds for uncommitted txids (Spark's persisted results)."""
+        world, rec = recorded_world(2)
+        assert world.coordinator.step() == "committed"
+        world.coordinator.close()
+        assert rec.events[-1][0] == "close"

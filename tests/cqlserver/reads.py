@@ -180,7 +180,6 @@ def _after_cursor(data: TableData, cursor: _Cursor, pk: tuple, ck: tuple | None,
 def _candidates(stmt: ast.Select, data: TableData, restr: Restrictions, sel: _Selection, now: float,
                 reverse: bool) -> Iterator[tuple[tuple, Partition, tuple | None, Row | None]]:
     """(pk, partition, clustering, row) for every result row, in result order."""
-    table = data.table
     keys = restr.partition_keys() if restr.partition_fully_restricted() else None
     static_ok = (not restr.clustering and all(r.column.kind == STATIC for r in restr.other)
                  and (sel.wants_static or sel.count or stmt.selectors is None or stmt.distinct))

@@ -118,7 +118,7 @@ def build_restrictions(table: Table, relations: list[ast.Relation], bindings: Bi
         if rel.op == "!=":
             raise InvalidRequest(f"Unsupported \"!=\" relation: {col.name} != <value>")
         if rel.op == "IN":
-            values = bindings.in_values(rel, col.type, lambda: f"column {col.name}")
+            values = bindings.in_values(rel, col.type, lambda: f"column {col.name}")  # noqa: B023 - called now
             if any(v is None for v in values):
                 raise InvalidRequest(f"Invalid null value in condition for column {col.name}")
             restriction = Restriction(col, "IN", values)

@@ -89,7 +89,7 @@ def _conditions(table: Table, rels: list[ast.Relation], bindings: Bindings) -> l
         if col.kind in (PARTITION_KEY, CLUSTERING):
             raise InvalidRequest(f"PRIMARY KEY column '{col.name}' cannot have IF conditions")
         if rel.op == "IN":
-            value: Any = bindings.in_values(rel, col.type, lambda: f"IN condition on {col.name}")
+            value: Any = bindings.in_values(rel, col.type, lambda: f"IN condition on {col.name}")  # noqa: B023 - called now
         else:
             value = bindings.value(rel.value, col.type)
             if value is UNSET:

@@ -110,6 +110,12 @@ class Timed:
         self.events.append(("commit_end", batch.txid, time.monotonic()))
         return stats
 
+    def cancel(self, txid: int) -> None:
+        self.inner.cancel(txid)
+
+    def close(self) -> None:
+        self.inner.close()
+
 
 def coordinator(topology: Topology, executor: Any, store: Any, *, caps: Caps, max_pending: int = 1,
                 metrics: Metrics | None = None) -> Coordinator:

@@ -13,6 +13,8 @@ from app.spark.session import default_conf, local_master
 from app.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states import Count, Max, StaleBatchError, combiner
+from states import errors as state_errors
+from states.errors import LeaseHeldError, LeaseLostError
 from states.factory import StateFactory
 from states.spec import Column, StateKind
 from tests.spark.faults import Reworded
@@ -119,12 +121,20 @@ def test_a_stale_batch_crosses_spark_as_data_not_as_its_message(spark: Any, spar
     assert (info.value.batch_txid, info.value.stored_txid, info.value.key) == (1, 6, ("fox",))
 
 
-def test_fatal_records_round_trip_without_the_message() -> None:
-    """The record a task writes rebuilds the same error from its fields; other errors are refused."""
-    error = StaleBatchError(3, 4, ("a", 1))
+@pytest.mark.parametrize("error", [StaleBatchError(3, 4, ("a", 1)), StaleBatchError(3, 4),
+                                   LeaseLostError("t", 2, 3), LeaseHeldError("t", "pod-1", 7)], ids=repr)
+def test_fatal_records_round_trip_without_the_message(error: Exception) -> None:
+    """The record a task writes rebuilds the same fatal state error from its fields, whatever its message."""
+    fields = dict(vars(error))
     error.args = ("reworded",)
     again = fatal.decode(fatal.encode(error))
-    assert type(again) is StaleBatchError
-    assert (again.batch_txid, again.stored_txid, again.key) == (3, 4, ("a", 1))
+    assert type(again) is type(error) and vars(again) == fields
+
+
+def test_only_fatal_state_errors_are_carried() -> None:
+    """Every fatal state error is carried; any other error is refused (it fails the task as usual)."""
+    assert set(fatal.CARRIED) == set(state_errors.FATAL)
+    with pytest.raises(TypeError):
+        fatal.encode(ValueError("not carried"))
     with pytest.raises(TypeError):
         fatal.encode(ValueError("not carried"))
