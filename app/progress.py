@@ -147,4 +147,4 @@ def record_rewind(store: TransactionalStateStore, *, epoch: int, txid: int, audi
 
 def read_rewinds(store: TransactionalStateStore) -> list[dict[str, Any]]:
     """Every rewind's audit line, oldest first."""
-    return [store.get(k) for k in store.keys(f"{REWINDS_NAMESPACE}/")]
+    return [dict(store.get(k) or {}) for k in store.keys(f"{REWINDS_NAMESPACE}/")]

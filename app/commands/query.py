@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 from app.commands.common import BAD_INPUT, FAILED, OK, CommandError, add_config, load_config, parser, \
@@ -16,7 +17,7 @@ from app.commands.common import BAD_INPUT, FAILED, OK, CommandError, add_config,
 from app.commands.output import print_csv, print_json, print_table
 
 SUMMARY = "read a pipeline's state table by key, or its top N rows"
-_PARSE = {"text": str, "bigint": int, "int": int, "double": float, "blob": bytes.fromhex,
+_PARSE: dict[str, Callable[[str], Any]] = {"text": str, "bigint": int, "int": int, "double": float, "blob": bytes.fromhex,
           "timestamp": datetime.fromisoformat}
 
 
@@ -55,9 +56,9 @@ def main(args: argparse.Namespace) -> int:
     reader = open_reader(sink.factory)
     columns = [n for n, _ in visible_columns(spec)]
     if args.key:
-        rows = reader.get(spec, [parse_key(spec, k) for k in args.key])
-        missing = [k for k, r in zip(args.key, rows) if r is None]
-        rows = [r for r in rows if r is not None]
+        found = reader.get(spec, [parse_key(spec, k) for k in args.key])
+        missing = [k for k, r in zip(args.key, found) if r is None]
+        rows = [r for r in found if r is not None]
         for k in missing:
             progress(f"key {k!r}: not in table {spec.table!r} (never written)")
     elif [c.name for c in spec.key] == [GLOBAL_KEY_COLUMN] and args.top is None:

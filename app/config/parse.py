@@ -29,7 +29,7 @@ from app.guarantees import check_combination
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
-from states.aggregators import Count, Max, Min, Sum
+from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
 from states.cassandra.settings import CassandraSettings, Secret, TlsSettings
 from states.spec import StateKind, check_identifier
 
@@ -43,7 +43,7 @@ SECRET_ENV: Mapping[str, tuple[str, str]] = {
     "TRIDENT_CASSANDRA_USERNAME": ("cassandra", "username"),
     "TRIDENT_CASSANDRA_PASSWORD": ("cassandra", "password"),
 }
-AGGREGATORS = {"count": Count, "sum": Sum, "min": Min, "max": Max}
+AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _PIPELINE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")

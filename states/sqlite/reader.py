@@ -48,11 +48,11 @@ class SqliteTableReader:
             conn.execute("BEGIN")  # one snapshot for every chunk
             unique = list(dict.fromkeys(encoded))
             marks = "(" + ", ".join("?" * len(key_names)) + ")"
-            keys = ", ".join(quote(n) for n in key_names)
+            key_list = ", ".join(quote(n) for n in key_names)
             for i in range(0, len(unique), _CHUNK):
                 chunk = unique[i:i + _CHUNK]
                 sql = (f"SELECT {', '.join(quote(n) for n, _ in cols)} FROM {quote(spec.table)} "
-                       f"WHERE ({keys}) IN (VALUES {', '.join([marks] * len(chunk))})")
+                       f"WHERE ({key_list}) IN (VALUES {', '.join([marks] * len(chunk))})")
                 for r in conn.execute(sql, [p for k in chunk for p in k]):
                     found[tuple(r[:len(key_names)])] = _row(cols, r)
             conn.execute("COMMIT")

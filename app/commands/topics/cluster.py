@@ -41,9 +41,9 @@ class TopicCluster(Protocol):
 class KafkaTopicCluster:
     """A :class:`TopicCluster` over the AdminClient; every request bounded by ``timeout_s``."""
 
-    def __init__(self, bootstrap_servers: str, properties: Mapping[str, str] = (), timeout_s: float = 10.0) -> None:
+    def __init__(self, bootstrap_servers: str, properties: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> None:
         self.timeout_s = timeout_s
-        self._admin = AdminClient({**dict(properties), "bootstrap.servers": bootstrap_servers})
+        self._admin = AdminClient({**dict(properties or {}), "bootstrap.servers": bootstrap_servers})
 
     def describe(self, names: Sequence[str]) -> dict[str, TopicState]:
         try:  # all topics: asking for one by name may auto-create it on some brokers
