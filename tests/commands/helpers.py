@@ -47,7 +47,8 @@ def cli(*argv: str) -> Result:
 
 
 def write_config(path: Path, *, bootstrap: str, topic: str, state: dict[str, Any], pipeline_id: str = "wc",
-                 cassandra: Any = None, topics: dict[str, Any] | None = None, **pipeline: Any) -> Path:
+                 cassandra: Any = None, cassandra_extra: dict[str, Any] | None = None,
+                 topics: dict[str, Any] | None = None, **pipeline: Any) -> Path:
     """A word-count config (``state``: the state section; ``cassandra``: CassandraSettings of a test peer)."""
     doc: dict[str, Any] = {
         "kafka": {"bootstrap_servers": bootstrap, "request_timeout_s": 3, "read_timeout_s": 5},
@@ -61,7 +62,7 @@ def write_config(path: Path, *, bootstrap: str, topic: str, state: dict[str, Any
         doc["cassandra"] = {"contact_points": list(cassandra.contact_points), "port": cassandra.port,
                             "keyspace": cassandra.keyspace, "local_dc": cassandra.local_dc,
                             "protocol_version": cassandra.protocol_version,
-                            "backoff_initial_s": 0.02, "max_retries": 8}
+                            "backoff_initial_s": 0.02, "max_retries": 8, **(cassandra_extra or {})}
         if cassandra.username:
             doc["cassandra"]["username"] = cassandra.username
             doc["cassandra"]["password"] = cassandra.password.get()

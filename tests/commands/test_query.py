@@ -12,6 +12,7 @@ from app.config import compile_pipeline, load
 from states.reader import open_reader
 from states.values import OpaqueValue
 from tests.commands.backends import STATE_BACKENDS, state_section
+from tests.states.backends import cassandra_peer, cassandra_settings
 from tests.commands.helpers import WORDS_SPEC, cli, write_config
 
 COUNTS = {f"w{i:03d}": (i * 37) % 101 + 1 for i in range(60)}  # distinct keys, repeated counts (ties)
@@ -84,3 +85,19 @@ def test_query_errors_name_the_object(tmp_path: Path, request: pytest.FixtureReq
     bad.write_text(path.read_text().replace("group_by", "group_bye"))
     r = cli("query", "--config", str(bad), "--pipeline", "wc")
     assert r.code == 2 and "pipelines[0].group_bye: unknown key" in r.err
+
+
+def test_cassandra_reads_use_the_configured_consistency(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Every read of the table, by key and by scan, is sent at the config's consistency (here ONE)."""
+    peer = cassandra_peer(request, "cqlserver")
+    settings = cassandra_settings(request, "cqlserver")
+    path = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="t", state={"backend": "cassandra"},
+                        cassandra=settings, cassandra_extra={"consistency": "ONE"})
+    factory = compile_pipeline(load(path), "wc").state
+    factory.backing_map(WORDS_SPEC).multi_put([("a",), ("b",)], [OpaqueValue(1, 3, 2), OpaqueValue(1, 4, 3)])
+    peer.server.reset_counts()
+    assert cli("query", "--config", str(path), "--pipeline", "wc", "--key", "a", "--json").code == 0
+    assert cli("query", "--config", str(path), "--pipeline", "wc", "--top", "1", "--json").code == 0
+    reads = [r for r in peer.server.request_log() if f"{settings.keyspace}.word_counts" in r.tables
+             and r.kind == "select" and r.opcode != "PREPARE"]
+    assert len(reads) >= 2 and {r.consistency for r in reads} == {"ONE"}
