@@ -8,8 +8,9 @@ expiry, otherwise), writes the plan, the committed marker and an audit line fenc
 and releases it. Stored aggregates are *not* rolled back: records read again count again, unless
 ``--reset-state --yes-i-know`` also empties the pipeline's tables for a full recount.
 
-An interrupted rewind (a crash between its writes) keeps the lease for its TTL so no service can
-start on a half-done rewind; run the same rewind again (from the same host it takes over at once).
+A rewind interrupted after its first write (an error or a crash) keeps the lease for its TTL, so no
+service can start on a half-done rewind; run the same rewind again (as the same owner it takes over
+at once).
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         raise CommandError(f"pipeline {compiled.id!r}: refused: the lease is held by {e.owner!r} (epoch {e.epoch}"
                            f"{expiry}); stop that service first (a standby would take over: stop every instance)",
                            REFUSED) from None
+    started = done = False
     try:
         prog = read_progress(store)
         before = {} if prog.committed_plan is None else \
@@ -129,6 +131,7 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
                  "pipeline": compiled.id, "target": _describe(target),
                  "from": {p.id: o for p, o in before.items()}, "to_offsets": {p.id: o for p, o in offsets.items()},
                  "from_txid": prog.committed_txid, "reset_state": reset_state, "truncated": [], "done": False}
+        started = True
         record_rewind(store, epoch=epoch, txid=txid, audit=audit)
         progress_log = ProgressLog(store, epoch=epoch, retention=compiled.coordinator.retention)
         progress_log.store_batch(StoredBatch(plan, 1))
@@ -138,11 +141,22 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
             store.renew_lease(owner, epoch, LEASE_TTL_S)
         audit["done"] = True
         record_rewind(store, epoch=epoch, txid=txid, audit=audit)
+        done = True
         log.info("rewind of %s by %s: txid %d (after %d), %s, from %s to %s, reset_state=%s", compiled.id, owner, txid,
                  prog.committed_txid, audit["target"], audit["from"], audit["to_offsets"], reset_state)
         return audit
+    except CommandError:
+        raise
+    except Exception as e:
+        if not started:
+            raise CommandError(f"pipeline {compiled.id!r}: rewind failed before writing anything: "
+                               f"{type(e).__name__}: {e}") from e
+        raise CommandError(f"pipeline {compiled.id!r}: rewind interrupted after its first write "
+                           f"({type(e).__name__}: {e}); the lease stays with {owner!r} for {LEASE_TTL_S:.0f} s so no "
+                           "service starts on a half-done rewind: run the same rewind again") from e
     finally:
-        store.release_lease(owner, epoch)
+        if done or not started:
+            store.release_lease(owner, epoch)
 
 
 def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partition, int]) -> dict[Partition, int]:

@@ -18,6 +18,7 @@ import pytest
 from app.config import compile_pipeline, load
 from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+from states.errors import LeaseHeldError
 from tests.commands.backends import STATE_BACKENDS, state_section
 from tests.commands.helpers import (cli, forget_opened, pipeline_coordinator, run_pipeline, words_of,
                                     write_config)
@@ -196,3 +197,39 @@ def test_mock_still_cannot_look_up_offsets_by_time(kafka_cluster: MockKafkaClust
     [audit] = read_rewinds(_store(path))
     assert audit["to_offsets"] == {f"{topic}:0": 4}, "the mock now answers timestamp lookups: see the docstring"
     assert not TIMESTAMP_LOOKUP["mock"]
+
+
+def test_an_interrupted_rewind_keeps_the_lease_until_it_is_run_again(kafka_cluster: MockKafkaCluster, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The truncate fails after the new txid is committed: the lease stays with the rewind (a service would be
+    refused), and running the same rewind again completes it."""
+    import app.commands.rewind as rewind_command
+
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 3)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+
+    def broken(compiled: object) -> list[str]:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(rewind_command, "_truncate", broken)
+    argv = ("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest", "--reset-state", "--yes-i-know",
+            "--owner", "ops-1")
+    r = cli(*argv)
+    assert r.code == 1 and "rewind interrupted after its first write (OSError: disk gone)" in r.err
+    assert _store(path).lease_info().owner == "ops-1"
+    service = pipeline_coordinator(path, owner="pod-1")
+    with pytest.raises(LeaseHeldError):
+        service.start()
+    service.close(release=False)
+    monkeypatch.undo()
+    r = cli(*argv)
+    assert r.code == 0, r.err
+    store = _store(path)
+    assert store.lease_info() is None and [a["done"] for a in read_rewinds(store)] == [False, True]
+    assert read_progress(store).committed_txid == 3  # the interrupted rewind's txid 2 stays below the retry's
+    run_pipeline(path)
+    assert _counts(path) == {"x": 3}
