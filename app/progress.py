@@ -133,3 +133,18 @@ def read_progress(store: TransactionalStateStore) -> Progress:
     pending = tuple(t for t in log.batch_txids() if t > committed.txid)
     frozen = log.batch(pending[0]) if pending else None
     return Progress(store.topology_id, committed, None if done is None else done.plan, frozen, pending)
+
+
+# -- rewinds (written by ``python -m app rewind``) ---------------------------------------------
+
+REWINDS_NAMESPACE = "rewinds"
+
+
+def record_rewind(store: TransactionalStateStore, *, epoch: int, txid: int, audit: Mapping[str, Any]) -> None:
+    """The audit line of a rewind committed as ``txid`` (who, when, from, to, reset_state), fenced by ``epoch``."""
+    store.put(f"{REWINDS_NAMESPACE}/{txid:020d}", dict(audit), epoch=epoch)
+
+
+def read_rewinds(store: TransactionalStateStore) -> list[dict[str, Any]]:
+    """Every rewind's audit line, oldest first."""
+    return [dict(store.get(k) or {}) for k in store.keys(f"{REWINDS_NAMESPACE}/")]

@@ -5,8 +5,9 @@
 
 Values are what readers see: an opaque state's ``curr``, a transactional state's value. The
 table's spec (typed key and value columns) comes from, in order: ``spec=``; the SparkExecutor that
-compiled the sink in this process; the stored table itself (SQLite or Cassandra). The state is
-opened through the sink's factory, once per process, like every other state.
+compiled the sink in this process; the stored table itself (its backend's :mod:`states.reader`). The
+state is opened through the sink's factory, once per process, like every other state. The command
+line's ``query`` (:mod:`app.commands.query`) reads whole rows and the top N through the same readers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from app.spark.plan import GLOBAL_KEY_COLUMN, registered_spec
 from app.topology import PartitionPersist, PersistentAggregate
+from states.reader import open_reader
 from states.snapshottable import GLOBAL_KEY
 from states.spec import Column, MapSpec
 
@@ -49,12 +51,9 @@ def stored_spec(sink: Sink) -> MapSpec:
     (Cassandra keeps no order of regular columns, so the order of a tuple value comes from the sink.)
     """
     f = sink.factory
-    if f.backend == "sqlite":
-        types = _sqlite_columns(f.sqlite_path, sink.name)
-    elif f.backend == "cassandra":
-        types = _cassandra_columns(f.cassandra, sink.name)
-    else:
+    if f.backend not in ("sqlite", "cassandra"):
         raise LookupError(f"sink {sink.name!r}: no spec compiled in this process; pass spec=")
+    types = open_reader(f).column_types(sink.name)
     if not types:
         raise LookupError(f"sink {sink.name!r}: table {sink.name!r} does not exist yet (nothing committed)")
     if isinstance(sink, PersistentAggregate):
@@ -66,25 +65,6 @@ def stored_spec(sink: Sink) -> MapSpec:
         raise LookupError(f"table {sink.name!r} has no column(s) {missing} of sink {sink.name!r}")
     return MapSpec(sink.name, f.kind, tuple(Column(n, types[n]) for n in keys),
                    tuple(Column(n, types[n]) for n in values))
-
-
-def _sqlite_columns(path: str, table: str) -> dict[str, str]:
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return {n: t.lower() for n, t in conn.execute("SELECT name, type FROM pragma_table_info(?)", (table,))}
-    finally:
-        conn.close()
-
-
-def _cassandra_columns(settings: Any, table: str) -> dict[str, str]:
-    from states.cassandra.session import shared_client
-
-    rows = shared_client(settings).session.execute(
-        "SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
-        (settings.keyspace, table))
-    return {r["column_name"]: r["type"] for r in rows}
 
 
 __all__ = ["GLOBAL_KEY_COLUMN", "query", "stored_spec"]

@@ -25,7 +25,8 @@ repr, a log line or the printed plan. Every field and its default: ``docs/config
 
 Modules: :mod:`.node` (a validating view of the document, ConfigError), :mod:`.settings` (the
 typed settings), :mod:`.parse` (YAML, interpolation, secret overrides, every section), and
-:mod:`.compile` (settings to Topology, CoordinatorConfig and StateFactory).
+:mod:`.compile` (settings to Topology, CoordinatorConfig and StateFactory), :mod:`.topics` (the
+declared Kafka topics and the retention check ``validate`` warns with).
 """
 
 from app.config.compile import (
@@ -49,6 +50,7 @@ from app.config.settings import (
     SpoutSettings,
     StateSettings,
 )
+from app.config.topics import TopicSettings, retention_warnings
 
 __all__ = [
     "AGGREGATORS",
@@ -64,12 +66,14 @@ __all__ = [
     "SparkSettings",
     "SpoutSettings",
     "StateSettings",
+    "TopicSettings",
     "compile_pipeline",
     "coordinator_config",
     "describe",
     "load",
     "loads",
     "parse",
+    "retention_warnings",
     "spout_config",
     "state_factory",
 ]

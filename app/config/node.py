@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,7 +27,7 @@ class Node:
     def __init__(self, value: Any, path: str, present: bool = True) -> None:
         self.value, self.path, self.present = value, path, present
 
-    def mapping(self) -> Mapping[str, Any]:
+    def mapping(self) -> Mapping[builtins.str, Any]:
         if not self.present or self.value is None:
             return {}
         if not isinstance(self.value, Mapping):
@@ -35,12 +37,12 @@ class Node:
                 raise ConfigError(self.path, f"keys must be strings, got {k!r}")
         return self.value
 
-    def keys(self, *known: str) -> None:
+    def keys(self, *known: builtins.str) -> None:
         unknown = [k for k in self.mapping() if k not in known]
         if unknown:
             raise ConfigError(_join(self.path, unknown[0]), f"unknown key (known here: {', '.join(known)})")
 
-    def child(self, key: str, *, required: bool = False) -> Node:
+    def child(self, key: builtins.str, *, required: builtins.bool = False) -> Node:
         m = self.mapping()
         if key not in m:
             if required:
@@ -58,7 +60,7 @@ class Node:
     def checked(self, check: Callable[..., Any], *args: Any) -> Any:
         return _checked(self.path, lambda: check(self.value, *args))
 
-    def str(self, key: str, *, default: Any = _MISSING, required: bool = False) -> Any:
+    def str(self, key: builtins.str, *, default: Any = _MISSING, required: builtins.bool = False) -> Any:
         n = self.child(key, required=required)
         if not n.present or n.value is None:
             return None if default is _MISSING else default
@@ -66,7 +68,7 @@ class Node:
             raise ConfigError(n.path, f"expected a non-empty string, got {_kind(n.value)}")
         return n.value
 
-    def bool(self, key: str, default: bool) -> bool:
+    def bool(self, key: builtins.str, default: builtins.bool) -> builtins.bool:
         n = self.child(key)
         if not n.present:
             return default
@@ -74,7 +76,8 @@ class Node:
             raise ConfigError(n.path, f"expected true or false, got {_kind(n.value)}")
         return n.value
 
-    def int(self, key: str, default: int | None, *, minimum: int | None = None, maximum: int | None = None) -> Any:
+    def int(self, key: builtins.str, default: builtins.int | None, *, minimum: builtins.int | None = None,
+            maximum: builtins.int | None = None) -> Any:
         n = self.child(key)
         if not n.present or n.value is None:
             return default
@@ -86,7 +89,7 @@ class Node:
         _bounds(n.path, v, minimum, maximum)
         return v
 
-    def number(self, key: str, default: float, *, minimum: float | None = None) -> float:
+    def number(self, key: builtins.str, default: float, *, minimum: float | None = None) -> float:
         n = self.child(key)
         if not n.present or n.value is None:
             return default
@@ -101,13 +104,13 @@ class Node:
         _bounds(n.path, v, minimum, None)
         return float(v)
 
-    def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
+    def choice(self, key: builtins.str, options: tuple[builtins.str, ...], default: builtins.str) -> builtins.str:
         v = self.str(key, default=default)
         if v not in options:
             raise ConfigError(_join(self.path, key), f"{v!r} is not one of {', '.join(options)}")
         return v
 
-    def enum(self, key: str, enum_cls: Any, default: Any) -> Any:
+    def enum(self, key: builtins.str, enum_cls: Any, default: Any) -> Any:
         options = tuple(e.value for e in enum_cls)
         v = self.str(key, default=None)
         if v is None:
@@ -148,5 +151,6 @@ def _kind(v: Any) -> str:
         return f"a string ({v!r})" if v else "an empty string"
     if isinstance(v, (int, float)):
         return f"a number ({v})"
-    return {dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
+    names: dict[type, str] = {dict: "a mapping", list: "a list"}
+    return names.get(type(v), type(v).__name__)
 

@@ -24,11 +24,12 @@ from app.config.settings import (
     SpoutSettings,
     StateSettings,
 )
+from app.config.topics import parse_topics
 from app.guarantees import check_combination
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
-from states.aggregators import Count, Max, Min, Sum
+from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
 from states.cassandra.settings import CassandraSettings, Secret, TlsSettings
 from states.spec import StateKind, check_identifier
 
@@ -42,7 +43,7 @@ SECRET_ENV: Mapping[str, tuple[str, str]] = {
     "TRIDENT_CASSANDRA_USERNAME": ("cassandra", "username"),
     "TRIDENT_CASSANDRA_PASSWORD": ("cassandra", "password"),
 }
-AGGREGATORS = {"count": Count, "sum": Sum, "min": Min, "max": Max}
+AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _PIPELINE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
@@ -70,7 +71,7 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
     """Validate a parsed document (mappings, lists, scalars) into a :class:`ServiceConfig`."""
     env = os.environ if env is None else env
     root = Node(_interpolate(doc, "", env), "")
-    root.keys("kafka", "cassandra", "spark", "http", "service", "pipelines")
+    root.keys("kafka", "cassandra", "spark", "http", "service", "pipelines", "topics")
     kafka = _kafka(root.child("kafka", required=True), env)
     cassandra = _cassandra(root.child("cassandra"), env)
     pipelines_node = root.child("pipelines", required=True)
@@ -87,7 +88,7 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
             raise ConfigError(f"{n.path}.state.backend", "backend cassandra needs a top-level cassandra section")
     return ServiceConfig(kafka=kafka, pipelines=pipelines, cassandra=cassandra,
                          spark=_spark(root.child("spark")), http=_http(root.child("http")),
-                         service=_service(root.child("service")))
+                         service=_service(root.child("service")), topics=parse_topics(root.child("topics")))
 
 
 def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:

@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.config.topics import TopicSettings
 from app.coordinator import CoordinatorConfig
 from app.topology import Topology
 from spouts.kafka.config import FirstPoll, redact
@@ -116,6 +117,7 @@ class ServiceConfig:
     spark: SparkSettings = SparkSettings()
     http: HttpSettings = HttpSettings()
     service: ServiceSettings = field(default_factory=ServiceSettings)
+    topics: tuple[TopicSettings, ...] = ()
 
     def pipeline(self, pipeline_id: str) -> PipelineSettings:
         for p in self.pipelines:

@@ -1,0 +1,67 @@
+"""Offsets of a pipeline's source partitions from Kafka: which partitions, their watermarks, offsets by time.
+
+Shared by ``status`` (end offsets and lag) and ``rewind`` (earliest, latest, timestamp targets).
+Queries go through an assign-only consumer with the spout's own settings (SASL, TLS, isolation
+level: in ``read_committed`` mode the end offset is the last stable offset, as the spout plans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from spouts.kafka.config import KafkaSpoutConfig
+from spouts.kafka.discovery import select_topics
+from spouts.metadata import Partition
+
+
+class KafkaOffsets:
+    """One short-lived consumer for a pipeline's offset queries; ``close`` it (or use ``with``)."""
+
+    def __init__(self, config: KafkaSpoutConfig, topology_id: str) -> None:
+        self.config = config
+        self._consumer = Consumer(config.consumer_config(topology_id, role="ops"))
+        self.timeout_s = config.request_timeout_s
+
+    def partitions(self) -> list[Partition]:
+        """The partitions the spout reads now (listed topics that exist, or pattern matches)."""
+        md = self._consumer.list_topics(timeout=self.timeout_s)
+        topics = select_topics(self.config, list(md.topics))
+        return sorted(Partition(t, p) for t in topics for p in md.topics[t].partitions)
+
+    def watermarks(self, partitions: Sequence[Partition]) -> dict[Partition, tuple[int, int]]:
+        """``(log start, end)`` per partition (the end is the LSO under read_committed)."""
+        out = {}
+        for p in partitions:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition),
+                                                             timeout=self.timeout_s, cached=False)
+            out[p] = (int(low), int(high))
+        return out
+
+    def for_time(self, partitions: Sequence[Partition], timestamp_ms: int) -> dict[Partition, int]:
+        """The first offset at or after ``timestamp_ms`` per partition (the end offset when there is none)."""
+        asked = [TopicPartition(p.topic, p.partition, timestamp_ms) for p in partitions]
+        answers = self._consumer.offsets_for_times(asked, timeout=self.timeout_s)
+        ends = self.watermarks(partitions)
+        out = {}
+        for p, tp in zip(partitions, answers, strict=True):
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            out[p] = ends[p][1] if tp.offset < 0 else int(tp.offset)
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> KafkaOffsets:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def kafka_reason(e: BaseException) -> str:
+    if isinstance(e, KafkaException) and e.args and hasattr(e.args[0], "str"):
+        return e.args[0].str()
+    return f"{type(e).__name__}: {e}"

@@ -1,0 +1,124 @@
+"""``query``: read a pipeline's state table (Cassandra or SQLite), typed, by key or the top N.
+
+Reads go through the backend's :mod:`states.reader` (Cassandra at the configured consistency).
+Cassandra has no ORDER BY across partitions: ``--top`` scans the table page by page and keeps
+the N largest rows in memory (progress on stderr), so it costs a full read of the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from collections.abc import Callable
+from typing import Any
+
+from app.commands.common import BAD_INPUT, FAILED, OK, CommandError, add_config, load_config, parser, \
+    pipeline_of, progress
+from app.commands.output import print_csv, print_json, print_table
+
+SUMMARY = "read a pipeline's state table by key, or its top N rows"
+_PARSE: dict[str, Callable[[str], Any]] = {"text": str, "bigint": int, "int": int, "double": float, "blob": bytes.fromhex,
+          "timestamp": datetime.fromisoformat}
+
+
+def add(sub: Any) -> None:
+    p = parser(sub, "query", SUMMARY,
+               "python -m app query --config examples/wordcount.yaml --pipeline word-count --top 10 --by count")
+    add_config(p)
+    p.add_argument("--pipeline", required=True, metavar="ID", help="the pipeline whose table to read")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--key", action="append", metavar="K",
+                      help="a key to read (repeatable); several key columns: 'col=v,col=v' or 'v1,v2' in order")
+    what.add_argument("--top", type=int, metavar="N", help="the N rows with the largest --by value (default 10)")
+    p.add_argument("--by", metavar="COL", help="the column --top orders by (default: the first value column)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="a JSON list of rows")
+    fmt.add_argument("--csv", action="store_true", help="CSV with a header line")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from app.config import compile_pipeline
+    from app.query import stored_spec
+    from app.spark.plan import GLOBAL_KEY_COLUMN
+    from states.reader import open_reader, visible_columns
+    from states.snapshottable import GLOBAL_KEY
+
+    config = load_config(args.config)
+    p = pipeline_of(config, args.pipeline)
+    sink = compile_pipeline(config, p).topology.sinks[0][1]
+    if args.top is not None and args.top < 1:
+        raise CommandError("--top: must be >= 1", BAD_INPUT)
+    try:
+        spec = stored_spec(sink)
+    except LookupError as e:
+        raise CommandError(f"pipeline {p.id!r}: {e}", FAILED) from None
+    reader = open_reader(sink.factory)
+    columns = [n for n, _ in visible_columns(spec)]
+    if args.key:
+        found = reader.get(spec, [parse_key(spec, k) for k in args.key])
+        missing = [k for k, r in zip(args.key, found) if r is None]
+        rows = [r for r in found if r is not None]
+        for k in missing:
+            progress(f"key {k!r}: not in table {spec.table!r} (never written)")
+    elif [c.name for c in spec.key] == [GLOBAL_KEY_COLUMN] and args.top is None:
+        rows = [r for r in reader.get(spec, [GLOBAL_KEY]) if r is not None]
+    else:
+        by = args.by or spec.value[0].name
+        if by not in columns:
+            raise CommandError(f"--by {by!r}: table {spec.table!r} has no such column (columns: {', '.join(columns)})",
+                               BAD_INPUT)
+        scanned = ProgressEvery(f"scanning {spec.table}")
+        rows = reader.top(spec, args.top or 10, by, scanned)
+    if args.json:
+        print_json(rows)
+    elif args.csv:
+        print_csv(columns, rows)
+    else:
+        print_table(columns, rows)
+    return OK
+
+
+def parse_key(spec: Any, text: str) -> tuple[Any, ...]:
+    """``text`` as a typed key of ``spec``: 'v' (one column), 'v1,v2' (in order) or 'col=v,col=v'."""
+    names = [c.name for c in spec.key]
+    if len(names) == 1:
+        parts = [text[len(names[0]) + 1:] if text.startswith(f"{names[0]}=") else text]
+    else:
+        parts = text.split(",")
+        if all("=" in part for part in parts):
+            given = dict(part.split("=", 1) for part in parts)
+            if sorted(given) != sorted(names):
+                raise CommandError(f"--key {text!r}: name every key column of table {spec.table!r}: "
+                                   f"{', '.join(names)}", BAD_INPUT)
+            parts = [given[n] for n in names]
+    if len(parts) != len(names):
+        raise CommandError(f"--key {text!r}: table {spec.table!r} has {len(names)} key column(s): {', '.join(names)}",
+                           BAD_INPUT)
+    out = []
+    for c, raw in zip(spec.key, parts):
+        try:
+            out.append(_typed(c.type, raw))
+        except ValueError as e:
+            raise CommandError(f"--key {text!r}: column {c.name!r} is {c.type}: {e}", BAD_INPUT) from None
+    return tuple(out)
+
+
+def _typed(type_: str, raw: str) -> Any:
+    if type_ == "boolean":
+        if raw.lower() not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {raw!r}")
+        return raw.lower() == "true"
+    return _PARSE[type_](raw)
+
+
+class ProgressEvery:
+    """Reports rows scanned on stderr at most every 10 000 rows (a Cassandra --top reads the whole table)."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.reported = what, 0
+
+    def __call__(self, scanned: int) -> None:
+        if scanned - self.reported >= 10_000:
+            progress(f"{self.what}: {scanned} rows")
+            self.reported = scanned

@@ -1,0 +1,204 @@
+"""``rewind``: move where a pipeline's next txid starts reading, as a new committed txid.
+
+Txids never go backwards (stored values carry them; the opaque rule needs them to grow), so a
+rewind commits txid N+1 (N: the highest committed or frozen txid) whose plan puts every partition
+at its target offset with an empty range; the next txid continues from there. It runs only while
+no coordinator holds the lease: it takes the lease itself (refusing, with the holder's name and
+expiry, otherwise), writes the plan, the committed marker and an audit line fenced by its epoch,
+and releases it. Stored aggregates are *not* rolled back: records read again count again, unless
+``--reset-state --yes-i-know`` also empties the pipeline's tables for a full recount.
+
+A rewind interrupted after its first write (an error or a crash) keeps the lease for its TTL, so no
+service can start on a half-done rewind; run the same rewind again (as the same owner it takes over
+at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from app.commands.common import BAD_INPUT, FAILED, OK, REFUSED, CommandError, add_config, compile_all, \
+    load_config, parser, pipeline_of, progress
+from app.commands.offsets import KafkaOffsets, kafka_reason
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+
+SUMMARY = "move where a pipeline's next txid starts reading (earliest, latest, a time or offsets)"
+LEASE_TTL_S = 300.0  # long enough for a truncate; a crashed rewind blocks the service this long
+log = logging.getLogger("app.rewind")
+
+
+def add(sub: Any) -> None:
+    p = parser(sub, "rewind", SUMMARY,
+               "python -m app rewind --config examples/wordcount.yaml --pipeline word-count "
+               "--to timestamp:2026-11-23T08:00:00Z --reset-state --yes-i-know")
+    add_config(p)
+    p.add_argument("--pipeline", required=True, metavar="ID", help="the pipeline to rewind")
+    p.add_argument("--to", required=True, metavar="TARGET",
+                   help="earliest | latest | timestamp:ISO-8601 (UTC if no zone) | offsets:TOPIC:PARTITION=OFFSET,... "
+                        "(partitions not named stay where they are)")
+    p.add_argument("--reset-state", action="store_true",
+                   help="also empty the pipeline's state tables, for a full recount from the target")
+    p.add_argument("--yes-i-know", action="store_true", help="confirm --reset-state (it deletes every stored value)")
+    p.add_argument("--owner", default=f"rewind@{socket.gethostname()}",
+                   help="the lease owner this rewind writes as (default rewind@HOSTNAME)")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = load_config(args.config)
+    pipeline = pipeline_of(config, args.pipeline)
+    target = parse_target(args.to)
+    if args.reset_state and not args.yes_i_know:
+        raise CommandError("--reset-state deletes every stored value of the pipeline's tables: add --yes-i-know "
+                           "to confirm", REFUSED)
+    compiled = next(c for c in compile_all(config, args.config) if c.id == pipeline.id)
+    from app.config import spout_config
+
+    with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
+        audit = rewind(compiled, kafka, target, owner=args.owner, reset_state=args.reset_state)
+    moved = ", ".join(f"{p} {audit['from'].get(p, '-')} -> {o}" for p, o in sorted(audit["to_offsets"].items()))
+    print(f"pipeline {pipeline.id}: rewound as txid {audit['txid']}: {moved}")
+    if args.reset_state:
+        print(f"tables emptied for a full recount: {', '.join(audit['truncated']) or '(none existed)'}")
+    else:
+        print("stored aggregates are NOT rolled back: records read again are counted again. For a full recount "
+              "run the rewind with --reset-state --yes-i-know.")
+    return OK
+
+
+def parse_target(text: str) -> tuple[str, Any]:
+    """``--to`` as (kind, value): ("earliest", None), ("latest", None), ("timestamp", ms), ("offsets", {p: o})."""
+    if text in ("earliest", "latest"):
+        return text, None
+    kind, _, rest = text.partition(":")
+    if kind == "timestamp" and rest:
+        try:
+            t = datetime.fromisoformat(rest.replace("Z", "+00:00"))
+        except ValueError as e:
+            raise CommandError(f"--to {text!r}: not an ISO-8601 time ({e})", BAD_INPUT) from None
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        return "timestamp", int(t.timestamp() * 1000)
+    if kind == "offsets" and rest:
+        out = {}
+        for item in rest.split(","):
+            pid, eq, off = item.rpartition("=")
+            try:
+                p = Partition.parse(pid)
+                if not eq or not p.topic or int(off) < 0:
+                    raise ValueError
+            except ValueError:
+                raise CommandError(f"--to {text!r}: {item!r} is not TOPIC:PARTITION=OFFSET", BAD_INPUT) from None
+            out[p] = int(off)
+        return "offsets", out
+    raise CommandError(f"--to {text!r}: use earliest, latest, timestamp:ISO-8601 or offsets:TOPIC:PARTITION=OFFSET,...",
+                       BAD_INPUT)
+
+
+def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner: str,
+           reset_state: bool) -> dict[str, Any]:
+    """Take the lease, commit the rewind txid (and truncate if asked), release; returns the audit line."""
+    from app.progress import ProgressLog, StoredBatch, read_progress, record_rewind
+    from states.errors import LeaseHeldError
+
+    store = compiled.store()
+    try:
+        epoch = store.acquire_lease(owner, LEASE_TTL_S)
+    except LeaseHeldError as e:
+        info = store.lease_info()
+        expiry = "" if info is None or info.expires_at is None else \
+            f", lease expires at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(info.expires_at))}"
+        raise CommandError(f"pipeline {compiled.id!r}: refused: the lease is held by {e.owner!r} (epoch {e.epoch}"
+                           f"{expiry}); stop that service first (a standby would take over: stop every instance)",
+                           REFUSED) from None
+    started = done = False
+    try:
+        prog = read_progress(store)
+        before = {} if prog.committed_plan is None else \
+            {m.partition_id: m.next_offset for m in prog.committed_plan.partitions.values()}
+        offsets = _targets(kafka, target, before)
+        txid = max([prog.committed_txid, *prog.frozen_txids]) + 1
+        plan = BatchPlan(txid, {p: PartitionMetadata(p.topic, p.partition, o, o, 0, compiled.id)
+                                for p, o in offsets.items()})
+        audit = {"txid": txid, "who": owner, "user": os.environ.get("USER", ""), "when": time.time(),
+                 "pipeline": compiled.id, "target": _describe(target),
+                 "from": {p.id: o for p, o in before.items()}, "to_offsets": {p.id: o for p, o in offsets.items()},
+                 "from_txid": prog.committed_txid, "reset_state": reset_state, "truncated": [], "done": False}
+        started = True
+        record_rewind(store, epoch=epoch, txid=txid, audit=audit)
+        progress_log = ProgressLog(store, epoch=epoch, retention=compiled.coordinator.retention)
+        progress_log.store_batch(StoredBatch(plan, 1))
+        progress_log.mark_committed(txid, at=time.time())
+        if reset_state:
+            audit["truncated"] = _truncate(compiled)
+            store.renew_lease(owner, epoch, LEASE_TTL_S)
+        audit["done"] = True
+        record_rewind(store, epoch=epoch, txid=txid, audit=audit)
+        done = True
+        log.info("rewind of %s by %s: txid %d (after %d), %s, from %s to %s, reset_state=%s", compiled.id, owner, txid,
+                 prog.committed_txid, audit["target"], audit["from"], audit["to_offsets"], reset_state)
+        return audit
+    except CommandError:
+        raise
+    except Exception as e:
+        if not started:
+            raise CommandError(f"pipeline {compiled.id!r}: rewind failed before writing anything: "
+                               f"{type(e).__name__}: {e}") from e
+        raise CommandError(f"pipeline {compiled.id!r}: rewind interrupted after its first write "
+                           f"({type(e).__name__}: {e}); the lease stays with {owner!r} for {LEASE_TTL_S:.0f} s so no "
+                           "service starts on a half-done rewind: run the same rewind again") from e
+    finally:
+        if done or not started:
+            store.release_lease(owner, epoch)
+
+
+def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partition, int]) -> dict[Partition, int]:
+    kind, value = target
+    try:
+        parts = sorted(set(kafka.partitions()) | set(before))
+        marks = kafka.watermarks(parts)
+        if kind == "earliest":
+            return {p: marks[p][0] for p in parts}
+        if kind == "latest":
+            return {p: marks[p][1] for p in parts}
+        if kind == "timestamp":
+            progress(f"looking up offsets at {value} ms in {len(parts)} partition(s)")
+            return kafka.for_time(parts, value)
+    except CommandError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Kafka could not answer: nothing was written yet
+        raise CommandError(f"cannot read offsets from Kafka: {kafka_reason(e)}", FAILED) from None
+    out = dict(before)
+    for p, o in value.items():
+        if p not in marks:
+            raise CommandError(f"--to offsets: partition {p.id} is not one the pipeline reads "
+                               f"(known: {', '.join(q.id for q in parts)})", BAD_INPUT)
+        low, end = marks[p]
+        if not low <= o <= end:
+            raise CommandError(f"--to offsets: {p.id}={o} is outside the log [{low}, {end}]", BAD_INPUT)
+        out[p] = o
+    return out
+
+
+def _truncate(compiled: Any) -> list[str]:
+    from states.reader import open_reader
+
+    tables = [sink.name for _, sink in compiled.topology.sinks]
+    progress(f"emptying table(s) {', '.join(tables)} for a full recount")
+    return open_reader(compiled.state).truncate(tables)
+
+
+def _describe(target: tuple[str, Any]) -> str:
+    kind, value = target
+    if kind == "timestamp":
+        return f"timestamp:{datetime.fromtimestamp(value / 1000, timezone.utc).isoformat()}"
+    if kind == "offsets":
+        return "offsets:" + ",".join(f"{p.id}={o}" for p, o in sorted(value.items()))
+    return kind

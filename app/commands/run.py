@@ -1,0 +1,26 @@
+"""``run``: every pipeline of a config until SIGTERM/SIGINT (see :mod:`app.service`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from app.commands.common import LOG_FORMAT, add_config, compile_all, load_config, parser
+
+SUMMARY = "run the pipelines of a config until SIGTERM/SIGINT"
+
+
+def add(sub: Any) -> None:
+    p = parser(sub, "run", SUMMARY, "python -m app run --config examples/wordcount.yaml")
+    add_config(p)
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    compile_all(config, args.config)  # a pipeline that does not compile is a config error, before Spark starts
+    logging.basicConfig(level=config.service.log_level, format=LOG_FORMAT)
+    from app.service import Service
+
+    return Service(config).run()

@@ -1,0 +1,132 @@
+"""The ``topics:`` section: the Kafka topics the service uses, as they should be on the cluster.
+
+    topics:
+      sentences:
+        partitions: 6
+        replication_factor: 3
+        configs: {retention.ms: 604800000, cleanup.policy: delete, min.insync.replicas: 2}
+
+``python -m app topics plan|apply`` compares this declaration with the cluster and creates topics,
+adds partitions and sets configs; it never deletes a topic or shrinks one. A config value is a
+scalar (sent as a string); the well-known ones are checked here so a typo fails before the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from app.config.node import ConfigError, Node, _join
+
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_CONFIG_NAME = re.compile(r"^[a-z][a-z0-9.]*[a-z0-9]$")
+_CHOICES = {
+    "cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+}
+_INTEGERS = {"retention.ms": -1, "retention.bytes": -1, "min.insync.replicas": 1, "segment.ms": 1,
+             "segment.bytes": 14, "max.message.bytes": 0, "delete.retention.ms": 0,
+             "min.compaction.lag.ms": 0}  # name -> smallest valid value
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """One declared topic; ``replication_factor`` None leaves it to the broker default on creation."""
+
+    name: str
+    partitions: int
+    replication_factor: int | None = None
+    configs: tuple[tuple[str, str], ...] = ()
+
+    def config(self, name: str) -> str | None:
+        return dict(self.configs).get(name)
+
+    @property
+    def retention_ms(self) -> int | None:
+        """The declared ``retention.ms`` (-1: forever), or None when not declared."""
+        v = self.config("retention.ms")
+        return None if v is None else int(v)
+
+
+def parse_topics(n: Node) -> tuple[TopicSettings, ...]:
+    """Validate ``topics:`` (a mapping of topic name to settings); errors name ``topics.<name>.<field>``."""
+    out = []
+    for name in n.mapping():
+        if not _TOPIC.match(name):
+            raise ConfigError(_join(n.path, name), f"invalid topic name {name!r} (letters, digits, '.', '_', '-')")
+        t = n.child(name)
+        if t.value is None:
+            raise ConfigError(t.path, "declare at least partitions")
+        t.keys("partitions", "replication_factor", "configs")
+        if not t.child("partitions").present:
+            raise ConfigError(_join(t.path, "partitions"), "required")
+        partitions = t.int("partitions", None, minimum=1)
+        rf = t.int("replication_factor", None, minimum=1)
+        configs = _configs(t.child("configs"), rf)
+        out.append(TopicSettings(name, partitions, rf, configs))
+    return tuple(out)
+
+
+def _configs(n: Node, rf: int | None) -> tuple[tuple[str, str], ...]:
+    values: dict[str, str] = {}
+    for key, raw in n.mapping().items():
+        path = _join(n.path, key)
+        if not _CONFIG_NAME.match(key):
+            raise ConfigError(path, f"invalid topic config name {key!r}")
+        if isinstance(raw, (dict, list)) or raw is None:
+            raise ConfigError(path, "a topic config value must be a scalar")
+        value = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        if key in _INTEGERS:
+            value = _integer(path, raw, _INTEGERS[key])
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise ConfigError(path, f"{value!r} is not one of {', '.join(_CHOICES[key])}")
+        values[key] = value
+    isr = values.get("min.insync.replicas")
+    if isr is not None and rf is not None and int(isr) > rf:
+        raise ConfigError(_join(n.path, "min.insync.replicas"),
+                          f"{isr} is more than the replication_factor {rf}: no write could ever be acknowledged")
+    return tuple(sorted(values.items()))
+
+
+def _integer(path: str, raw: Any, minimum: int) -> str:
+    if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ConfigError(path, f"expected an integer, got {raw!r}")
+    if raw < minimum:
+        raise ConfigError(path, f"must be >= {minimum}, got {raw}")
+    return str(raw)
+
+
+MIN_RETENTION_MS = 24 * 3600 * 1000  # a day to notice and repair a stopped pipeline before records expire
+
+
+def retention_warnings(config: Any) -> list[str]:
+    """Warnings for source topics whose declared ``retention.ms`` could expire records before they are read.
+
+    A source topic must keep records for longer than a stopped pipeline can go unrepaired: the
+    readiness window and the lease TTL (before a stall is reported and its lease expires), plus
+    a day to repair it. Shorter is allowed (``data_loss`` decides what happens) but warned about.
+    Caps only bound how fast the backlog is read afterwards, which depends on the input rate.
+    """
+    declared = {t.name: t for t in config.topics}
+    out = []
+    for p in config.pipelines:
+        pattern = p.spout.topic_pattern
+        sources = [t for t in declared.values()
+                   if t.name in p.spout.topics or (pattern and re.fullmatch(pattern, t.name))]
+        window = config.service.ready_window_s
+        stall_ms = int((window + p.lease_ttl_s) * 1000)
+        needed = MIN_RETENTION_MS + stall_ms
+        for t in sources:
+            r = t.retention_ms
+            if r is None or r < 0:
+                continue
+            if r < needed:
+                out.append(f"topics.{t.name}.configs.retention.ms: {r} ms ({r / 3_600_000:.1f} h) is shorter than "
+                           f"the {needed} ms pipeline {p.id!r} needs (the readiness window {window:g} s "
+                           f"+ lease TTL {p.lease_ttl_s:g} s before a stall shows, + a day to repair it): records "
+                           f"could expire before they are read (then data_loss={p.spout.data_loss.value} decides)")
+    return out

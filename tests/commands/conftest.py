@@ -1,0 +1,13 @@
+from collections.abc import Iterator
+
+import pytest
+
+from spouts.kafka import POOL
+from tests.kafka.fixtures import kafka_cluster, kafka_peer  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(autouse=True)
+def _close_pooled_consumers() -> Iterator[None]:
+    """Pooled consumers of one test must not outlive its (possibly destroyed) cluster."""
+    yield
+    POOL.close_all()

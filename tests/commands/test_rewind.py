@@ -1,0 +1,235 @@
+"""``rewind``: a new committed txid at the target offsets, under its own lease; a full recount with --reset-state.
+
+Ground truth is counted here from what the broker acknowledged, never from what the pipeline stored.
+The mock Kafka cluster answers no timestamp lookups (ListOffsets by time gives -1), so on the mock
+the rewind point is named with ``offsets:``; on a real Kafka the same test rewinds with
+``timestamp:`` (see ``tests/kafka/fixtures.py`` TIMESTAMP_LOOKUP).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from app.config import compile_pipeline, load
+from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+from states.errors import LeaseHeldError
+from tests.commands.backends import STATE_BACKENDS, state_section
+from tests.commands.helpers import (cli, forget_opened, pipeline_coordinator, run_pipeline, words_of,
+                                    write_config)
+from tests.kafka.fixtures import TIMESTAMP_LOOKUP, KafkaPeer, MockKafkaCluster, unique_topic
+from tests.kafka.helpers import produce
+
+T0 = 1_700_000_000_000  # record timestamps (CreateTime): batch A at T0.., batch B at T1..
+T1 = T0 + 3_600_000
+
+
+def _store(path: Path):  # noqa: ANN202 - the pipeline's store, opened as a fresh process would
+    forget_opened()
+    return compile_pipeline(load(path), "wc").store()
+
+
+def _counts(path: Path) -> dict[str, int]:
+    r = cli("query", "--config", str(path), "--pipeline", "wc", "--top", "1000", "--json")
+    assert r.code == 0, r.err
+    return {row["word"]: row["count"] for row in json.loads(r.out)}
+
+
+@pytest.mark.parametrize("backend", STATE_BACKENDS)
+def test_rewind_with_reset_state_recounts_exactly_the_records_from_that_point(
+        kafka_peer: KafkaPeer, backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Count A, then A+B; rewind to where B starts with --reset-state; run: the table equals B's words exactly."""
+    topic = unique_topic("rw")
+    kafka_peer.create_topic(topic, 2)
+    bootstrap = kafka_peer.bootstrap_servers()
+    state, cassandra = state_section(backend, request, tmp_path)
+    path = write_config(tmp_path / "c.yaml", bootstrap=bootstrap, topic=topic, state=state, cassandra=cassandra,
+                        spout={"topics": [topic], "first_poll": "earliest", "discovery_interval_s": 0,
+                               "caps": {"per_partition": 7, "per_batch": 10}})
+    a = [(i % 2, f"alpha w{i % 5}".encode()) for i in range(40)]
+    produced_a = produce(bootstrap, topic, a, timestamps=[T0 + i for i in range(len(a))])
+    assert run_pipeline(path) > 0
+    assert _counts(path) == words_of([r.value for r in produced_a])
+
+    b = [(i % 2, f"bravo w{i % 3}".encode()) for i in range(30)]
+    produced_b = produce(bootstrap, topic, b, timestamps=[T1 + i for i in range(len(b))])
+    run_pipeline(path)
+    assert _counts(path) == words_of([r.value for r in produced_a + produced_b])
+    before = read_progress(_store(path)).committed_txid
+
+    starts = {p: min(r.offset for r in produced_b if r.partition == p) for p in (0, 1)}
+    if TIMESTAMP_LOOKUP[kafka_peer.kind]:
+        to = "timestamp:" + datetime.fromtimestamp(T1 / 1000, timezone.utc).isoformat()
+    else:  # the mock cannot look up times: name B's first offsets instead
+        to = "offsets:" + ",".join(f"{topic}:{p}={o}" for p, o in sorted(starts.items()))
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", to, "--reset-state", "--yes-i-know")
+    assert r.code == 0, r.err
+    assert f"rewound as txid {before + 1}" in r.out and "tables emptied for a full recount: word_counts" in r.out
+    assert _counts(path) == {}
+
+    store = _store(path)
+    prog = read_progress(store)
+    assert prog.committed_txid == before + 1  # txids only grow
+    assert {m.partition_id: (m.first_offset, m.next_offset) for m in prog.committed_plan.partitions.values()} == \
+        {Partition(topic, p): (o, o) for p, o in starts.items()}
+    [audit] = read_rewinds(store)
+    assert audit["done"] and audit["reset_state"] and audit["truncated"] == ["word_counts"]
+    assert audit["to_offsets"] == {f"{topic}:{p}": o for p, o in starts.items()}
+    assert audit["from"] == {f"{topic}:{p}": max(x.offset for x in produced_a + produced_b if x.partition == p) + 1
+                             for p in (0, 1)}
+    assert store.lease_info() is None  # released
+
+    assert run_pipeline(path) > 0
+    assert _counts(path) == words_of([r.value for r in produced_b])  # the recount: B exactly, A never again
+
+
+def test_rewind_is_refused_while_a_service_holds_the_lease(kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:
+    """A coordinator holds the lease: rewind names it and its expiry, exits 3, and changes nothing."""
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"a b")] * 5)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+    committed = read_progress(_store(path)).committed_txid
+    service = pipeline_coordinator(path, owner="pod-7")
+    service.start()  # what a running service does first: take the lease
+    try:
+        r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest")
+        assert r.code == 3, r.err
+        assert "the lease is held by 'pod-7'" in r.err and "lease expires at" in r.err
+        store = _store(path)
+        assert read_progress(store).committed_txid == committed and read_rewinds(store) == []
+        assert store.lease_info().owner == "pod-7"
+        assert _counts(path) == {"a": 5, "b": 5}
+        produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"c")])
+        assert service.run_until_idle() == 1  # the service was not disturbed: its lease and epoch still hold
+    finally:
+        service.close()
+    assert _counts(path) == {"a": 5, "b": 5, "c": 1}
+
+
+def test_reset_state_needs_the_confirmation_flag(kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 3)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest", "--reset-state")
+    assert r.code == 3 and "add --yes-i-know" in r.err
+    assert _counts(path) == {"x": 3} and read_progress(_store(path)).committed_txid == 1
+
+
+def test_without_reset_the_rewind_counts_again_and_says_so(kafka_cluster: MockKafkaCluster, tmp_path: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Stored aggregates are not rolled back: rewinding to earliest without a reset counts everything twice."""
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x y")] * 4)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+    caplog.set_level(logging.INFO, logger="app.rewind")
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest")
+    assert r.code == 0, r.err
+    assert "stored aggregates are NOT rolled back" in r.out
+    assert "rewind of wc by rewind@" in caplog.text and "reset_state=False" in caplog.text  # the log's audit line
+    run_pipeline(path)
+    assert _counts(path) == {"x": 8, "y": 8}
+
+
+def test_rewind_txid_is_above_a_frozen_uncommitted_one(kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:
+    """A frozen txid N+1 may have written some keys: the rewind commits N+2, so every stored txid stays below."""
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 3)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+    store = _store(path)
+    epoch = store.acquire_lease("crashed-pod", 0.001)
+    frozen = BatchPlan(2, {Partition(topic, 0): PartitionMetadata(topic, 0, 3, 3, 0, "wc")})
+    ProgressLog(store, epoch=epoch).store_batch(StoredBatch(frozen, 1))
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", f"offsets:{topic}:0=1")
+    assert r.code == 0, r.err
+    assert "rewound as txid 3" in r.out
+    assert read_progress(_store(path)).committed_txid == 3
+
+
+@pytest.mark.parametrize(("to", "message"), [
+    ("yesterday", "use earliest, latest, timestamp:ISO-8601"),
+    ("timestamp:noon", "not an ISO-8601 time"),
+    ("offsets:t0=5", "'t0=5' is not TOPIC:PARTITION=OFFSET"),
+    ("offsets:{topic}:0=99", "is outside the log [0, 3]"),
+    ("offsets:other:0=1", "partition other:0 is not one the pipeline reads"),
+])
+def test_bad_targets_are_refused_naming_them(kafka_cluster: MockKafkaCluster, tmp_path: Path, to: str,
+                                             message: str) -> None:
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 3)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", to.format(topic=topic))
+    assert r.code == 2 and message in r.err, r.err
+
+
+def test_mock_still_cannot_look_up_offsets_by_time(kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:
+    """The mock answers -1 to a timestamp lookup even before every record, so a timestamp rewind lands at the end.
+
+    If this fails after a librdkafka upgrade, the mock answers timestamp lookups: set TIMESTAMP_LOOKUP["mock"]
+    in tests/kafka/fixtures.py so the recount test above rewinds by timestamp on the mock too.
+    """
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 4, timestamps=[T1] * 4)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "timestamp:2000-01-01T00:00:00Z")
+    assert r.code == 0, r.err
+    [audit] = read_rewinds(_store(path))
+    assert audit["to_offsets"] == {f"{topic}:0": 4}, "the mock now answers timestamp lookups: see the docstring"
+    assert not TIMESTAMP_LOOKUP["mock"]
+
+
+def test_an_interrupted_rewind_keeps_the_lease_until_it_is_run_again(kafka_cluster: MockKafkaCluster, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The truncate fails after the new txid is committed: the lease stays with the rewind (a service would be
+    refused), and running the same rewind again completes it."""
+    import app.commands.rewind as rewind_command
+
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 3)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+
+    def broken(compiled: object) -> list[str]:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(rewind_command, "_truncate", broken)
+    argv = ("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest", "--reset-state", "--yes-i-know",
+            "--owner", "ops-1")
+    r = cli(*argv)
+    assert r.code == 1 and "rewind interrupted after its first write (OSError: disk gone)" in r.err
+    assert _store(path).lease_info().owner == "ops-1"
+    service = pipeline_coordinator(path, owner="pod-1")
+    with pytest.raises(LeaseHeldError):
+        service.start()
+    service.close(release=False)
+    monkeypatch.undo()
+    r = cli(*argv)
+    assert r.code == 0, r.err
+    store = _store(path)
+    assert store.lease_info() is None and [a["done"] for a in read_rewinds(store)] == [False, True]
+    assert read_progress(store).committed_txid == 3  # the interrupted rewind's txid 2 stays below the retry's
+    run_pipeline(path)
+    assert _counts(path) == {"x": 3}
