@@ -20,7 +20,7 @@ demo: venv
 test: venv
 	$(PY) -m pytest
 
-test-fast: venv
+test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest -m "not slow"
 
 bench: venv
