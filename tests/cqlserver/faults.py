@@ -3,10 +3,11 @@
 A `Fault` = matchers (opcode, table, statement kind, conditional, CQL
 substring, after/times) + one effect. Faults are checked in injection order;
 every fault counts each request it matches (so `after=2` means "from the 3rd
-matching request on"), delays add up (a hold waits for the test to release
-it), and the first firing non-delay fault decides the outcome. Requests on system keyspaces (driver metadata queries)
-only match faults that name a system table explicitly; PREPARE and schema
-statements (DDL, USE) only match faults that name that opcode / statement.
+matching request on"), delays add up (a hold waits until the test releases
+it), and the first firing non-delay fault decides the outcome. Requests on
+system keyspaces (driver metadata queries) only match faults that name a system
+table explicitly; PREPARE and schema statements (DDL, USE) only match faults
+that name that opcode / statement.
 """
 
 from __future__ import annotations

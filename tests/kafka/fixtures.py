@@ -5,7 +5,8 @@
   any Kafka: the mock always; ``testcontainers`` Kafka when a Docker engine answers; the cluster
   named by ``KAFKA_BOOTSTRAP_SERVERS`` (topics created with ``KAFKA_REPLICATION_FACTOR``, default 1;
   the cluster must allow topic creation and DeleteRecords). Unavailable real peers are reported as
-  SKIPPED with the reason, never passed (failed under REQUIRE_REAL_PEERS=1 unless the other real peer runs). Peers share :class:`KafkaPeer`; the flags say what the peer implements.
+  SKIPPED with the reason, never passed; under REQUIRE_REAL_PEERS=1 as failures, unless the other
+  real peer runs. Peers share :class:`KafkaPeer`; the flags say what the peer implements.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def kafka_peer(request: pytest.FixtureRequest) -> Iterator[KafkaPeer]:
     else:
         bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
         if not bootstrap:
-            missing_peer(REAL_KAFKA, "real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set", covered=docker_problem() is None)
+            missing_peer(REAL_KAFKA, "real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set",
+                         covered=docker_problem() is None)
         yield RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
 
 
