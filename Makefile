@@ -24,7 +24,7 @@ demo: venv
 test: venv tools
 	$(PY) -m pytest
 
-test-fast: venv
+test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest -m "not slow"
 
 # ruff (style and likely bugs) and mypy (types: strict for states/, spouts/ and the coordinator); config in pyproject.toml

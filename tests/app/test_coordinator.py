@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -106,10 +106,14 @@ class TestAtLeastOnce:
 
 
 class RecordingExecutor:
-    """Wraps an executor and records when each txid's process and commit start and end."""
+    """Wraps an executor and records when each txid's process and commit start and end.
 
-    def __init__(self, inner: Any, process_delay: float = 0.0, fail_commit_of: set[int] | None = None) -> None:
-        self.inner, self.delay, self.fail_commit_of = inner, process_delay, fail_commit_of or set()
+    ``hold(batch)`` runs at the start of every process call: tests block there on events and barriers
+    to pin down which work overlaps, instead of sleeping and hoping."""
+
+    def __init__(self, inner: Any, hold: Callable[[Batch], None] | None = None,
+                 fail_commit_of: set[int] | None = None) -> None:
+        self.inner, self.hold, self.fail_commit_of = inner, hold, fail_commit_of or set()
         self.events: list[tuple[str, int, int]] = []
         self.cancelled: list[int] = []
         self._lock = threading.Lock()
@@ -123,7 +127,8 @@ class RecordingExecutor:
 
     def process(self, batch: Batch) -> Any:
         self._log("process-start", batch)
-        time.sleep(self.delay(batch.txid) if callable(self.delay) else self.delay)
+        if self.hold is not None:
+            self.hold(batch)
         out = self.inner.process(batch)
         self._log("process-end", batch)
         return out
@@ -159,8 +164,15 @@ def recorded_world(max_pending: int, **executor_args: Any) -> tuple[World, Recor
 class TestOrdering:
     def test_commits_are_strictly_ordered_and_processing_overlaps(self) -> None:
         """With max_pending=3, later txids are processed while earlier ones commit, but commits go 1, 2, 3, …"""
-        world, rec = recorded_world(3, process_delay=0.01)
+        first_three = threading.Barrier(3, timeout=30)
+
+        def hold(batch: Batch) -> None:  # txids 1-3 each finish processing only once all three are processing
+            if batch.txid <= 3 and batch.attempt == 1:
+                first_three.wait()
+
+        world, rec = recorded_world(3, hold=hold)
         step_until_idle(world)
+        assert not first_three.broken
         commits = [t for what, t, _ in rec.events if what == "commit-start"]
         assert commits == sorted(commits) == list(range(1, len(commits) + 1))
         first_commit = next(i for i, e in enumerate(rec.events) if e[0] == "commit-end")
@@ -317,8 +329,23 @@ class TestDataLossAndMetrics:
 class TestCancellation:
     def test_abandoned_in_flight_work_is_cancelled(self) -> None:
         """When txid 1 fails, the still-running processing of txids 2 and 3 is cancelled through the executor."""
-        world, rec = recorded_world(3, process_delay=lambda txid: 0.1 if txid == 1 else 0.6, fail_commit_of={1})
-        assert world.coordinator.step() == "failed"
+        started = {2: threading.Event(), 3: threading.Event()}
+        release = threading.Event()
+
+        def hold(batch: Batch) -> None:  # txids 2 and 3 keep processing until the test lets them go
+            if batch.attempt > 1:
+                return
+            if batch.txid == 1:
+                assert all(e.wait(30) for e in started.values())
+            else:
+                started[batch.txid].set()
+                release.wait(30)
+
+        world, rec = recorded_world(3, hold=hold, fail_commit_of={1})
+        try:
+            assert world.coordinator.step() == "failed"
+        finally:
+            release.set()
         assert sorted(rec.cancelled) == [2, 3]  # still running when txid 1 failed
         step_until_idle(world)
         assert world.stored_counts() == world.truth()

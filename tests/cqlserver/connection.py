@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from . import messages as m
@@ -264,8 +263,7 @@ class ClientConnection:
     def _apply_faults(self, info: RequestInfo, action: Any = None) -> bool:
         """Apply matching faults; return False when the request was answered or dropped."""
         decision = self.server.faults.decide(info)
-        if decision.delay:
-            time.sleep(decision.delay)
+        decision.wait()
         fault = decision.fault
         if fault is None:
             return True

@@ -3,15 +3,17 @@
 A `Fault` = matchers (opcode, table, statement kind, conditional, CQL
 substring, after/times) + one effect. Faults are checked in injection order;
 every fault counts each request it matches (so `after=2` means "from the 3rd
-matching request on"), delays add up, and the first firing non-delay fault
-decides the outcome. Requests on system keyspaces (driver metadata queries)
-only match faults that name a system table explicitly; PREPARE and schema
-statements (DDL, USE) only match faults that name that opcode / statement.
+matching request on"), delays add up (a hold waits until the test releases
+it), and the first firing non-delay fault decides the outcome. Requests on
+system keyspaces (driver metadata queries) only match faults that name a system
+table explicitly; PREPARE and schema statements (DDL, USE) only match faults
+that name that opcode / statement.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +60,7 @@ class Fault:
     applied: bool = False  # write_timeout / drop_connection: apply the mutation first
     write_type: str = "SIMPLE"
     seconds: float = 0.0
+    release: threading.Event | None = None  # delay: held until this is set (``seconds`` at most)
     message: str = ""
     seen: int = field(default=0, init=False)
     fired: int = field(default=0, init=False)
@@ -98,6 +101,11 @@ class Fault:
     def delay(cls, seconds: float, **match: Any) -> "Fault":
         """Add latency before the request is processed (combines with other faults)."""
         return cls(DELAY, seconds=seconds, **match)
+
+    @classmethod
+    def hold(cls, release: threading.Event, seconds: float = 30.0, **match: Any) -> "Fault":
+        """Hold the request until ``release`` is set (``seconds`` at most), then process it."""
+        return cls(DELAY, seconds=seconds, release=release, **match)
 
     # -- matching ----------------------------------------------------------
     def matches(self, req: RequestInfo) -> bool:
@@ -145,6 +153,15 @@ class Fault:
 class Decision:
     delay: float = 0.0
     fault: Fault | None = None  # terminal fault that fired, if any
+    holds: list[Fault] = field(default_factory=list)  # delays that end early when released
+
+    def wait(self) -> None:
+        """Sleep the plain delays, then wait for each hold's release (or its ``seconds``)."""
+        if self.delay:
+            time.sleep(self.delay)
+        for hold in self.holds:
+            assert hold.release is not None
+            hold.release.wait(hold.seconds)
 
 
 class FaultInjector:
@@ -180,7 +197,10 @@ class FaultInjector:
                     continue
                 if fault.effect == DELAY:
                     fault.fired += 1
-                    decision.delay += fault.seconds
+                    if fault.release is not None:
+                        decision.holds.append(fault)
+                    else:
+                        decision.delay += fault.seconds
                 elif decision.fault is None:
                     fault.fired += 1
                     self.fired_total += 1

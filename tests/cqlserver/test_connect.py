@@ -22,15 +22,15 @@ def _driver_problems(caplog: pytest.LogCaptureFixture) -> list[str]:
             if r.levelno >= logging.WARNING and not any(e in r.getMessage() for e in expected)]
 
 
-def test_default_cluster_negotiates_v5_quickly_without_errors(cql_server, caplog):
+def test_default_cluster_negotiates_v5_directly_without_errors(cql_server, caplog):
+    """v5 accepted when first offered (the driver offers DSE versions before it), no driver warning
+    (an unanswered handshake would log one)."""
     caplog.set_level(logging.DEBUG, logger="cassandra")
-    start = time.monotonic()
     cluster = Cluster(contact_points=["127.0.0.1"], port=cql_server.port)
     try:
         session = cluster.connect()
-        elapsed = time.monotonic() - start
         assert cluster.protocol_version == ProtocolVersion.V5
-        assert elapsed < 1.0
+        assert not [r for r in caplog.records if "Downgrading core protocol version from 5" in r.getMessage()]
         row = session.execute("SELECT release_version, data_center, partitioner FROM system.local "
                               "WHERE key='local'").one()
         assert row.release_version.startswith("4.1")
@@ -50,9 +50,7 @@ def test_v4_only_server_makes_driver_settle_on_v4(caplog):
     with CqlServer(protocol_versions=(4,)) as server:
         cluster = Cluster(contact_points=["127.0.0.1"], port=server.port)
         try:
-            start = time.monotonic()
             session = cluster.connect()
-            assert time.monotonic() - start < 1.0
             assert cluster.protocol_version == 4
             assert session.execute("SELECT key FROM system.local").one().key == "local"
             # v4 encodings (byte flags, no metadata ids) through prepared statements, paging and LWT.
@@ -69,7 +67,8 @@ def test_v4_only_server_makes_driver_settle_on_v4(caplog):
         finally:
             cluster.shutdown()
     downgrades = [r.getMessage() for r in caplog.records if "Downgrading" in r.getMessage()]
-    assert any("from 5 to 4" in msg for msg in downgrades)
+    assert [msg for msg in downgrades if "from 5" in msg or "from 4" in msg] == downgrades[-1:]  # v5, then v4
+    assert "from 5 to 4" in downgrades[-1]
     assert _driver_problems(caplog) == []
 
 

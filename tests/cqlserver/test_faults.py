@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Iterator
 
@@ -17,6 +18,14 @@ from tests.cqlserver import CqlServer, Fault
 from tests.cqlserver.fixtures import connect_cluster
 
 RAW = "raw"  # execution profile without retries: errors come back exactly as the server sent them
+
+
+def wait_until(condition: Any, timeout: float = 10.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
 
 
 @pytest.fixture(scope="module")
@@ -130,27 +139,45 @@ def test_drop_connection_optionally_after_applying(cql_server_module, server, ap
         with pytest.raises(NoHostAvailable):
             session.execute("INSERT INTO other (k, v) VALUES (%s, 1)", (key,))
         assert any(r["k"] == key for r in server.rows("fk", "other")) is applied
-        deadline = time.monotonic() + 5
-        while not cluster.metadata.all_hosts()[0].is_up and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: cluster.metadata.all_hosts()[0].is_up)
         assert session.execute("SELECT k FROM other WHERE k = %s", (key,)).one() is not None or not applied
     finally:
         cluster.shutdown()
 
 
-def test_delay_adds_latency_without_blocking_other_streams(session, server):
-    server.inject(Fault.delay(0.4, cql_contains="k = 7"))
+def test_delay_adds_its_latency(session, server):
+    """A delayed request is answered no sooner than its delay (a lower bound: load only adds to it)."""
+    fault = server.inject(Fault.delay(0.3, cql_contains="k = 7"))
     start = time.monotonic()
+    session.execute("SELECT * FROM other WHERE k = 7")
+    assert time.monotonic() - start >= 0.3 and fault.fired == 1
+
+
+def test_a_held_request_does_not_block_other_streams(session, server):
+    """While one request is held on the server, another is answered; the held one is answered once released."""
+    release = threading.Event()
+    held = server.inject(Fault.hold(release, cql_contains="k = 7"))
+    answered = threading.Event()
     slow = session.execute_async("SELECT * FROM other WHERE k = 7")
-    fast = session.execute_async("SELECT * FROM other WHERE k = 8")
-    fast.result()
-    fast_done = time.monotonic() - start
+    slow.add_callbacks(lambda _: answered.set(), lambda _: answered.set())
+    try:
+        wait_until(lambda: held.fired == 1)  # the server holds k = 7 from here on
+        session.execute("SELECT * FROM other WHERE k = 8")
+        assert not answered.is_set()
+    finally:
+        release.set()
     slow.result()
-    slow_done = time.monotonic() - start
-    assert fast_done < 0.3 <= 0.4 <= slow_done
-    server.inject(Fault.delay(0.5, table="other"))
-    with pytest.raises(OperationTimedOut):
-        session.execute("SELECT * FROM other WHERE k = 9", timeout=0.1)
+    assert answered.is_set()
+
+
+def test_a_client_timeout_shorter_than_the_hold_fires(session, server):
+    release = threading.Event()
+    server.inject(Fault.hold(release, table="other"))
+    try:
+        with pytest.raises(OperationTimedOut):
+            session.execute("SELECT * FROM other WHERE k = 9", timeout=0.1)
+    finally:
+        release.set()
 
 
 def test_faults_leave_driver_metadata_queries_alone(cluster, session, server):

@@ -5,7 +5,8 @@
   any Kafka: the mock always; ``testcontainers`` Kafka when a Docker engine answers; the cluster
   named by ``KAFKA_BOOTSTRAP_SERVERS`` (topics created with ``KAFKA_REPLICATION_FACTOR``, default 1;
   the cluster must allow topic creation and DeleteRecords). Unavailable real peers are reported as
-  SKIPPED with the reason, never passed. Peers share :class:`KafkaPeer`; the flags say what the peer implements.
+  SKIPPED with the reason, never passed; under REQUIRE_REAL_PEERS=1 as failures, unless the other
+  real peer runs. Peers share :class:`KafkaPeer`; the flags say what the peer implements.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
+from tests.peers import REAL_KAFKA, docker_problem, missing_peer
 
-__all__ = ["KafkaPeer", "MockKafkaCluster", "RealKafkaPeer", "kafka_cluster", "kafka_peer", "unique_topic"]
+__all__ = ["KafkaPeer", "MockKafkaCluster", "RealKafkaPeer", "kafka_cluster", "kafka_peer", "real_kafka_available",
+           "skip_mock_gap", "unique_topic"]
 
 
 class KafkaPeer(Protocol):
@@ -87,13 +90,20 @@ class RealKafkaPeer:
         pass
 
 
-def _testcontainers_peer() -> Iterator[RealKafkaPeer]:
-    try:
-        import docker  # testcontainers' dependency
+def real_kafka_available() -> bool:
+    """A real Kafka is reachable here: named by KAFKA_BOOTSTRAP_SERVERS, or startable by testcontainers."""
+    return bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) or docker_problem() is None
 
-        docker.from_env().ping()
-    except Exception as e:  # no engine, no socket, no permission: all mean "not available here"
-        pytest.skip(f"testcontainers Kafka: no Docker engine answers ({type(e).__name__}: {e})")
+
+def skip_mock_gap(reason: str) -> NoReturn:
+    """Skip a check the mock cannot answer; the real peers run it (REQUIRE_REAL_PEERS=1 demands one)."""
+    missing_peer(REAL_KAFKA, reason, covered=real_kafka_available())
+
+
+def _testcontainers_peer() -> Iterator[RealKafkaPeer]:
+    if (problem := docker_problem()) is not None:
+        missing_peer(REAL_KAFKA, f"testcontainers Kafka: no Docker engine answers ({problem})",
+                     covered=bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")))
     try:
         from testcontainers.community.kafka import KafkaContainer
     except ImportError:  # testcontainers < 4.10 keeps it at the old path
@@ -118,7 +128,8 @@ def kafka_peer(request: pytest.FixtureRequest) -> Iterator[KafkaPeer]:
     else:
         bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
         if not bootstrap:
-            pytest.skip("real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set")
+            missing_peer(REAL_KAFKA, "real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set",
+                         covered=docker_problem() is None)
         yield RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
 
 

@@ -31,12 +31,7 @@ from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy
 from states import Count, OpaqueMap, TransactionalMap
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
-from tests.kafka.fixtures import (
-    READ_COMMITTED,
-    KafkaPeer,
-    MockKafkaCluster,
-    unique_topic,
-)
+from tests.kafka.fixtures import READ_COMMITTED, KafkaPeer, MockKafkaCluster, skip_mock_gap, unique_topic
 from tests.kafka.helpers import Produced, config, produce, spread, truth
 
 
@@ -311,7 +306,7 @@ def test_transactionally_produced_topic_counts_committed_records_once(kafka_peer
 def test_aborted_transactions_are_never_counted(kafka_peer: KafkaPeer, pipelines: list[Pipeline]) -> None:
     """read_committed end to end: aborted records never reach the counts, committed ones count once."""
     if not READ_COMMITTED[kafka_peer.kind]:
-        pytest.skip("librdkafka's mock serves aborted records to read_committed consumers (no LSO, no "
+        skip_mock_gap("librdkafka's mock serves aborted records to read_committed consumers (no LSO, no "
                     "aborted-transaction list); checked by test_mock_gaps_still_hold")
     topic = _topic(kafka_peer, 2)
     batches = [(spread(6, 2, tag=f"t{i}-"), i % 2 == 0) for i in range(6)]

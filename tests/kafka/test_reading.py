@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from spouts.errors import PartitionUnavailableError
 from spouts.kafka import POOL, SCHEMA, KafkaSpout, read_arrow
 from spouts.metadata import Partition, PartitionMetadata
-from tests.kafka.fixtures import READ_COMMITTED, KafkaPeer, unique_topic
+from tests.kafka.fixtures import READ_COMMITTED, KafkaPeer, skip_mock_gap, unique_topic
 from tests.kafka.helpers import config, produce, spread
 
 T0 = 1_700_000_000_000
@@ -89,8 +89,11 @@ def test_empty_range_reads_nothing_without_touching_kafka() -> None:
     assert list(spout.read_arrow(meta)) == []
 
 
+@pytest.mark.timeout(120)
 def test_range_past_the_log_end_times_out_as_unavailable(kafka_peer: KafkaPeer) -> None:
-    """A range the log does not reach makes no progress and raises PartitionUnavailableError after read_timeout_s."""
+    """A range the log does not reach makes no progress and raises PartitionUnavailableError after read_timeout_s.
+
+    Only the lower bound is timed (it waited out its timeout rather than giving up at once); a hang is the timeout's."""
     topic = unique_topic()
     kafka_peer.create_topic(topic, 1)
     produce(kafka_peer.bootstrap_servers(), topic, spread(5, 1))
@@ -98,7 +101,7 @@ def test_range_past_the_log_end_times_out_as_unavailable(kafka_peer: KafkaPeer) 
     start = time.monotonic()
     with pytest.raises(PartitionUnavailableError, match="no progress at offset 5"):
         em.emit_partition(PartitionMetadata(topic, 0, 2, 9, 7, "topo"))
-    assert 0.4 < time.monotonic() - start < 5
+    assert time.monotonic() - start >= 0.5
 
 
 def _transactions(bootstrap: str, topic: str, batches: list[tuple[list[bytes], bool]]) -> None:
@@ -117,8 +120,9 @@ def test_transaction_markers_leave_gaps_that_reading_steps_over(kafka_peer: Kafk
     """Committed transactions leave marker offsets: reads stop on position at the range end, even on a marker.
 
     Six records in three transactions occupy offsets 0-8 (markers at 2, 5, 8). Ranges that end on
-    a marker read promptly (no timeout), plans tile the log, every record is read exactly once, and
-    with exact_record_counts a plan counts records, not offsets.
+    a marker read without waiting out their no-progress timeout (a read that did would raise
+    PartitionUnavailableError), plans tile the log, every record is read exactly once, and with
+    exact_record_counts a plan counts records, not offsets.
     """
     topic = unique_topic()
     kafka_peer.create_topic(topic, 1)
@@ -126,7 +130,6 @@ def test_transaction_markers_leave_gaps_that_reading_steps_over(kafka_peer: Kafk
                                                           ([b"e", b"f"], True)])
     em = _spout(kafka_peer, topic, exact_record_counts=True, read_timeout_s=5).emitter()
     p = Partition(topic, 0)
-    start = time.monotonic()
     last, got, metas = None, [], []
     while True:
         last = em.plan_partition(p, last, 3)
@@ -137,7 +140,6 @@ def test_transaction_markers_leave_gaps_that_reading_steps_over(kafka_peer: Kafk
         got += [(r.offset, r.value) for r in em.emit_partition(last)]
     assert metas == [(0, 3, 2), (3, 6, 2), (6, 9, 2)]
     assert got == [(0, b"a"), (1, b"b"), (3, b"c"), (4, b"d"), (6, b"e"), (7, b"f")]
-    assert time.monotonic() - start < 4  # no read waited for its no-progress timeout
     only_marker = PartitionMetadata(topic, 0, 8, 9, 0, "topo")
     assert em.emit_partition(only_marker) == []
     assert list(em.read_arrow(only_marker)) == []
@@ -146,7 +148,7 @@ def test_transaction_markers_leave_gaps_that_reading_steps_over(kafka_peer: Kafk
 def test_aborted_records_are_never_read_and_open_transactions_never_planned(kafka_peer: KafkaPeer) -> None:
     """read_committed: aborted records are skipped in reads, and a plan stops at the LSO of an open transaction."""
     if not READ_COMMITTED[kafka_peer.kind]:
-        pytest.skip("librdkafka's mock has no read_committed semantics (Fetch: LastStableOffset = high "
+        skip_mock_gap("librdkafka's mock has no read_committed semantics (Fetch: LastStableOffset = high "
                     "watermark, no aborted-transaction list); checked by test_mock_gaps_still_hold")
     topic = unique_topic()
     kafka_peer.create_topic(topic, 1)

@@ -134,6 +134,15 @@ class ServiceProcess:
             pass
         self.proc.wait(30)
 
+    def pause(self) -> None:
+        """SIGSTOP the whole process group: nothing it does can land until :meth:`resume` or :meth:`kill`."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def terminate(self, timeout: float = 120.0) -> int:
         """SIGTERM the service process alone and wait for its exit code."""
         assert self.proc is not None
@@ -250,21 +259,28 @@ def committed_txid(db: Path, topology: str) -> int:
         conn.close()
 
 
-def frozen_txids(db: Path, topology: str) -> list[int]:
-    """Txids whose plan is stored (frozen), from the coordinator's rotating state ``batches/<txid>``."""
+def state_documents(db: Path, topology: str) -> dict[str, str]:
+    """The coordinator's documents (``coordinator``, ``batches/<txid>``) in the SQLite store, as JSON text."""
     if not db.exists():
-        return []
+        return {}
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
-        rows = conn.execute("SELECT key FROM trident_state WHERE topology = ? AND key LIKE 'batches/%'",
-                            (topology,)).fetchall()
-        return sorted(int(k.rsplit("/", 1)[1]) for (k,) in rows)
+        return dict(conn.execute("SELECT key, value FROM trident_state WHERE topology = ? "
+                                 "AND (key = 'coordinator' OR key LIKE 'batches/%')", (topology,)).fetchall())
     except sqlite3.OperationalError as e:
         if "no such table" in str(e):
-            return []
+            return {}
         raise
     finally:
         conn.close()
+
+
+def frozen_uncommitted(documents: dict[str, str]) -> int | None:
+    """The txid whose plan is frozen (``batches/<txid>``) but not yet marked committed, if any."""
+    doc = documents.get("coordinator")
+    committed = 0 if doc is None else int(json.loads(doc)["committed_txid"])
+    frozen = {int(k.rsplit("/", 1)[1]) for k in documents if k.startswith("batches/")}
+    return committed + 1 if committed + 1 in frozen else None
 
 
 class CqlServerProcess:
@@ -273,6 +289,8 @@ class CqlServerProcess:
     def __init__(self, port: int, log: Path) -> None:
         self.port, self.log = port, log
         self.proc: subprocess.Popen[bytes] | None = None
+        self._cluster: Any = None
+        self._session_: Any = None
 
     def __enter__(self) -> CqlServerProcess:
         out = open(self.log, "wb")  # noqa: SIM115 - closed with the process
@@ -286,25 +304,42 @@ class CqlServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         assert self.proc is not None
+        if self._cluster is not None:
+            self._cluster.shutdown()
         self.proc.terminate()
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
-    def word_counts(self, words: tuple[str, ...], keyspace: str = "trident",
-                    table: str = "word_counts") -> dict[str, int]:
-        """Stored counts of ``words`` (absent keys left out), read with the DataStax driver."""
+    def _session(self) -> Any:
+        """One driver session for the test's reads, opened on first use and closed with the server."""
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import DCAwareRoundRobinPolicy
 
-        profile = ExecutionProfile(load_balancing_policy=DCAwareRoundRobinPolicy(local_dc="datacenter1"))
-        cluster = Cluster(["127.0.0.1"], port=self.port, protocol_version=4,
-                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        if self._cluster is None:
+            profile = ExecutionProfile(load_balancing_policy=DCAwareRoundRobinPolicy(local_dc="datacenter1"))
+            self._cluster = Cluster(["127.0.0.1"], port=self.port, protocol_version=4,
+                                    execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+            self._session_ = self._cluster.connect()
+        return self._session_
+
+    def word_counts(self, words: tuple[str, ...], keyspace: str = "trident",
+                    table: str = "word_counts") -> dict[str, int]:
+        """Stored counts of ``words`` (absent keys left out), read with the DataStax driver."""
+        marks = ", ".join("%s" for _ in words)
+        rows = self._session().execute(f"SELECT word, count FROM {keyspace}.{table} WHERE word IN ({marks})", words)
+        return {r.word: int(r.count) for r in rows}
+
+    def state_documents(self, topology: str, keyspace: str = "trident",
+                        table: str = "trident_state") -> dict[str, str]:
+        """The coordinator's documents (``coordinator``, ``batches/<txid>``) as JSON text (none before the table)."""
+        from cassandra import InvalidRequest
+
         try:
-            session = cluster.connect()
-            marks = ", ".join("%s" for _ in words)
-            rows = session.execute(f"SELECT word, count FROM {keyspace}.{table} WHERE word IN ({marks})", words)
-            return {r.word: int(r.count) for r in rows}
-        finally:
-            cluster.shutdown()
+            rows = self._session().execute(f"SELECT key, value FROM {keyspace}.{table} WHERE topology = %s",
+                                           (topology,))
+        except InvalidRequest:  # no such keyspace or table yet
+            return {}
+        return {r.key: r.value for r in rows
+                if r.value is not None and (r.key == "coordinator" or r.key.startswith("batches/"))}

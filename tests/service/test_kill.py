@@ -18,9 +18,9 @@ from tests.service.helpers import (
     CqlServerProcess,
     SentenceProducer,
     ServiceProcess,
-    committed_txid,
     free_port,
-    frozen_txids,
+    frozen_uncommitted,
+    state_documents,
     word_count_config,
     word_counts,
 )
@@ -30,35 +30,63 @@ CQL_KILLS = int(os.environ.get("TRIDENT_KILL_TEST_CQL_KILLS", "10"))
 SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
 
 
-def kill_at_random_moments(service: ServiceProcess, db: Path | None, rng: random.Random,
+def kill_at_random_moments(service: ServiceProcess, documents: Callable[[], dict[str, str]], rng: random.Random,
                            kills: int) -> dict[str, int]:
-    """Start, wait a random while, SIGKILL the process group; ``kills`` times.
+    """Start, pick a moment, SIGKILL the process group; ``kills`` times.
 
-    A quarter of the kills land during start-up (Spark starting, lease being taken); the rest land
-    0-3 s after the run committed its first txid, so they fall in planning, processing on Spark,
-    freezing, committing the state or marking the txid committed. ``frozen, uncommitted`` counts
-    the kills that left a txid frozen but not committed (the next run must replay exactly it).
+    A quarter of the kills land during start-up (Spark starting, lease being taken), half land 0-3 s
+    after the run committed its first txid (planning, processing on Spark, freezing, committing the
+    state, marking the txid committed), and a quarter (at least one) are steered into the window the
+    freeze exists for: a txid's plan stored, its state being written, the txid not yet marked
+    committed. Those kills poll the coordinator's ``documents()`` until they see that window, stop the
+    whole process group (SIGSTOP), check again, and SIGKILL it there. ``frozen, uncommitted`` counts,
+    from the store after each kill, the kills that left a txid frozen but not committed (the next run
+    must replay exactly it).
     """
-    landed = {"start-up": 0, "while committing": 0, "frozen, uncommitted": 0}
-    for _ in range(kills):
+    landed = {"start-up": 0, "after a commit": 0, "in the freeze window": 0, "frozen, uncommitted": 0}
+    for i in range(kills):
         service.start()
-        if rng.random() < 0.25:
+        r = rng.random()
+        if r < 0.25 or (i == kills - 1 and landed["in the freeze window"] == 0):
+            wait_for_first_commit(service)
+            stop_in_freeze_window(service, documents)
+            landed["in the freeze window"] += 1
+        elif r < 0.5:
             time.sleep(rng.uniform(0.5, 6.0))
             service.check_alive()
             landed["start-up"] += 1
         else:
-            deadline = time.monotonic() + 90
-            while service.commits_this_run() == 0:
-                service.check_alive()
-                assert time.monotonic() < deadline, f"no commit within 90 s:\n{service.tail()}"
-                time.sleep(0.1)
+            wait_for_first_commit(service)
             time.sleep(rng.uniform(0.0, 3.0))
             service.check_alive()
-            landed["while committing"] += 1
+            landed["after a commit"] += 1
         service.kill()
-        if db is not None and committed_txid(db, "kill-test") + 1 in frozen_txids(db, "kill-test"):
+        if frozen_uncommitted(documents()) is not None:
             landed["frozen, uncommitted"] += 1
     return landed
+
+
+def wait_for_first_commit(service: ServiceProcess, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while service.commits_this_run() == 0:
+        service.check_alive()
+        assert time.monotonic() < deadline, f"no commit within {timeout} s:\n{service.tail()}"
+        time.sleep(0.1)
+
+
+def stop_in_freeze_window(service: ServiceProcess, documents: Callable[[], dict[str, str]],
+                          timeout: float = 120) -> None:
+    """Leave the service stopped (SIGSTOP) while a txid is frozen but not committed: the caller kills it there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        service.check_alive()
+        assert time.monotonic() < deadline, f"no txid seen frozen and uncommitted in {timeout} s"
+        if frozen_uncommitted(documents()) is not None:
+            service.pause()
+            if frozen_uncommitted(documents()) is not None:
+                return
+            service.resume()  # it committed between the two reads: look again
+        time.sleep(0.005)
 
 
 @pytest.mark.slow
@@ -77,7 +105,7 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
     producer = SentenceProducer(kafka.bootstrap_servers(), "sentences", 4, rate=300, seed=SEED)
     producer.start()
     try:
-        landed = kill_at_random_moments(service, db, random.Random(SEED), KILLS)
+        landed = kill_at_random_moments(service, lambda: state_documents(db, "kill-test"), random.Random(SEED), KILLS)
         truth = producer.stop()
 
         drain_then_terminate(service, lambda: word_counts(db), truth, poll_s=0.5)
@@ -92,7 +120,7 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
                f"{log.count('failed (')} failed attempts, {time.monotonic() - started:.0f} s")
     print(summary)
     assert stored == dict(truth), summary
-    assert landed["start-up"] + landed["while committing"] == KILLS
+    assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
 
 
 @pytest.mark.slow
@@ -113,7 +141,8 @@ def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_p
         producer = SentenceProducer(kafka.bootstrap_servers(), "sentences", 4, rate=300, seed=SEED)
         producer.start()
         try:
-            landed = kill_at_random_moments(service, None, random.Random(SEED), CQL_KILLS)
+            landed = kill_at_random_moments(service, lambda: cql.state_documents("kill-test"), random.Random(SEED),
+                                            CQL_KILLS)
             truth = producer.stop()
             drain_then_terminate(service, lambda: cql.word_counts(WORDS), truth, poll_s=1.0)
         finally:
@@ -125,6 +154,7 @@ def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_p
                f"{log.count('committed txid')} txid commits logged, {time.monotonic() - started:.0f} s")
     print(summary)
     assert stored == dict(truth), summary
+    assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
 
 
 def drain_then_terminate(service: Any, stored: Callable[[], Any], truth: Any, *, poll_s: float) -> None:
@@ -138,3 +168,4 @@ def drain_then_terminate(service: Any, stored: Callable[[], Any], truth: Any, *,
         time.sleep(poll_s)
     service.wait_ready()
     assert service.terminate() == 0
+    assert stored() == truth, "counts changed after the drain: a late write while stopping"

@@ -94,6 +94,7 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
         assert 'trident_partition_lag{partition="0",pipeline="kill-test",topic="words"} 0.0' in metrics
 
         assert service.terminate() == 0
+        assert word_counts(db) == dict(truth) and sentence_total(db) == 1500  # nothing counted late, while stopping
         first = committed_txid(db, "kill-test")
         owner, _, expires = lease_row(db, "kill-test")
         assert owner is None and expires == 0  # released: a successor starts at once
@@ -108,6 +109,7 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
         assert service.terminate() == 0
     finally:
         service.cleanup()
+    assert word_counts(db) == dict(truth)  # re-read after the exit: a late double count would show here
     assert sentence_total(db) == 2100  # the second pipeline, in its own thread on the same Spark
     text = log.read_text()
     assert f"resuming after txid {first}" in text

@@ -3,6 +3,8 @@ overlapping batches (max_pending=2). Every stored value is checked against the p
 
 from __future__ import annotations
 
+import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,6 @@ from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.spark.faults import FailTask, fired
 from tests.spark.helpers import (
-    Timed,
     Topic,
     amounts,
     coordinator,
@@ -29,11 +30,46 @@ from tests.spark.helpers import (
 CAPS = Caps(per_partition=100, per_batch=250)
 
 
+class HoldCommitUntilNextProcesses:
+    """Wraps an executor: the commit of txid N waits (at most ``wait_s``) until the processing of
+    txid N+1 has started, whenever records are left past N's ranges; ``overlapped`` lists the txids
+    whose successor started before their commit. A coordinator that plans N+1 only after N committed
+    leaves that list short instead of passing by luck of thread scheduling."""
+
+    def __init__(self, inner: Any, ends: dict[int, int], wait_s: float = 30.0) -> None:
+        self.inner, self.ends, self.wait_s = inner, ends, wait_s
+        self.commits: list[int] = []
+        self.overlapped: list[int] = []
+        self._started: dict[int, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def _event(self, txid: int) -> threading.Event:
+        with self._lock:
+            return self._started.setdefault(txid, threading.Event())
+
+    def state_kinds(self) -> list[Any]:
+        return self.inner.state_kinds()
+
+    def process(self, batch: Any) -> Any:
+        self._event(batch.txid).set()
+        return self.inner.process(batch)
+
+    def commit(self, batch: Any, processed: Any) -> Any:
+        read = {m.partition: m.next_offset for m in batch.plan}
+        if any(read.get(p, 0) < end for p, end in self.ends.items()) \
+                and self._event(batch.txid + 1).wait(self.wait_s):
+            self.overlapped.append(batch.txid)
+        stats = self.inner.commit(batch, processed)
+        self.commits.append(batch.txid)
+        return stats
+
+
+
 def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, *, records: int = 600,
-         max_pending: int = 1, timed: bool = False) -> tuple[Topic, Metrics, Any]:
+         max_pending: int = 1, overlap: bool = False) -> tuple[Topic, Metrics, Any]:
     """Word count + amounts over ``records`` records into SQLite with ``faults``; asserts exactness."""
     topic = Topic(kafka)
-    topic.produce(records, seed=hash(name) % 1000)
+    topic.produce(records, seed=zlib.crc32(name.encode()) % 1000)  # hash() differs per process
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
     topology = Topology(name)
     stream = lines(topology, topic.spout(topology.name))
@@ -41,15 +77,18 @@ def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, 
     amounts(stream, factory)
     metrics = Metrics(CollectorRegistry())
     executor: Any = SparkExecutor(spark, topology, faults=faults, chunk_size=3, metrics=metrics)
-    if timed:
-        executor = Timed(executor)
+    if overlap:
+        ends: dict[int, int] = {}
+        for r in topic.produced:
+            ends[r.partition] = max(ends.get(r.partition, 0), r.offset + 1)
+        executor = HoldCommitUntilNextProcesses(executor, ends)
     coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=CAPS,
                         max_pending=max_pending, metrics=metrics)
     try:
         coord.run_until_idle()
     finally:
         coord.close()
-        (executor.inner if timed else executor).close()
+        (executor.inner if overlap else executor).close()
     db = tmp_path / "state.db"
     assert sqlite_table(db, "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
     assert sqlite_table(db, "amounts", ["user"], ["total", "largest"]) == expected_amounts(topic.produced)
@@ -95,10 +134,6 @@ def test_a_failed_commit_job_makes_the_coordinator_replay_the_txid(spark: Any, s
 def test_max_pending_two_overlaps_batches_and_stays_exact(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
     """With max_pending=2, processing of txid N+1 starts before the commit of N ends (concurrent Spark
     jobs from two threads), commits stay in order, and the totals are exact."""
-    _, _, timed = _run(spark, spark_kafka, tmp_path, "overlap", records=1000, max_pending=2, timed=True)
-    started = {txid: t for kind, txid, t in timed.events if kind == "process_start"}
-    ended = {txid: t for kind, txid, t in timed.events if kind == "commit_end"}
-    assert sorted(ended) == list(range(1, len(ended) + 1)) and len(ended) >= 4
-    assert [txid for kind, txid, _ in timed.events if kind == "commit_end"] == sorted(ended)
-    overlapped = [n for n in ended if n + 1 in started and started[n + 1] < ended[n]]
-    assert len(overlapped) >= len(ended) - 2
+    _, _, held = _run(spark, spark_kafka, tmp_path, "overlap", records=1000, max_pending=2, overlap=True)
+    assert held.commits == list(range(1, len(held.commits) + 1)) and len(held.commits) >= 4
+    assert held.overlapped == held.commits[:-1]  # every txid but the last had its successor processing

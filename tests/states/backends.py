@@ -20,6 +20,7 @@ import pytest
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
 from states.spec import MapSpec
 from states.sqlite import SqliteBackingMap, SqliteTransactionalStateStore
+from tests.peers import REAL_CASSANDRA, docker_problem, missing_peer
 
 
 @dataclass
@@ -87,8 +88,9 @@ def sqlite_store(topology_id: str, request: pytest.FixtureRequest) -> StoreHarne
 # Cassandra peers: the CQL test server always; a real Cassandra named by CASSANDRA_CONTACT_POINTS
 # (host[:port],...; optional CASSANDRA_LOCAL_DC, CASSANDRA_USERNAME, CASSANDRA_PASSWORD,
 # CASSANDRA_PROTOCOL_VERSION), else started by testcontainers when a Docker engine answers.
-# An absent real peer is reported SKIPPED with the reason, never passed. Each test gets its own
-# keyspace (dropped afterwards); peers and sessions live for the whole pytest process.
+# An absent real peer is reported SKIPPED with the reason, never passed (a failure under
+# REQUIRE_REAL_PEERS=1). Each test gets its own keyspace (dropped afterwards); peers and sessions
+# live for the whole pytest process.
 
 
 @dataclass
@@ -110,7 +112,7 @@ def cassandra_peer(request: pytest.FixtureRequest, kind: str) -> CassandraPeer:
         _PEERS[kind] = _start_peer(request.config, kind)
     peer = _PEERS[kind]
     if isinstance(peer, str):
-        pytest.skip(peer)
+        missing_peer(REAL_CASSANDRA, peer)
     return peer
 
 
@@ -139,13 +141,9 @@ def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
             contact_points=tuple(h for h, _ in hosts), port=int(hosts[0][1]),
             local_dc=os.environ.get("CASSANDRA_LOCAL_DC"), username=os.environ.get("CASSANDRA_USERNAME"),
             password=password, protocol_version=int(version) if version else None))
-    try:
-        import docker  # testcontainers' dependency
-
-        docker.from_env().ping()
-    except Exception as e:  # no engine, no socket, no permission: all mean "not available here"
+    if (problem := docker_problem()) is not None:
         return (f"real Cassandra: CASSANDRA_CONTACT_POINTS is not set and no Docker engine answers for "
-                f"testcontainers ({type(e).__name__}: {e})")
+                f"testcontainers ({problem})")
     from testcontainers.community.cassandra import CassandraContainer
 
     container = CassandraContainer("cassandra:4.1").start()

@@ -127,13 +127,21 @@ class TestUnknownOutcomes:
         store.delete(["s/1", "s/2"], epoch=e)
         assert store.keys("s/") == ["s/3"]
 
-    def test_renew_timeout_is_resent(self, server: CqlServer, settings: CassandraSettings) -> None:
-        """A renewal that timed out is sent again: renewing twice under the same owner and epoch is harmless."""
-        store = CassandraTransactionalStateStore(settings, "wc")
+    @pytest.mark.parametrize("applied", [True, False])
+    def test_renew_timeout_is_resent(self, server: CqlServer, settings: CassandraSettings, metrics: Metrics,
+                                     applied: bool) -> None:
+        """A renewal that timed out is sent again: renewing twice under the same owner and epoch is harmless.
+
+        With ``applied=False`` the timed-out renewal never landed, so only the resent one keeps the lease alive."""
+        store = CassandraTransactionalStateStore(settings, "wc", metrics=metrics)
         e = store.acquire_lease("a", 10)
-        server.inject(Fault.write_timeout_cas(applied=True, table="trident_state", statement="update"))
+        fault = server.inject(Fault.write_timeout_cas(applied=applied, table="trident_state", statement="update"))
         server.advance_clock(8)
+        before = metrics.value("trident_state_requests_total", backend="cassandra", kind="lease")
         store.renew_lease("a", e, 10)
+        assert fault.fired == 1
+        assert metrics.value("trident_state_requests_total", backend="cassandra", kind="lease") == before + 2
+        assert lease_row(server, settings, "wc")["ttl"] > 2  # renewed for 10 s, not what was left of the first 10
         server.advance_clock(8)
         with pytest.raises(LeaseHeldError):
             store.acquire_lease("b", 10)
