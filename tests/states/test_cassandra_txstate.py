@@ -128,7 +128,7 @@ class TestUnknownOutcomes:
         assert store.keys("s/") == ["s/3"]
 
     @pytest.mark.parametrize("applied", [True, False])
-    def test_renew_timeout_is_resent(self, server: CqlServer, settings: CassandraSettings, metrics: Metrics,
+    def test_renew_timeout_is_resent(self, server: CqlServer, settings: CassandraSettings, metrics: StateMetrics,
                                      applied: bool) -> None:
         """A renewal that timed out is sent again: renewing twice under the same owner and epoch is harmless.
 
