@@ -72,9 +72,12 @@ class Node:
         n = self.child(key)
         if not n.present:
             return default
-        if not isinstance(n.value, bool):
+        v = n.value
+        if isinstance(v, str) and v.strip().lower() in ("true", "false"):  # from ${ENV} interpolation
+            v = v.strip().lower() == "true"
+        if not isinstance(v, bool):
             raise ConfigError(n.path, f"expected true or false, got {_kind(n.value)}")
-        return n.value
+        return v
 
     def int(self, key: builtins.str, default: builtins.int | None, *, minimum: builtins.int | None = None,
             maximum: builtins.int | None = None) -> Any:
@@ -89,7 +92,9 @@ class Node:
         _bounds(n.path, v, minimum, maximum)
         return v
 
-    def number(self, key: builtins.str, default: float, *, minimum: float | None = None) -> float:
+    def number(self, key: builtins.str, default: Any, *, minimum: float | None = None,
+               positive: builtins.bool = False) -> Any:
+        """A number (also from a ``${ENV}`` string); ``positive`` refuses zero and below."""
         n = self.child(key)
         if not n.present or n.value is None:
             return default
@@ -101,6 +106,10 @@ class Node:
                 pass
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ConfigError(n.path, f"expected a number, got {_kind(n.value)}")
+        if isinstance(v, float) and v != v:
+            raise ConfigError(n.path, "expected a number, got NaN")
+        if positive and v <= 0:
+            raise ConfigError(n.path, f"must be > 0, got {v}")
         _bounds(n.path, v, minimum, None)
         return float(v)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from app.config import sql
 from app.config.node import ConfigError, Node, _checked, _join
 from app.config.settings import (
     AggregateSettings,
@@ -30,7 +31,14 @@ from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
-from states.cassandra.settings import CassandraSettings, Secret, TlsSettings
+from states.cassandra.settings import (
+    CONSISTENCY_LEVELS,
+    SERIAL_LEVELS,
+    CassandraSettings,
+    Secret,
+    TlsSettings,
+)
+from states.ownership import check_claimable
 from states.spec import StateKind, check_identifier
 
 #: Environment variables that override secrets (and the settings secrets travel with).
@@ -86,9 +94,29 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
         seen[p.id] = f"{n.path}.id"
         if p.state.backend == "cassandra" and cassandra is None:
             raise ConfigError(f"{n.path}.state.backend", "backend cassandra needs a top-level cassandra section")
+    _one_writer_per_table(items, pipelines)
     return ServiceConfig(kafka=kafka, pipelines=pipelines, cassandra=cassandra,
                          spark=_spark(root.child("spark")), http=_http(root.child("http")),
                          service=_service(root.child("service")), topics=parse_topics(root.child("topics")))
+
+
+def table_of(p: PipelineSettings) -> str:
+    """The table a pipeline's state is written to (``state.table``, else the id and the group-by fields)."""
+    return p.state.table or "_".join((p.id.replace("-", "_"), *p.group_by))
+
+
+def _one_writer_per_table(items: list[Node], pipelines: tuple[PipelineSettings, ...]) -> None:
+    """Two pipelines writing one table corrupt it (their txids mix in its rows): refuse it in one config."""
+    writers: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for n, p in zip(items, pipelines):
+        where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"
+        key = (p.state.backend, where, table_of(p))
+        if key in writers:
+            other_id, other_path = writers[key]
+            raise ConfigError(f"{n.path}.state.table", f"table {key[2]!r} is also written by pipeline "
+                                                       f"{other_id!r} ({other_path}): a state table belongs to "
+                                                       "one pipeline")
+        writers[key] = (p.id, n.path)
 
 
 def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:
@@ -129,8 +157,8 @@ def _kafka(n: Node, env: Mapping[str, str]) -> KafkaSettings:
         bootstrap_servers=n.str("bootstrap_servers", required=True),
         properties=tuple(sorted(props.items())),
         isolation_level=n.choice("isolation_level", ("read_committed", "read_uncommitted"), "read_committed"),
-        request_timeout_s=n.number("request_timeout_s", 10.0, minimum=0),
-        read_timeout_s=n.number("read_timeout_s", 30.0, minimum=0),
+        request_timeout_s=n.number("request_timeout_s", 10.0, positive=True),
+        read_timeout_s=n.number("read_timeout_s", 30.0, positive=True),
     )
     mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI")).upper()
     if props.get("security.protocol", "").upper().startswith("SASL") and mechanism in _PASSWORD_MECHANISMS \
@@ -140,28 +168,97 @@ def _kafka(n: Node, env: Mapping[str, str]) -> KafkaSettings:
     # Let KafkaSpoutConfig refuse what it refuses (reserved properties) at the kafka section's path.
     _checked(props_node.path or n.path, lambda: KafkaSpoutConfig(settings.bootstrap_servers, topics=("t",),
                                                                  properties=dict(settings.properties)))
+    _librdkafka_accepts(props_node, props)
     return settings
 
 
+def _librdkafka_accepts(n: Node, props: Mapping[str, str]) -> None:
+    """Let librdkafka check every property name and value: a consumer is built (no broker is named, so
+    nothing connects) and closed. An unknown property would otherwise fail every batch at run time."""
+    from confluent_kafka import Consumer, KafkaException
+
+    try:
+        Consumer({**props, "group.id": "trident-validate"}).close()
+    except KafkaException as e:
+        message = e.args[0].str()
+        named = re.search(r'property:? "([^"]+)"', message)
+        key = named.group(1) if named and named.group(1) in props else None
+        raise ConfigError(_join(n.path, key) if key else n.path, f"librdkafka refuses it: {message}") from None
+
+
 def _cassandra(n: Node, env: Mapping[str, str]) -> CassandraSettings | None:
+    """Every field typed and bounded here, so a bad value fails at its path and not in the driver."""
     if not n.present:
         return None
-    known = tuple(f.name for f in fields(CassandraSettings))
-    n.keys(*known)
-    values = dict(n.mapping())
-    values.update({key: env[name] for name, (section, key) in SECRET_ENV.items()
-                   if section == "cassandra" and env.get(name)})
-    if values.get("password") is not None:
-        values["password"] = Secret(str(values["password"]))
-    for key in ("port", "max_concurrency", "max_retries", "protocol_version"):
-        if values.get(key) is not None:
-            values[key] = n.int(key, None) if key in n.mapping() else values[key]
-    if n.child("tls").present:
-        n.child("tls").keys(*(f.name for f in fields(TlsSettings)))
-    if values.get("username") and values.get("password") is None:
+    n.keys(*(f.name for f in fields(CassandraSettings)))
+    secrets = {key: env[name] for name, (section, key) in SECRET_ENV.items() if section == "cassandra" and env.get(name)}
+    m = n.mapping()
+    v: dict[str, Any] = {}
+    if "contact_points" in m:
+        cp = n.child("contact_points")
+        hosts = [h.strip() for h in cp.value.split(",")] if isinstance(cp.value, str) else \
+            [h.checked(_host) for h in cp.items()]
+        if not hosts or not all(hosts):
+            raise ConfigError(cp.path, "name at least one host (a list, or a comma-separated string)")
+        v["contact_points"] = tuple(hosts)
+    ints = {"port": (1, 65535), "max_concurrency": (1, None), "max_retries": (0, None), "protocol_version": (1, 6)}
+    for key, (low, high) in ints.items():
+        if key in m:
+            v[key] = n.int(key, None, minimum=low, maximum=high)
+    for key in ("backoff_initial_s", "backoff_max_s", "request_timeout_s", "connect_timeout_s", "reconnect_base_s",
+                "reconnect_max_s"):
+        if key in m:
+            v[key] = n.number(key, None, positive=True)
+    if "keyspace" in m:
+        v["keyspace"] = _keyspace(n.child("keyspace"))
+    for key in ("local_dc", "username"):
+        if key in m:
+            v[key] = n.str(key)
+    v["username"] = secrets.get("username", v.get("username"))
+    if "consistency" in m:
+        v["consistency"] = n.choice("consistency", tuple(sorted(CONSISTENCY_LEVELS)), "LOCAL_QUORUM")
+    if "serial_consistency" in m:
+        v["serial_consistency"] = n.choice("serial_consistency", tuple(sorted(SERIAL_LEVELS)), "LOCAL_SERIAL")
+    password = secrets.get("password") or n.str("password")
+    if password is not None:
+        v["password"] = Secret(password)
+    if "create_keyspace" in m:
+        v["create_keyspace"] = n.bool("create_keyspace", True)
+    if "tls" in m:
+        v["tls"] = _tls(n.child("tls"))
+    if "replication" in m:
+        rep = n.child("replication")
+        v["replication"] = tuple(sorted((k, _scalar(rep.child(k))) for k in rep.mapping()))
+    if v.get("username") and v.get("password") is None:
         raise ConfigError(f"{n.path}.password", "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
                                                 "(or cassandra.password, e.g. from ${A_VARIABLE})")
-    return _checked(n.path, lambda: CassandraSettings.from_mapping(values))
+    return _checked(n.path, lambda: CassandraSettings(**v))
+
+
+def _keyspace(n: Node) -> str:
+    name = n.checked(check_identifier, "keyspace name")
+    if name.startswith("system"):
+        raise ConfigError(n.path, f"keyspace {name!r} is Cassandra's own (system*): name the service's keyspace")
+    return str(name)
+
+
+def _tls(n: Node) -> TlsSettings:
+    n.keys(*(f.name for f in fields(TlsSettings)))
+    d = TlsSettings()
+    return TlsSettings(enabled=n.bool("enabled", d.enabled), ca_file=n.str("ca_file"), cert_file=n.str("cert_file"),
+                       key_file=n.str("key_file"), check_hostname=n.bool("check_hostname", d.check_hostname))
+
+
+def _host(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a host name or address, got {value!r}")
+    return value.strip()
+
+
+def _scalar(n: Node) -> str:
+    if not isinstance(n.value, (str, int, float, bool)):
+        raise ConfigError(n.path, "expected a scalar (a string or a number)")
+    return str(n.value).lower() if isinstance(n.value, bool) else str(n.value)
 
 
 def _spark(n: Node) -> SparkSettings:
@@ -198,27 +295,50 @@ def _pipeline(n: Node) -> PipelineSettings:
     if not _PIPELINE_ID.match(pid):
         raise ConfigError(f"{n.path}.id", f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, "
                                           "'-' and '_', starting with a letter)")
+    transforms, columns = _transforms(n.child("transforms"))
     group_node = n.child("group_by")
-    group_by = tuple(g.checked(check_identifier, "group-by field") for g in group_node.items()) \
-        if group_node.present else ()
+    group_by = tuple(_stored_column(g, "group-by field") for g in group_node.items()) if group_node.present else ()
+    _resolve(group_node.items(), group_by, columns)
     agg_node = n.child("aggregates", required=True)
     aggregates = tuple(_aggregate(a) for a in agg_node.items())
     if not aggregates:
         raise ConfigError(agg_node.path, "name at least one aggregate")
     outputs = [a.output for a in aggregates]
-    for a, out in zip(agg_node.items(), outputs):
-        if outputs.count(out) > 1 or out in group_by:
-            raise ConfigError(a.path, f"output column {out!r} is used twice (group-by fields and aggregate "
+    for a, agg in zip(agg_node.items(), aggregates):
+        if outputs.count(agg.output) > 1 or agg.output in group_by:
+            raise ConfigError(a.path, f"output column {agg.output!r} is used twice (group-by fields and aggregate "
                                       "outputs need distinct names)")
+        if agg.input is not None:
+            _resolve([a.child(agg.function).child("field")], (agg.input,), columns)
     spout, state = _spout(n.child("spout", required=True)), _state(n.child("state"))
     accept = n.bool("accept_at_least_once", False)
     _checked(f"{n.path}.state.kind", lambda: check_combination(spout.kind, state.kind, accept_at_least_once=accept))
-    return PipelineSettings(
-        id=pid, spout=spout, transforms=_transforms(n.child("transforms")), group_by=group_by,
+    settings = PipelineSettings(
+        id=pid, spout=spout, transforms=transforms, group_by=group_by,
         aggregates=aggregates, state=state, max_pending=n.int("max_pending", 2, minimum=1),
         accept_at_least_once=accept, lease_ttl_s=n.number("lease_ttl_s", 30.0, minimum=0.001),
         retention=n.int("retention", 16, minimum=2), idle_sleep_s=n.number("idle_sleep_s", 0.5, minimum=0),
     )
+    path = f"{n.path}.state.table" if state.table else f"{n.path}.id"
+    _checked(path, lambda: check_claimable(table_of(settings)))
+    return settings
+
+
+def _stored_column(n: Node, what: str) -> str:
+    """A column of the state table: an identifier, and not one the table layout keeps for itself."""
+    name = n.checked(check_identifier, what)
+    if name.startswith("prev_"):
+        raise ConfigError(n.path, f"{what} {name!r}: the prefix prev_ is reserved (opaque state stores the previous "
+                                  "value of each column as prev_<column>)")
+    return str(name)
+
+
+def _resolve(nodes: list[Node], names: tuple[str, ...], columns: sql.Columns) -> None:
+    """Each of ``names`` (at ``nodes``) must be a column after the transforms."""
+    for node, name in zip(nodes, names):
+        if columns.missing([name]):
+            raise ConfigError(node.path, f"unknown column {name!r} (after the transforms the columns are "
+                                         f"{columns.shown()})")
 
 
 def _spout(n: Node) -> SpoutSettings:
@@ -245,12 +365,14 @@ def _spout(n: Node) -> SpoutSettings:
     return SpoutSettings(kind=n.enum("kind", SpoutKind, SpoutKind.OPAQUE), topics=topics, topic_pattern=pattern,
                          first_poll=first_poll, first_poll_timestamp_ms=ts, caps=caps,
                          data_loss=n.enum("data_loss", DataLossPolicy, DataLossPolicy.FAIL),
-                         discovery_interval_s=n.number("discovery_interval_s", 30.0, minimum=0),
+                         discovery_interval_s=n.number("discovery_interval_s", 30.0, positive=True),
                          group_id=n.str("group_id", default=None))
 
 
-def _transforms(n: Node) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _transforms(n: Node) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], sql.Columns]:
+    """The steps, each expression parsed and resolved against the columns it sees, and the columns after them."""
     out = []
+    columns = sql.Columns()
     for item in n.items() if n.present else []:
         step = item.mapping()
         if len(step) != 1 or next(iter(step)) not in ("map", "each", "filter"):
@@ -258,16 +380,23 @@ def _transforms(n: Node) -> tuple[tuple[str, tuple[str, ...]], ...]:
                                          "{filter: predicate}")
         kind = next(iter(step))
         node = item.child(kind)
-        if kind == "filter":
-            exprs = (node.checked(_expression),)
-        else:
-            raw = node.value
-            exprs = (node.checked(_expression),) if isinstance(raw, str) else \
-                tuple(e.checked(_expression) for e in node.items())
-            if not exprs:
-                raise ConfigError(node.path, "name at least one Spark SQL expression")
+        nodes = [node] if kind == "filter" or isinstance(node.value, str) else node.items()
+        exprs = tuple(e.checked(_expression) for e in nodes)
+        if not exprs:
+            raise ConfigError(node.path, "name at least one Spark SQL expression")
+        trees = [_sql(e, columns) for e in nodes]
+        columns = sql.step(kind, trees, columns)
         out.append((kind, exprs))
-    return tuple(out)
+    return tuple(out), columns
+
+
+def _sql(n: Node, columns: sql.Columns) -> Any:
+    tree = n.checked(sql.parse)
+    unknown = columns.missing(sql.references(tree))
+    if unknown:
+        raise ConfigError(n.path, f"unknown column {unknown[0]!r} in {n.value!r} (the columns here are "
+                                  f"{columns.shown()})")
+    return tree
 
 
 def _aggregate(n: Node) -> AggregateSettings:
@@ -282,7 +411,7 @@ def _aggregate(n: Node) -> AggregateSettings:
     if body.value is None:
         body = Node({}, body.path)
     body.keys("as") if function == "count" else body.keys("field", "as")
-    output = body.child("as").checked(check_identifier, "aggregate output column") if body.child("as").present \
+    output = _stored_column(body.child("as"), "aggregate output column") if body.child("as").present \
         else function
     if function != "count":
         field_name = body.child("field", required=True).checked(check_identifier, "aggregate input field")
