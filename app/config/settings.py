@@ -142,3 +142,13 @@ class CompiledPipeline:
         """The transactional-state store (and lease) of this topology, on the state's backend."""
         return self.state.txstate_store(self.topology.name)
 
+    def claim_tables(self) -> None:
+        """Record this topology as the owner of every table it writes, before its first batch.
+
+        Raises :class:`~states.ownership.TableOwnedError` (permanent) when another pipeline owns one.
+        """
+        from states.ownership import claim_table
+
+        for _, sink in self.topology.sinks:
+            claim_table(sink.factory, sink.name, self.topology.name)
+

@@ -1,0 +1,41 @@
+"""Table claims in a Cassandra keyspace: ``trident_table_owners``, written with ``INSERT ... IF NOT EXISTS``.
+
+The lightweight transaction makes the first claim win across processes. Its outcome may be
+unknown (a timeout): then a serial read, which completes any Paxos round in flight, tells the
+owner for certain. Claiming again is harmless, so nothing needs to be undone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from states.cassandra.schema import TableShape, ensure_table
+from states.cassandra.session import shared_client
+from states.cassandra.unknown import serial
+from states.errors import StateError
+from states.metrics import STATE_METRICS
+
+if TYPE_CHECKING:
+    from states.factory import StateFactory
+
+
+def claim(factory: StateFactory, table: str, topology_id: str) -> str:
+    """The owner of ``table`` after claiming it for ``topology_id`` (the first claim wins)."""
+    from states.ownership import OWNERS_TABLE
+
+    assert factory.cassandra is not None
+    client = shared_client(factory.cassandra)
+    shape = TableShape(factory.cassandra.keyspace, OWNERS_TABLE, (("table_name", "text"), ("topology", "text")),
+                       ("table_name",))
+    ensure_table(client, shape, STATE_METRICS)
+    insert = client.prepare(f"INSERT INTO {shape.name} (table_name, topology) VALUES (?, ?) IF NOT EXISTS",
+                            idempotent=False)
+    select = client.prepare(f"SELECT topology FROM {shape.name} WHERE table_name = ?", idempotent=True)
+    result = client.run([(insert, (table, topology_id))], kind="cas", metrics=STATE_METRICS, lwt=True)[0]
+    if not isinstance(result, BaseException):
+        row = result.one()
+        return str(topology_id if row["[applied]"] else row["topology"])
+    row = client.run_one(serial(client, select, (table,)), None, kind="serial_read", metrics=STATE_METRICS).one()
+    if row is None:
+        raise StateError(f"claiming table {table!r} for {topology_id!r} failed: {result!r}") from result
+    return str(row["topology"])
