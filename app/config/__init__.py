@@ -36,7 +36,7 @@ from app.config.compile import (
     spout_config,
     state_factory,
 )
-from app.config.node import ConfigError
+from app.config.errors import ConfigError
 from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, parse
 from app.config.settings import (
     AggregateSettings,
@@ -50,6 +50,7 @@ from app.config.settings import (
     SpoutSettings,
     StateSettings,
 )
+from app.config.schema import json_schema
 from app.config.topics import TopicSettings, retention_warnings
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "compile_pipeline",
     "coordinator_config",
     "describe",
+    "json_schema",
     "load",
     "loads",
     "parse",
