@@ -265,6 +265,8 @@ class SpoutModel(Section):
 class TransformModel(Section):
     """One step: ``{map: [...]}``, ``{each: [...]}`` or ``{filter: predicate}``."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
     map: Expressions | None = None
     each: Expressions | None = None
     filter: Expression | None = None
@@ -291,8 +293,17 @@ class FieldAggregateModel(Section):
     as_: _identifier("aggregate output column", stored=True) | None = Field(default=None, alias="as")  # type: ignore[valid-type]
 
 
+def _one_key_or_name(schema: dict[str, Any]) -> None:
+    """The JSON Schema of an aggregate: a bare aggregator name, or a mapping with exactly one of them."""
+    mapping = dict(schema, minProperties=1, maxProperties=1)
+    schema.clear()
+    schema["anyOf"] = [{"type": "string", "enum": list(AGGREGATORS)}, mapping]
+
+
 class AggregateModel(Section):
     """``- count``, ``{count: {as: n}}`` or ``{sum|min|max: {field: f, as: out}}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, json_schema_extra=_one_key_or_name)
 
     count: CountModel | None = None
     sum: FieldAggregateModel | None = None
@@ -440,13 +451,39 @@ def json_schema() -> dict[str, Any]:
     return _env_refs_allowed(schema)
 
 
+#: Bounds pydantic leaves under its own names when a validator wraps the constrained type.
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
 def _env_refs_allowed(node: Any) -> Any:
     if isinstance(node, list):
         return [_env_refs_allowed(n) for n in node]
     if not isinstance(node, dict):
         return node
-    node = {k: _env_refs_allowed(v) for k, v in node.items()}
+    node = {_BOUNDS.get(k, k): _env_refs_allowed(v) for k, v in node.items()}
     if node.get("type") in ("integer", "number", "boolean"):
         typed = {k: node.pop(k) for k in list(node) if k not in ("title", "description", "default")}
         node["anyOf"] = [typed, {"type": "string", "pattern": f"^{ENV_REF}$"}]
     return node
+
+
+def chart_schema() -> dict[str, Any]:
+    """:func:`json_schema` with every ``$ref`` inlined: the ``config`` property of the Helm chart's
+    ``values.schema.json`` (a reference there would resolve against the chart's own root)."""
+    schema = json_schema()
+    defs = schema.pop("$defs", {})
+    schema.pop("$schema", None)
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = inline(defs[node["$ref"].rsplit("/", 1)[1]])
+            return {**target, **{k: inline(v) for k, v in node.items() if k != "$ref"}}
+        return {k: inline(v) for k, v in node.items()}
+
+    out: dict[str, Any] = inline(schema)
+    out["description"] = "The pipeline config (docs/configuration.md; python -m app validate --schema)"
+    return out
