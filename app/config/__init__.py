@@ -23,8 +23,10 @@ environment, and the variables in :data:`SECRET_ENV` override secrets. Secrets a
 :class:`~states.cassandra.settings.Secret` or redacted Kafka properties: they never show in a
 repr, a log line or the printed plan. Every field and its default: ``docs/configuration.md``.
 
-Modules: :mod:`.node` (a validating view of the document, ConfigError), :mod:`.settings` (the
-typed settings), :mod:`.parse` (YAML, interpolation, secret overrides, every section), and
+Modules: :mod:`.schema` (pydantic models of the document: types, bounds, the one place for
+defaults, and the JSON Schema), :mod:`.errors` (ConfigError; pydantic's errors at their paths),
+:mod:`.sql` (Spark SQL parsed and resolved without Spark), :mod:`.parse` (YAML, interpolation,
+secret overrides, librdkafka's check, SQL resolution), :mod:`.settings` (the typed settings),
 :mod:`.compile` (settings to Topology, CoordinatorConfig and StateFactory), :mod:`.topics` (the
 declared Kafka topics and the retention check ``validate`` warns with).
 """

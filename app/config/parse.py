@@ -3,6 +3,7 @@ what needs Spark SQL or librdkafka to tell, into the typed settings of :mod:`.se
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -47,6 +48,10 @@ SECRET_ENV: Mapping[str, tuple[str, str]] = {
 AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_FILE_PROPERTIES = frozenset({"sasl.kerberos.keytab", "plugin.library.paths", "ssl.engine.location"})
+_QUIET = logging.getLogger("app.config.librdkafka")  # librdkafka's own log lines while checking: not shown
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> ServiceConfig:
@@ -84,11 +89,6 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
                                 shutdown_grace_s=s.shutdown_grace_s, log_level=s.log_level),
         topics=tuple(TopicSettings(name, t.partitions, t.replication_factor, tuple(sorted(t.configs.items())))
                      for name, t in m.topics.items()))
-
-
-def table_of(p: PipelineSettings) -> str:
-    """The table a pipeline's state is written to (``state.table``, else the id and the group-by fields)."""
-    return p.state.table or "_".join((p.id.replace("-", "_"), *p.group_by))
 
 
 def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:
@@ -149,8 +149,11 @@ def _librdkafka_accepts(path: str, props: Mapping[str, str]) -> None:
     nothing connects) and closed. An unknown property would otherwise fail every batch at run time."""
     from confluent_kafka import Consumer, KafkaException
 
+    # Files (certificates, keytabs, plugins) are opened when a client is built: whether they exist is
+    # the machine's business (a pod mounts them), not the config's, so those values are left out here.
+    checked = {k: v for k, v in props.items() if not (k.endswith(".location") or k in _FILE_PROPERTIES)}
     try:
-        Consumer({**props, "group.id": "trident-validate"}).close()
+        Consumer({**checked, "group.id": "trident-validate", "logger": _QUIET}).close()
     except KafkaException as e:
         message = e.args[0].str()
         named = re.search(r'property:? "([^"]+)"', message)

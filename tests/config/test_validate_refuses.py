@@ -150,3 +150,11 @@ def test_validate_command_exits_2_naming_the_column(tmp_path: Any) -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert "pipelines[0].group_by[0]: unknown column 'wrd'" in out.stderr
+
+
+def test_certificate_files_are_the_machines_business() -> None:
+    """librdkafka opens ``*.location`` files when a client is built; a config for a pod that mounts them
+    validates on a machine without them (the names and other values are still checked)."""
+    d = doc(kafka__properties={"security.protocol": "SSL", "ssl.ca.location": "/absent/ca.crt",
+                               "ssl.certificate.location": "/absent/client.crt"})
+    assert dict(parse(d, {}).kafka.properties)["ssl.ca.location"] == "/absent/ca.crt"
