@@ -2,7 +2,7 @@
 
 The lightweight transaction makes the first claim win across processes. Its outcome may be
 unknown (a timeout): then a serial read, which completes any Paxos round in flight, tells the
-owner for certain. Claiming again is harmless, so nothing needs to be undone.
+owner for certain; no row means nothing landed, and the claim is sent again (a few times).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from states.metrics import STATE_METRICS
 if TYPE_CHECKING:
     from states.factory import StateFactory
 
+_ATTEMPTS = 3
+
 
 def claim(factory: StateFactory, table: str, topology_id: str) -> str:
     """The owner of ``table`` after claiming it for ``topology_id`` (the first claim wins)."""
@@ -31,11 +33,13 @@ def claim(factory: StateFactory, table: str, topology_id: str) -> str:
     insert = client.prepare(f"INSERT INTO {shape.name} (table_name, topology) VALUES (?, ?) IF NOT EXISTS",
                             idempotent=False)
     select = client.prepare(f"SELECT topology FROM {shape.name} WHERE table_name = ?", idempotent=True)
-    result = client.run([(insert, (table, topology_id))], kind="cas", metrics=STATE_METRICS, lwt=True)[0]
-    if not isinstance(result, BaseException):
-        row = result.one()
-        return str(topology_id if row["[applied]"] else row["topology"])
-    row = client.run_one(serial(client, select, (table,)), None, kind="serial_read", metrics=STATE_METRICS).one()
-    if row is None:
-        raise StateError(f"claiming table {table!r} for {topology_id!r} failed: {result!r}") from result
-    return str(row["topology"])
+    for _ in range(_ATTEMPTS):
+        result = client.run([(insert, (table, topology_id))], kind="cas", metrics=STATE_METRICS, lwt=True)[0]
+        if not isinstance(result, BaseException):
+            row = result.one()
+            return str(topology_id if row["[applied]"] else row["topology"])
+        row = client.run_one(serial(client, select, (table,)), None, kind="serial_read", metrics=STATE_METRICS).one()
+        if row is not None:
+            return str(row["topology"])
+    raise StateError(f"claiming table {table!r} for {topology_id!r}: no outcome after {_ATTEMPTS} attempts "
+                     f"({result!r})") from result

@@ -54,3 +54,24 @@ def test_store_tables_cannot_be_claimed() -> None:
     for name in ("trident_state", "trident_state_lease", "trident_table_owners"):
         with pytest.raises(ValueError, match="reserved"):
             check_claimable(name)
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_an_unknown_claim_outcome_is_resolved_by_a_serial_read(request: pytest.FixtureRequest, applied: bool) -> None:
+    """A claim whose LWT times out is settled by a serial read: applied, it is ours; not applied (no row), it is
+    sent again. Either way the claimant owns the table and another topology is still refused."""
+    from tests.cqlserver.faults import Fault
+    from tests.states.backends import cassandra_peer
+
+    server = cassandra_peer(request, "cqlserver").server
+    assert server is not None
+    f = StateFactory(backend="cassandra", cassandra=cassandra_settings(request, "cqlserver"))
+    claim_table(f, "warm_up", "word-count")  # the owners table exists before the fault is armed
+    fault = server.inject(Fault.write_timeout_cas(applied=applied, table="trident_table_owners"))
+    try:
+        claim_table(f, "word_counts", "word-count")
+    finally:
+        server.clear_faults()
+    assert fault.fired == 1
+    with pytest.raises(TableOwnedError, match="belongs to pipeline 'word-count'"):
+        claim_table(f, "word_counts", "other-count")
