@@ -176,6 +176,7 @@ class Service:
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
             if compiled.state.backend == "sqlite" and compiled.state.sqlite_path:
                 Path(compiled.state.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
+            compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
             assert self.spark is not None
             runner = PipelineRunner(compiled, make(self.spark, compiled.topology), metrics=self.metrics)
             self.runners.append(runner)

@@ -1,4 +1,7 @@
-"""``validate``: check a config, print the plan it compiles to, and warn about risky topic retention."""
+"""``validate``: check a config, print the plan it compiles to, and warn about risky topic retention.
+
+``--schema`` prints the config's JSON Schema instead (for editors; ``docs/config.schema.json``).
+"""
 
 from __future__ import annotations
 
@@ -7,20 +10,34 @@ import json
 import sys
 from typing import Any
 
-from app.commands.common import OK, add_config, compile_all, load_config, parser, warn
+from app.commands.common import BAD_INPUT, OK, CommandError, compile_all, load_config, parser, warn
 
-SUMMARY = "check a config and print the plan it compiles to"
+SUMMARY = "check a config and print the plan it compiles to (or, with --schema, the config's JSON Schema)"
 
 
 def add(sub: Any) -> None:
-    p = parser(sub, "validate", SUMMARY, "python -m app validate --config examples/wordcount.yaml")
-    add_config(p)
+    p = parser(sub, "validate", SUMMARY, "python -m app validate --config examples/wordcount.yaml\n"
+                                         "  python -m app validate --schema > config.schema.json")
+    p.add_argument("--config", metavar="FILE", help="the YAML config file")
+    p.add_argument("--schema", action="store_true", help="print the JSON Schema of a config file and exit")
     p.set_defaults(handler=main)
+
+
+def schema_text() -> str:
+    """The JSON Schema as ``--schema`` prints it (and ``docs/config.schema.json`` holds it)."""
+    from app.config import json_schema
+
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
 
 
 def main(args: argparse.Namespace) -> int:
     from app.config import describe, retention_warnings
 
+    if args.schema:
+        sys.stdout.write(schema_text())
+        return OK
+    if not args.config:
+        raise CommandError("validate needs --config FILE (or --schema)", BAD_INPUT)
     config = load_config(args.config)
     compiled = compile_all(config, args.config)
     plan = {"spark": {"master": config.spark.master, "conf": sorted(k for k, _ in config.spark.conf)},

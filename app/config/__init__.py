@@ -23,8 +23,10 @@ environment, and the variables in :data:`SECRET_ENV` override secrets. Secrets a
 :class:`~states.cassandra.settings.Secret` or redacted Kafka properties: they never show in a
 repr, a log line or the printed plan. Every field and its default: ``docs/configuration.md``.
 
-Modules: :mod:`.node` (a validating view of the document, ConfigError), :mod:`.settings` (the
-typed settings), :mod:`.parse` (YAML, interpolation, secret overrides, every section), and
+Modules: :mod:`.schema` (pydantic models of the document: types, bounds, the one place for
+defaults, and the JSON Schema), :mod:`.errors` (ConfigError; pydantic's errors at their paths),
+:mod:`.sql` (Spark SQL parsed and resolved without Spark), :mod:`.parse` (YAML, interpolation,
+secret overrides, librdkafka's check, SQL resolution), :mod:`.settings` (the typed settings),
 :mod:`.compile` (settings to Topology, CoordinatorConfig and StateFactory), :mod:`.topics` (the
 declared Kafka topics and the retention check ``validate`` warns with).
 """
@@ -36,7 +38,7 @@ from app.config.compile import (
     spout_config,
     state_factory,
 )
-from app.config.node import ConfigError
+from app.config.errors import ConfigError
 from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, parse
 from app.config.settings import (
     AggregateSettings,
@@ -50,6 +52,7 @@ from app.config.settings import (
     SpoutSettings,
     StateSettings,
 )
+from app.config.schema import json_schema
 from app.config.topics import TopicSettings, retention_warnings
 
 __all__ = [
@@ -70,6 +73,7 @@ __all__ = [
     "compile_pipeline",
     "coordinator_config",
     "describe",
+    "json_schema",
     "load",
     "loads",
     "parse",

@@ -1,18 +1,21 @@
-"""Reading a config: YAML, ``${ENV}`` interpolation, secret overrides, and validation of every section."""
+"""Reading a config: YAML, ``${ENV}`` interpolation, secret overrides, the models of :mod:`.schema`, then
+what needs Spark SQL or librdkafka to tell, into the typed settings of :mod:`.settings`."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import socket
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from app.config.node import ConfigError, Node, _checked, _join
+from app.config import sql
+from app.config.errors import ConfigError, config_error
+from app.config.schema import CassandraModel, Document, KafkaModel, PipelineModel
 from app.config.settings import (
     AggregateSettings,
     HttpSettings,
@@ -24,14 +27,13 @@ from app.config.settings import (
     SpoutSettings,
     StateSettings,
 )
-from app.config.topics import parse_topics
-from app.guarantees import check_combination
+from app.config.topics import TopicSettings
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
 from states.cassandra.settings import CassandraSettings, Secret, TlsSettings
-from states.spec import StateKind, check_identifier
+from states.spec import StateKind
 
 #: Environment variables that override secrets (and the settings secrets travel with).
 #: name -> (section, key): ``kafka`` keys are librdkafka properties, ``cassandra`` keys are settings.
@@ -45,9 +47,11 @@ SECRET_ENV: Mapping[str, tuple[str, str]] = {
 }
 AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_PIPELINE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
 _PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_FILE_PROPERTIES = frozenset({"sasl.kerberos.keytab", "plugin.library.paths", "ssl.engine.location"})
+_QUIET = logging.getLogger("app.config.librdkafka")  # librdkafka's own log lines while checking: not shown
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> ServiceConfig:
@@ -70,25 +74,21 @@ def loads(text: str, env: Mapping[str, str] | None = None) -> ServiceConfig:
 def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
     """Validate a parsed document (mappings, lists, scalars) into a :class:`ServiceConfig`."""
     env = os.environ if env is None else env
-    root = Node(_interpolate(doc, "", env), "")
-    root.keys("kafka", "cassandra", "spark", "http", "service", "pipelines", "topics")
-    kafka = _kafka(root.child("kafka", required=True), env)
-    cassandra = _cassandra(root.child("cassandra"), env)
-    pipelines_node = root.child("pipelines", required=True)
-    items = pipelines_node.items()
-    if not items:
-        raise ConfigError(pipelines_node.path, "name at least one pipeline")
-    pipelines = tuple(_pipeline(n) for n in items)
-    seen: dict[str, str] = {}
-    for n, p in zip(items, pipelines):
-        if p.id in seen:
-            raise ConfigError(f"{n.path}.id", f"duplicate pipeline id {p.id!r} (also {seen[p.id]})")
-        seen[p.id] = f"{n.path}.id"
-        if p.state.backend == "cassandra" and cassandra is None:
-            raise ConfigError(f"{n.path}.state.backend", "backend cassandra needs a top-level cassandra section")
-    return ServiceConfig(kafka=kafka, pipelines=pipelines, cassandra=cassandra,
-                         spark=_spark(root.child("spark")), http=_http(root.child("http")),
-                         service=_service(root.child("service")), topics=parse_topics(root.child("topics")))
+    doc = _with_secrets(_interpolate(doc, "", env), env)
+    try:
+        m = Document.model_validate(doc)
+    except ValidationError as e:
+        raise config_error(e, Document) from None
+    pipelines = tuple(_pipeline(f"pipelines[{i}]", p, doc["pipelines"][i]) for i, p in enumerate(m.pipelines))
+    s = m.service
+    return ServiceConfig(
+        kafka=_kafka(m.kafka), pipelines=pipelines, cassandra=_cassandra(m.cassandra),
+        spark=SparkSettings(master=m.spark.master, app_name=m.spark.app_name, conf=tuple(sorted(m.spark.conf.items()))),
+        http=HttpSettings(enabled=m.http.enabled, host=m.http.host, port=m.http.port),
+        service=ServiceSettings(owner=s.owner_or_hostname(), ready_window_s=s.ready_window_s,
+                                shutdown_grace_s=s.shutdown_grace_s, log_level=s.log_level),
+        topics=tuple(TopicSettings(name, t.partitions, t.replication_factor, tuple(sorted(t.configs.items())))
+                     for name, t in m.topics.items()))
 
 
 def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:
@@ -104,210 +104,127 @@ def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:
             return default
         return _ENV_REF.sub(sub, value)
     if isinstance(value, Mapping):
-        return {k: _interpolate(v, _join(path, k), env) for k, v in value.items()}
+        return {k: _interpolate(v, f"{path}.{k}" if path else str(k), env) for k, v in value.items()}
     if isinstance(value, list):
         return [_interpolate(v, f"{path}[{i}]", env) for i, v in enumerate(value)]
     return value
 
 
-# -- sections ----------------------------------------------------------------------------------
-
-
-def _kafka(n: Node, env: Mapping[str, str]) -> KafkaSettings:
-    n.keys("bootstrap_servers", "properties", "isolation_level", "request_timeout_s", "read_timeout_s")
-    props_node = n.child("properties")
-    props: dict[str, str] = {}
-    if props_node.present:
-        for key, value in props_node.mapping().items():
-            if not isinstance(value, (str, int, float, bool)):
-                raise ConfigError(_join(props_node.path, key), "a librdkafka property must be a scalar")
-            props[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+def _with_secrets(doc: Any, env: Mapping[str, str]) -> Any:
+    """The ``TRIDENT_*`` secrets that are set (and non-empty) written over the document's values."""
+    if not isinstance(doc, dict):
+        return doc
     for name, (section, key) in SECRET_ENV.items():
-        if section == "kafka" and env.get(name):
-            props[key] = env[name]
-    settings = KafkaSettings(
-        bootstrap_servers=n.str("bootstrap_servers", required=True),
-        properties=tuple(sorted(props.items())),
-        isolation_level=n.choice("isolation_level", ("read_committed", "read_uncommitted"), "read_committed"),
-        request_timeout_s=n.number("request_timeout_s", 10.0, minimum=0),
-        read_timeout_s=n.number("read_timeout_s", 30.0, minimum=0),
-    )
+        if not env.get(name):
+            continue
+        if section == "kafka" and isinstance(doc.get("kafka"), dict):
+            props = doc["kafka"].get("properties")
+            doc["kafka"]["properties"] = {**(props if isinstance(props, dict) else {}), key: env[name]}
+        elif section == "cassandra" and isinstance(doc.get("cassandra"), dict):
+            doc["cassandra"][key] = env[name]
+    return doc
+
+
+# -- what the models alone cannot tell ------------------------------------------------------------------
+
+def _kafka(m: KafkaModel) -> KafkaSettings:
+    props = dict(m.properties)
     mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI")).upper()
     if props.get("security.protocol", "").upper().startswith("SASL") and mechanism in _PASSWORD_MECHANISMS \
             and not props.get("sasl.password"):
-        raise ConfigError(_join(props_node.path, "sasl.password"), f"required with SASL {mechanism}: set "
-                                                                   "TRIDENT_KAFKA_SASL_PASSWORD")
-    # Let KafkaSpoutConfig refuse what it refuses (reserved properties) at the kafka section's path.
-    _checked(props_node.path or n.path, lambda: KafkaSpoutConfig(settings.bootstrap_servers, topics=("t",),
-                                                                 properties=dict(settings.properties)))
-    return settings
+        raise ConfigError("kafka.properties.sasl.password", f"required with SASL {mechanism}: set "
+                                                            "TRIDENT_KAFKA_SASL_PASSWORD")
+    try:  # KafkaSpoutConfig refuses what the spout sets itself
+        KafkaSpoutConfig(m.bootstrap_servers, topics=("t",), properties=props)
+    except ValueError as e:
+        raise ConfigError("kafka.properties", str(e)) from None
+    _librdkafka_accepts("kafka.properties", props)
+    return KafkaSettings(bootstrap_servers=m.bootstrap_servers, properties=tuple(sorted(props.items())),
+                         isolation_level=m.isolation_level, request_timeout_s=m.request_timeout_s,
+                         read_timeout_s=m.read_timeout_s)
 
 
-def _cassandra(n: Node, env: Mapping[str, str]) -> CassandraSettings | None:
-    if not n.present:
+def _librdkafka_accepts(path: str, props: Mapping[str, str]) -> None:
+    """Let librdkafka check every property name and value: a consumer is built (no broker is named, so
+    nothing connects) and closed. An unknown property would otherwise fail every batch at run time."""
+    from confluent_kafka import Consumer, KafkaException
+
+    # Files (certificates, keytabs, plugins) are opened when a client is built: whether they exist is
+    # the machine's business (a pod mounts them), not the config's, so those values are left out here.
+    checked = {k: v for k, v in props.items() if not (k.endswith(".location") or k in _FILE_PROPERTIES)}
+    try:
+        Consumer({**checked, "group.id": "trident-validate", "logger": _QUIET}).close()
+    except KafkaException as e:
+        message = e.args[0].str()
+        named = re.search(r'property:? "([^"]+)"', message)
+        key = named.group(1) if named and named.group(1) in props else None
+        raise ConfigError(f"{path}.{key}" if key else path, f"librdkafka refuses it: {message}") from None
+
+
+def _cassandra(m: CassandraModel | None) -> CassandraSettings | None:
+    if m is None:
         return None
-    known = tuple(f.name for f in fields(CassandraSettings))
-    n.keys(*known)
-    values = dict(n.mapping())
-    values.update({key: env[name] for name, (section, key) in SECRET_ENV.items()
-                   if section == "cassandra" and env.get(name)})
-    if values.get("password") is not None:
-        values["password"] = Secret(str(values["password"]))
-    for key in ("port", "max_concurrency", "max_retries", "protocol_version"):
-        if values.get(key) is not None:
-            values[key] = n.int(key, None) if key in n.mapping() else values[key]
-    if n.child("tls").present:
-        n.child("tls").keys(*(f.name for f in fields(TlsSettings)))
-    if values.get("username") and values.get("password") is None:
-        raise ConfigError(f"{n.path}.password", "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
-                                                "(or cassandra.password, e.g. from ${A_VARIABLE})")
-    return _checked(n.path, lambda: CassandraSettings.from_mapping(values))
+    t = m.tls
+    return CassandraSettings(
+        contact_points=tuple(m.contact_points), port=m.port, keyspace=m.keyspace, local_dc=m.local_dc,
+        consistency=m.consistency, serial_consistency=m.serial_consistency, username=m.username,
+        password=None if m.password is None else Secret(m.password.get_secret_value()),
+        tls=TlsSettings(enabled=t.enabled, ca_file=t.ca_file, cert_file=t.cert_file, key_file=t.key_file,
+                        check_hostname=t.check_hostname),
+        max_concurrency=m.max_concurrency, max_retries=m.max_retries, backoff_initial_s=m.backoff_initial_s,
+        backoff_max_s=m.backoff_max_s, request_timeout_s=m.request_timeout_s, connect_timeout_s=m.connect_timeout_s,
+        reconnect_base_s=m.reconnect_base_s, reconnect_max_s=m.reconnect_max_s, protocol_version=m.protocol_version,
+        create_keyspace=m.create_keyspace, replication=tuple(sorted(m.replication.items())))
 
 
-def _spark(n: Node) -> SparkSettings:
-    n.keys("master", "app_name", "conf")
-    conf_node = n.child("conf")
-    conf = {}
-    if conf_node.present:
-        for k, v in conf_node.mapping().items():
-            if not isinstance(v, (str, int, float, bool)):
-                raise ConfigError(_join(conf_node.path, k), "a Spark conf value must be a scalar")
-            conf[str(k)] = str(v).lower() if isinstance(v, bool) else str(v)
-    return SparkSettings(master=n.str("master", default="local[*]"), app_name=n.str("app_name", default="trident"),
-                         conf=tuple(sorted(conf.items())))
+def _pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> PipelineSettings:
+    transforms, columns = _transforms(f"{path}.transforms", m, raw.get("transforms") or [])
+    for i, field in enumerate(m.group_by):
+        _resolve(f"{path}.group_by[{i}]", field, columns)
+    aggregates = []
+    for i, a in enumerate(m.aggregates):
+        function, input_, output = a.function()
+        if input_ is not None:
+            _resolve(f"{path}.aggregates[{i}].{function}.field", input_, columns)
+        aggregates.append(AggregateSettings(function, output, input_))
+    s, st = m.spout, m.state
+    spout = SpoutSettings(kind=SpoutKind(s.kind), topics=tuple(s.topics), topic_pattern=s.topic_pattern,
+                          first_poll=FirstPoll(s.first_poll), first_poll_timestamp_ms=s.first_poll_timestamp_ms,
+                          caps=Caps(s.caps.per_partition, s.caps.per_batch), data_loss=DataLossPolicy(s.data_loss),
+                          discovery_interval_s=s.discovery_interval_s, group_id=s.group_id)
+    state = StateSettings(kind=StateKind(st.kind), backend=st.backend, table=st.table, sqlite_path=st.sqlite_path,
+                          cache_size=st.cache_size)
+    return PipelineSettings(id=m.id, spout=spout, transforms=transforms, group_by=tuple(m.group_by),
+                            aggregates=tuple(aggregates), state=state, max_pending=m.max_pending,
+                            accept_at_least_once=m.accept_at_least_once, lease_ttl_s=m.lease_ttl_s,
+                            retention=m.retention, idle_sleep_s=m.idle_sleep_s)
 
 
-def _http(n: Node) -> HttpSettings:
-    n.keys("enabled", "host", "port")
-    return HttpSettings(enabled=n.bool("enabled", True), host=n.str("host", default="0.0.0.0"),
-                        port=n.int("port", 9400, minimum=0, maximum=65535))
-
-
-def _service(n: Node) -> ServiceSettings:
-    n.keys("owner", "ready_window_s", "shutdown_grace_s", "log_level")
-    owner = n.str("owner", default="") or socket.gethostname()
-    return ServiceSettings(owner=owner, ready_window_s=n.number("ready_window_s", 120.0, minimum=0.001),
-                           shutdown_grace_s=n.number("shutdown_grace_s", 30.0, minimum=0),
-                           log_level=n.choice("log_level", ("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"))
-
-
-def _pipeline(n: Node) -> PipelineSettings:
-    n.keys("id", "spout", "transforms", "group_by", "aggregates", "state", "max_pending", "accept_at_least_once",
-           "lease_ttl_s", "retention", "idle_sleep_s")
-    pid = n.str("id", required=True)
-    if not _PIPELINE_ID.match(pid):
-        raise ConfigError(f"{n.path}.id", f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, "
-                                          "'-' and '_', starting with a letter)")
-    group_node = n.child("group_by")
-    group_by = tuple(g.checked(check_identifier, "group-by field") for g in group_node.items()) \
-        if group_node.present else ()
-    agg_node = n.child("aggregates", required=True)
-    aggregates = tuple(_aggregate(a) for a in agg_node.items())
-    if not aggregates:
-        raise ConfigError(agg_node.path, "name at least one aggregate")
-    outputs = [a.output for a in aggregates]
-    for a, out in zip(agg_node.items(), outputs):
-        if outputs.count(out) > 1 or out in group_by:
-            raise ConfigError(a.path, f"output column {out!r} is used twice (group-by fields and aggregate "
-                                      "outputs need distinct names)")
-    spout, state = _spout(n.child("spout", required=True)), _state(n.child("state"))
-    accept = n.bool("accept_at_least_once", False)
-    _checked(f"{n.path}.state.kind", lambda: check_combination(spout.kind, state.kind, accept_at_least_once=accept))
-    return PipelineSettings(
-        id=pid, spout=spout, transforms=_transforms(n.child("transforms")), group_by=group_by,
-        aggregates=aggregates, state=state, max_pending=n.int("max_pending", 2, minimum=1),
-        accept_at_least_once=accept, lease_ttl_s=n.number("lease_ttl_s", 30.0, minimum=0.001),
-        retention=n.int("retention", 16, minimum=2), idle_sleep_s=n.number("idle_sleep_s", 0.5, minimum=0),
-    )
-
-
-def _spout(n: Node) -> SpoutSettings:
-    n.keys("kind", "topics", "topic_pattern", "first_poll", "first_poll_timestamp_ms", "caps", "data_loss",
-           "discovery_interval_s", "group_id")
-    topics_node = n.child("topics")
-    topics = tuple(t.checked(_topic) for t in topics_node.items()) if topics_node.present else ()
-    pattern = n.str("topic_pattern", default=None)
-    if bool(topics) == (pattern is not None):
-        raise ConfigError(n.path, "set exactly one of topics (a non-empty list) or topic_pattern (a regular expression)")
-    if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ConfigError(f"{n.path}.topic_pattern", f"not a regular expression: {e}") from None
-    first_poll = n.enum("first_poll", FirstPoll, FirstPoll.UNCOMMITTED_EARLIEST)
-    ts = n.int("first_poll_timestamp_ms", None, minimum=0)
-    if first_poll.position == "timestamp" and ts is None:
-        raise ConfigError(f"{n.path}.first_poll_timestamp_ms", f"first_poll {first_poll.value} needs it")
-    caps_node = n.child("caps")
-    caps_node.keys("per_partition", "per_batch")
-    caps = Caps(per_partition=caps_node.int("per_partition", Caps().per_partition, minimum=1),
-                per_batch=caps_node.int("per_batch", Caps().per_batch, minimum=1))
-    return SpoutSettings(kind=n.enum("kind", SpoutKind, SpoutKind.OPAQUE), topics=topics, topic_pattern=pattern,
-                         first_poll=first_poll, first_poll_timestamp_ms=ts, caps=caps,
-                         data_loss=n.enum("data_loss", DataLossPolicy, DataLossPolicy.FAIL),
-                         discovery_interval_s=n.number("discovery_interval_s", 30.0, minimum=0),
-                         group_id=n.str("group_id", default=None))
-
-
-def _transforms(n: Node) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tuple[str, tuple[str, ...]], ...],
+                                                                         sql.Columns]:
+    """The steps, each expression parsed and resolved against the columns it sees, and the columns after them."""
     out = []
-    for item in n.items() if n.present else []:
-        step = item.mapping()
-        if len(step) != 1 or next(iter(step)) not in ("map", "each", "filter"):
-            raise ConfigError(item.path, "a transform is one of {map: [expressions]}, {each: [expressions]} or "
-                                         "{filter: predicate}")
-        kind = next(iter(step))
-        node = item.child(kind)
-        if kind == "filter":
-            exprs = (node.checked(_expression),)
-        else:
-            raw = node.value
-            exprs = (node.checked(_expression),) if isinstance(raw, str) else \
-                tuple(e.checked(_expression) for e in node.items())
-            if not exprs:
-                raise ConfigError(node.path, "name at least one Spark SQL expression")
+    columns = sql.Columns()
+    for i, t in enumerate(m.transforms):
+        kind, exprs = t.step()
+        single = kind == "filter" or isinstance(raw[i].get(kind), str)
+        trees = []
+        for j, e in enumerate(exprs):
+            at = f"{path}[{i}].{kind}" + ("" if single else f"[{j}]")
+            try:
+                tree = sql.parse(e)
+            except ValueError as err:
+                raise ConfigError(at, str(err)) from None
+            unknown = columns.missing(sql.references(tree))
+            if unknown:
+                raise ConfigError(at, f"unknown column {unknown[0]!r} in {e!r} (the columns here are "
+                                      f"{columns.shown()})")
+            trees.append(tree)
+        columns = sql.step(kind, trees, columns)
         out.append((kind, exprs))
-    return tuple(out)
+    return tuple(out), columns
 
 
-def _aggregate(n: Node) -> AggregateSettings:
-    if isinstance(n.value, str):  # "- count": the aggregator without options
-        n = Node({n.value: None}, n.path)
-    spec = n.mapping()
-    if len(spec) != 1 or next(iter(spec)) not in AGGREGATORS:
-        raise ConfigError(n.path, f"an aggregate is one of {sorted(AGGREGATORS)} with its options, "
-                                  "e.g. {sum: {field: amount, as: total}}")
-    function = next(iter(spec))
-    body = n.child(function)
-    if body.value is None:
-        body = Node({}, body.path)
-    body.keys("as") if function == "count" else body.keys("field", "as")
-    output = body.child("as").checked(check_identifier, "aggregate output column") if body.child("as").present \
-        else function
-    if function != "count":
-        field_name = body.child("field", required=True).checked(check_identifier, "aggregate input field")
-        return AggregateSettings(function, output, field_name)
-    return AggregateSettings(function, check_identifier(output, "aggregate output column"))
-
-
-def _state(n: Node) -> StateSettings:
-    n.keys("kind", "backend", "table", "sqlite_path", "cache_size")
-    table = n.child("table")
-    return StateSettings(kind=n.enum("kind", StateKind, StateKind.OPAQUE),
-                         backend=n.choice("backend", ("sqlite", "cassandra"), "sqlite"),
-                         table=table.checked(check_identifier, "table name") if table.present else None,
-                         sqlite_path=n.str("sqlite_path", default="data/trident.db"),
-                         cache_size=n.int("cache_size", 10_000, minimum=0))
-
-
-def _topic(name: Any) -> str:
-    if not isinstance(name, str) or not _TOPIC.match(name):
-        raise ValueError(f"invalid topic name {name!r} (letters, digits, '.', '_', '-')")
-    return name
-
-
-def _expression(e: Any) -> str:
-    if not isinstance(e, str) or not e.strip():
-        raise ValueError(f"expected a Spark SQL expression (a non-empty string), got {e!r}")
-    return e
-
+def _resolve(path: str, name: str, columns: sql.Columns) -> None:
+    if columns.missing([name]):
+        raise ConfigError(path, f"unknown column {name!r} (after the transforms the columns are {columns.shown()})")

@@ -1,9 +1,12 @@
-"""The service's typed settings: frozen dataclasses a config document validates into."""
+"""The service's typed settings: frozen dataclasses a config document validates into.
+
+No defaults here: every field is filled from the models of :mod:`app.config.schema`, the one
+place where a config's defaults are written.
+"""
 
 from __future__ import annotations
 
-import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from app.config.topics import TopicSettings
@@ -21,9 +24,9 @@ from states.spec import StateKind
 class SparkSettings:
     """Where Spark runs: ``master`` (``local[*]``, ``k8s://...``) and extra ``conf`` entries."""
 
-    master: str = "local[*]"
-    app_name: str = "trident"
-    conf: tuple[tuple[str, str], ...] = ()
+    master: str
+    app_name: str
+    conf: tuple[tuple[str, str], ...]
 
     def __repr__(self) -> str:
         return f"SparkSettings(master={self.master!r}, app_name={self.app_name!r}, conf={redact(dict(self.conf))!r})"
@@ -33,32 +36,32 @@ class SparkSettings:
 class HttpSettings:
     """The /metrics, /healthz and /readyz server; ``port`` 0 picks a free port."""
 
-    enabled: bool = True
-    host: str = "0.0.0.0"
-    port: int = 9400
+    enabled: bool
+    host: str
+    port: int
 
 
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
     """Process-wide behaviour: the lease owner, readiness, shutdown and logging."""
 
-    owner: str = field(default_factory=socket.gethostname)  # a restarted pod of the same name takes over at once
-    ready_window_s: float = 120.0  # /readyz fails when no commit or idle poll happened for this long
-    shutdown_grace_s: float = 30.0  # after SIGTERM, how long the current txid may take before it is abandoned
-    log_level: str = "INFO"
+    owner: str  # a restarted pod of the same name takes over at once
+    ready_window_s: float  # /readyz fails when no commit or idle poll happened for this long
+    shutdown_grace_s: float  # after SIGTERM, how long the current txid may take before it is abandoned
+    log_level: str
 
 
 @dataclass(frozen=True, slots=True)
 class SpoutSettings:
-    kind: SpoutKind = SpoutKind.OPAQUE
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    first_poll: FirstPoll = FirstPoll.UNCOMMITTED_EARLIEST
-    first_poll_timestamp_ms: int | None = None
-    caps: Caps = field(default_factory=Caps)
-    data_loss: DataLossPolicy = DataLossPolicy.FAIL
-    discovery_interval_s: float = 30.0
-    group_id: str | None = None
+    kind: SpoutKind
+    topics: tuple[str, ...]
+    topic_pattern: str | None
+    first_poll: FirstPoll
+    first_poll_timestamp_ms: int | None
+    caps: Caps
+    data_loss: DataLossPolicy
+    discovery_interval_s: float
+    group_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,16 +70,16 @@ class AggregateSettings:
 
     function: str
     output: str
-    input: str | None = None
+    input: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class StateSettings:
-    kind: StateKind = StateKind.OPAQUE
-    backend: str = "sqlite"
-    table: str | None = None  # None: the topology id (with '-' as '_') + the group-by fields
-    sqlite_path: str = "data/trident.db"
-    cache_size: int = 10_000
+    kind: StateKind
+    backend: str
+    table: str | None  # None: the topology id (with '-' as '_') + the group-by fields
+    sqlite_path: str
+    cache_size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +90,11 @@ class PipelineSettings:
     group_by: tuple[str, ...]
     aggregates: tuple[AggregateSettings, ...]
     state: StateSettings
-    max_pending: int = 2
-    accept_at_least_once: bool = False
-    lease_ttl_s: float = 30.0
-    retention: int = 16
-    idle_sleep_s: float = 0.5
+    max_pending: int
+    accept_at_least_once: bool
+    lease_ttl_s: float
+    retention: int
+    idle_sleep_s: float
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -99,10 +102,10 @@ class KafkaSettings:
     """The Kafka connection; ``properties`` pass through to librdkafka (secrets redacted in the repr)."""
 
     bootstrap_servers: str
-    properties: tuple[tuple[str, str], ...] = ()
-    isolation_level: str = "read_committed"
-    request_timeout_s: float = 10.0
-    read_timeout_s: float = 30.0
+    properties: tuple[tuple[str, str], ...]
+    isolation_level: str
+    request_timeout_s: float
+    read_timeout_s: float
 
     def __repr__(self) -> str:
         return (f"KafkaSettings(bootstrap_servers={self.bootstrap_servers!r}, "
@@ -113,11 +116,11 @@ class KafkaSettings:
 class ServiceConfig:
     kafka: KafkaSettings
     pipelines: tuple[PipelineSettings, ...]
-    cassandra: CassandraSettings | None = None
-    spark: SparkSettings = SparkSettings()
-    http: HttpSettings = HttpSettings()
-    service: ServiceSettings = field(default_factory=ServiceSettings)
-    topics: tuple[TopicSettings, ...] = ()
+    cassandra: CassandraSettings | None
+    spark: SparkSettings
+    http: HttpSettings
+    service: ServiceSettings
+    topics: tuple[TopicSettings, ...]
 
     def pipeline(self, pipeline_id: str) -> PipelineSettings:
         for p in self.pipelines:
@@ -141,4 +144,14 @@ class CompiledPipeline:
     def store(self) -> Any:
         """The transactional-state store (and lease) of this topology, on the state's backend."""
         return self.state.txstate_store(self.topology.name)
+
+    def claim_tables(self) -> None:
+        """Record this topology as the owner of every table it writes, before its first batch.
+
+        Raises :class:`~states.ownership.TableOwnedError` (permanent) when another pipeline owns one.
+        """
+        from states.ownership import claim_table
+
+        for _, sink in self.topology.sinks:
+            claim_table(sink.factory, sink.name, self.topology.name)
 

@@ -17,9 +17,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.config.node import ConfigError, Node, _join
-
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _CONFIG_NAME = re.compile(r"^[a-z][a-z0-9.]*[a-z0-9]$")
 _CHOICES = {
     "cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
@@ -50,54 +47,38 @@ class TopicSettings:
         return None if v is None else int(v)
 
 
-def parse_topics(n: Node) -> tuple[TopicSettings, ...]:
-    """Validate ``topics:`` (a mapping of topic name to settings); errors name ``topics.<name>.<field>``."""
-    out = []
-    for name in n.mapping():
-        if not _TOPIC.match(name):
-            raise ConfigError(_join(n.path, name), f"invalid topic name {name!r} (letters, digits, '.', '_', '-')")
-        t = n.child(name)
-        if t.value is None:
-            raise ConfigError(t.path, "declare at least partitions")
-        t.keys("partitions", "replication_factor", "configs")
-        if not t.child("partitions").present:
-            raise ConfigError(_join(t.path, "partitions"), "required")
-        partitions = t.int("partitions", None, minimum=1)
-        rf = t.int("replication_factor", None, minimum=1)
-        configs = _configs(t.child("configs"), rf)
-        out.append(TopicSettings(name, partitions, rf, configs))
-    return tuple(out)
+class TopicConfigError(ValueError):
+    """A bad value in a topic's ``configs``; ``key`` names the config."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key, self.message = key, message
+        super().__init__(f"{key}: {message}")
 
 
-def _configs(n: Node, rf: int | None) -> tuple[tuple[str, str], ...]:
+def check_configs(configs: dict[str, str], rf: int | None) -> dict[str, str]:
+    """The declared topic configs (values as strings) with the well-known ones checked, or TopicConfigError."""
     values: dict[str, str] = {}
-    for key, raw in n.mapping().items():
-        path = _join(n.path, key)
+    for key, value in configs.items():
         if not _CONFIG_NAME.match(key):
-            raise ConfigError(path, f"invalid topic config name {key!r}")
-        if isinstance(raw, (dict, list)) or raw is None:
-            raise ConfigError(path, "a topic config value must be a scalar")
-        value = str(raw).lower() if isinstance(raw, bool) else str(raw)
+            raise TopicConfigError(key, f"invalid topic config name {key!r}")
         if key in _INTEGERS:
-            value = _integer(path, raw, _INTEGERS[key])
+            value = _integer(key, value, _INTEGERS[key])
         if key in _CHOICES and value not in _CHOICES[key]:
-            raise ConfigError(path, f"{value!r} is not one of {', '.join(_CHOICES[key])}")
+            raise TopicConfigError(key, f"{value!r} is not one of {', '.join(_CHOICES[key])}")
         values[key] = value
     isr = values.get("min.insync.replicas")
     if isr is not None and rf is not None and int(isr) > rf:
-        raise ConfigError(_join(n.path, "min.insync.replicas"),
-                          f"{isr} is more than the replication_factor {rf}: no write could ever be acknowledged")
-    return tuple(sorted(values.items()))
+        raise TopicConfigError("min.insync.replicas", f"{isr} is more than the replication_factor {rf}: no write "
+                                                      "could ever be acknowledged")
+    return dict(sorted(values.items()))
 
 
-def _integer(path: str, raw: Any, minimum: int) -> str:
-    if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
-        raw = int(raw)
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise ConfigError(path, f"expected an integer, got {raw!r}")
-    if raw < minimum:
-        raise ConfigError(path, f"must be >= {minimum}, got {raw}")
-    return str(raw)
+def _integer(key: str, raw: str, minimum: int) -> str:
+    if not re.fullmatch(r"-?\d+", raw.strip()):
+        raise TopicConfigError(key, f"expected an integer, got {raw!r}")
+    if int(raw) < minimum:
+        raise TopicConfigError(key, f"must be >= {minimum}, got {int(raw)}")
+    return str(int(raw))
 
 
 MIN_RETENTION_MS = 24 * 3600 * 1000  # a day to notice and repair a stopped pipeline before records expire

@@ -48,10 +48,11 @@ def doc(**changes: Any) -> dict[str, Any]:
         node: Any = d
         for p in parents:
             node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+        key: Any = int(last) if isinstance(node, list) else last
         if value is None:
-            del node[last]
+            del node[key]
         else:
-            node[last] = value
+            node[key] = value
     return d
 
 
@@ -109,7 +110,7 @@ def error(d: Any, env: dict[str, str] | None = None) -> ConfigError:
      "kafka.properties.sasl.password", "TRIDENT_KAFKA_SASL_PASSWORD"),
     ({"kafka__properties": {"a": {"b": 1}}}, "kafka.properties.a", "must be a scalar"),
     ({"kafka__bootstrap_servers": ""}, "kafka.bootstrap_servers", "non-empty string"),
-    ({"cassandra": {"keyspace": "Bad-Name"}}, "cassandra", "invalid keyspace name"),
+    ({"cassandra": {"keyspace": "Bad-Name"}}, "cassandra.keyspace", "invalid keyspace name"),
     ({"cassandra": {"port": "many"}}, "cassandra.port", "expected an integer"),
     ({"cassandra": {"contact": ["a"]}}, "cassandra.contact", "unknown key"),
     ({"cassandra": {"tls": {"enable": True}}}, "cassandra.tls.enable", "unknown key"),

@@ -1,0 +1,489 @@
+"""The config document as pydantic models: every field's type, bounds and default in one place.
+
+The models check the shape of a document after ``${ENV}`` interpolation (so a value from a
+variable is converted like one written in the file: ``"3"`` to 3, ``"false"`` to False); what
+needs several sections or Spark SQL is checked afterwards by :mod:`.parse`. :func:`json_schema`
+exports the same models for editors and for the Helm chart's ``values.schema.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SecretStr,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from app.guarantees import check_combination
+from spouts.kafka.config import FirstPoll
+from spouts.planner import Caps
+from spouts.protocols import DataLossPolicy, SpoutKind
+from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
+from states.ownership import check_claimable
+from states.spec import StateKind, check_identifier
+
+ENV_REF = r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}"
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_PIPELINE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
+AGGREGATORS = ("count", "sum", "min", "max")
+
+
+def at(field: str, message: str) -> PydanticCustomError:
+    """An error of a model's check that belongs to one of its fields (``field`` may be dotted)."""
+    return PydanticCustomError("config", "{message}", {"message": message, "at": field})
+
+
+def _from_env_int(v: Any) -> Any:
+    return int(v) if isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v) else v
+
+
+def _from_env_number(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _from_env_bool(v: Any) -> Any:
+    return v.strip().lower() == "true" if isinstance(v, str) and v.strip().lower() in ("true", "false") else v
+
+
+def _none_is_empty(empty: Any) -> BeforeValidator:
+    return BeforeValidator(lambda v: empty() if v is None else v)
+
+
+Int = Annotated[StrictInt, BeforeValidator(_from_env_int)]
+Number = Annotated[StrictFloat, BeforeValidator(_from_env_number), Field(allow_inf_nan=False)]
+Positive = Annotated[Number, Field(gt=0)]
+Bool = Annotated[StrictBool, BeforeValidator(_from_env_bool)]
+Text = Annotated[StrictStr, Field(min_length=1)]
+
+
+def _choice(*options: str, upper: bool = False) -> Any:
+    def check(v: Any) -> str:
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+        v = v.upper() if upper else v.lower()
+        if v not in options:
+            raise ValueError(f"{v!r} is not one of {', '.join(options)}")
+        return v
+    return Annotated[str, PlainValidator(check), WithJsonSchema({"enum": list(options), "type": "string"})]
+
+
+def _identifier(what: str, *, stored: bool = False) -> Any:
+    def check(v: str) -> str:
+        check_identifier(v, what)
+        if stored and v.startswith("prev_"):
+            raise ValueError(f"{what} {v!r}: the prefix prev_ is reserved (opaque state stores the previous value "
+                             "of each column as prev_<column>)")
+        return v
+    return Annotated[StrictStr, AfterValidator(check), Field(json_schema_extra={"pattern": r"^[a-z][a-z0-9_]{0,47}$"})]
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (str, int, float)):
+        return str(v)
+    raise ValueError("must be a scalar (a string, a number or a boolean)")
+
+
+Scalar = Annotated[str, PlainValidator(_scalar), WithJsonSchema({"type": ["string", "number", "boolean"]})]
+
+
+def _expression(e: Any) -> str:
+    if not isinstance(e, str) or not e.strip():
+        raise ValueError(f"expected a Spark SQL expression (a non-empty string), got {e!r}")
+    return e
+
+
+Expression = Annotated[str, PlainValidator(_expression), WithJsonSchema({"type": "string", "minLength": 1})]
+Expressions = Annotated[list[Expression], BeforeValidator(lambda v: [v] if isinstance(v, str) else v),
+                        Field(min_length=1)]
+
+
+def _topic(name: str) -> str:
+    if not _TOPIC.match(name):
+        raise ValueError(f"invalid topic name {name!r} (letters, digits, '.', '_', '-')")
+    return name
+
+
+Topic = Annotated[StrictStr, AfterValidator(_topic)]
+
+
+class Section(BaseModel):
+    """A mapping with known keys only; an empty value (``state:``) is an empty mapping."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty(cls, data: Any) -> Any:
+        return {} if data is None else data
+
+
+# -- kafka, spark, http, service ------------------------------------------------------------------
+
+class KafkaModel(Section):
+    bootstrap_servers: Text = Field(description="host:port[,host:port...]")
+    properties: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(
+        default_factory=dict, description="librdkafka properties, passed through (checked by librdkafka)")
+    isolation_level: _choice("read_committed", "read_uncommitted") = "read_committed"  # type: ignore[valid-type]
+    request_timeout_s: Positive = Field(default=10.0, description="bounds a watermark/timestamp query while planning")
+    read_timeout_s: Positive = Field(default=30.0, description="how long reading a range may make no progress")
+
+
+class SparkModel(Section):
+    master: Text = "local[*]"
+    app_name: Text = "trident"
+    conf: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict)
+
+
+class HttpModel(Section):
+    enabled: Bool = True
+    host: Text = "0.0.0.0"
+    port: Annotated[Int, Field(ge=0, le=65535)] = Field(default=9400, description="/metrics, /healthz, /readyz; 0: any")
+
+
+class ServiceModel(Section):
+    owner: Text | None = Field(default=None, description="the lease owner; default: the hostname")
+    ready_window_s: Positive = 120.0
+    shutdown_grace_s: Annotated[Number, Field(ge=0)] = 30.0
+    log_level: _choice("DEBUG", "INFO", "WARNING", "ERROR", upper=True) = "INFO"  # type: ignore[valid-type]
+
+    def owner_or_hostname(self) -> str:
+        return self.owner or socket.gethostname()
+
+
+# -- cassandra ---------------------------------------------------------------------------------------
+
+_C, _T = CassandraSettings(), TlsSettings()
+
+
+def _keyspace(name: str) -> str:
+    check_identifier(name, "keyspace name")
+    if name.startswith("system"):
+        raise ValueError(f"keyspace {name!r} is Cassandra's own (system*): name the service's keyspace")
+    return name
+
+
+def _hosts(v: Any) -> Any:
+    return [h.strip() for h in v.split(",")] if isinstance(v, str) else v
+
+
+class TlsModel(Section):
+    enabled: Bool = _T.enabled
+    ca_file: Text | None = None
+    cert_file: Text | None = None
+    key_file: Text | None = None
+    check_hostname: Bool = _T.check_hostname
+
+
+class CassandraModel(Section):
+    contact_points: Annotated[list[Text], BeforeValidator(_hosts), Field(min_length=1)] = list(_C.contact_points)
+    port: Annotated[Int, Field(ge=1, le=65535)] = _C.port
+    keyspace: Annotated[StrictStr, AfterValidator(_keyspace)] = _C.keyspace
+    local_dc: Text | None = None
+    consistency: _choice(*sorted(CONSISTENCY_LEVELS), upper=True) = _C.consistency  # type: ignore[valid-type]
+    serial_consistency: _choice(*sorted(SERIAL_LEVELS), upper=True) = _C.serial_consistency  # type: ignore[valid-type]
+    username: Text | None = None
+    password: SecretStr | None = Field(default=None, description="better from TRIDENT_CASSANDRA_PASSWORD")
+    tls: TlsModel = TlsModel()
+    max_concurrency: Annotated[Int, Field(ge=1)] = _C.max_concurrency
+    max_retries: Annotated[Int, Field(ge=0)] = _C.max_retries
+    backoff_initial_s: Positive = _C.backoff_initial_s
+    backoff_max_s: Positive = _C.backoff_max_s
+    request_timeout_s: Positive = _C.request_timeout_s
+    connect_timeout_s: Positive = _C.connect_timeout_s
+    reconnect_base_s: Positive = _C.reconnect_base_s
+    reconnect_max_s: Positive = _C.reconnect_max_s
+    protocol_version: Annotated[Int, Field(ge=1, le=6)] | None = None
+    create_keyspace: Bool = _C.create_keyspace
+    replication: Annotated[dict[str, Scalar], _none_is_empty(dict)] = dict(_C.replication)
+
+    @model_validator(mode="after")
+    def _credentials(self) -> CassandraModel:
+        if self.username and self.password is None:
+            raise at("password", "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
+                                 "(or cassandra.password, e.g. from ${A_VARIABLE})")
+        return self
+
+
+# -- pipelines ----------------------------------------------------------------------------------------
+
+class CapsModel(Section):
+    per_partition: Annotated[Int, Field(ge=1)] = Caps().per_partition
+    per_batch: Annotated[Int, Field(ge=1)] = Caps().per_batch
+
+
+def _pattern(p: str) -> str:
+    try:
+        re.compile(p)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {e}") from None
+    return p
+
+
+class SpoutModel(Section):
+    kind: _choice(*(k.value for k in SpoutKind)) = SpoutKind.OPAQUE.value  # type: ignore[valid-type]
+    topics: Annotated[list[Topic], _none_is_empty(list)] = Field(default_factory=list)
+    topic_pattern: Annotated[Text, AfterValidator(_pattern)] | None = None
+    first_poll: _choice(*(f.value for f in FirstPoll)) = FirstPoll.UNCOMMITTED_EARLIEST.value  # type: ignore[valid-type]
+    first_poll_timestamp_ms: Annotated[Int, Field(ge=0)] | None = None
+    caps: CapsModel = CapsModel()
+    data_loss: _choice(*(d.value for d in DataLossPolicy)) = DataLossPolicy.FAIL.value  # type: ignore[valid-type]
+    discovery_interval_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description="0: re-list before every txid")
+    group_id: Text | None = Field(default=None, description="consumer group offsets are published to (monitoring only)")
+
+    @model_validator(mode="after")
+    def _source(self) -> SpoutModel:
+        if bool(self.topics) == (self.topic_pattern is not None):
+            raise ValueError("set exactly one of topics (a non-empty list) or topic_pattern (a regular expression)")
+        if FirstPoll(self.first_poll).position == "timestamp" and self.first_poll_timestamp_ms is None:
+            raise at("first_poll_timestamp_ms", f"first_poll {self.first_poll} needs it")
+        return self
+
+
+class TransformModel(Section):
+    """One step: ``{map: [...]}``, ``{each: [...]}`` or ``{filter: predicate}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
+    map: Expressions | None = None
+    each: Expressions | None = None
+    filter: Expression | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in ("map", "each", "filter"):
+            raise ValueError("a transform is one of {map: [expressions]}, {each: [expressions]} or {filter: predicate}")
+        return data
+
+    def step(self) -> tuple[str, tuple[str, ...]]:
+        if self.filter is not None:
+            return "filter", (self.filter,)
+        return ("map", tuple(self.map)) if self.map is not None else ("each", tuple(self.each or ()))
+
+
+class CountModel(Section):
+    as_: _identifier("aggregate output column", stored=True) | None = Field(default=None, alias="as")  # type: ignore[valid-type]
+
+
+class FieldAggregateModel(Section):
+    field: _identifier("aggregate input field") = Field(description="a column after the transforms")  # type: ignore[valid-type]
+    as_: _identifier("aggregate output column", stored=True) | None = Field(default=None, alias="as")  # type: ignore[valid-type]
+
+
+def _one_key_or_name(schema: dict[str, Any]) -> None:
+    """The JSON Schema of an aggregate: a bare aggregator name, or a mapping with exactly one of them."""
+    mapping = dict(schema, minProperties=1, maxProperties=1)
+    schema.clear()
+    schema["anyOf"] = [{"type": "string", "enum": list(AGGREGATORS)}, mapping]
+
+
+class AggregateModel(Section):
+    """``- count``, ``{count: {as: n}}`` or ``{sum|min|max: {field: f, as: out}}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, json_schema_extra=_one_key_or_name)
+
+    count: CountModel | None = None
+    sum: FieldAggregateModel | None = None
+    min: FieldAggregateModel | None = None
+    max: FieldAggregateModel | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            data = {data: None}
+        if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in AGGREGATORS:
+            raise ValueError(f"an aggregate is one of {sorted(AGGREGATORS)} with its options, "
+                             "e.g. {sum: {field: amount, as: total}}")
+        return {k: {} if v is None else v for k, v in data.items()}
+
+    def function(self) -> tuple[str, str | None, str]:
+        """(aggregator, input field or None, output column)."""
+        name = next(n for n in AGGREGATORS if getattr(self, n) is not None)
+        body = getattr(self, name)
+        return name, getattr(body, "field", None), body.as_ or name
+
+
+class StateModel(Section):
+    kind: _choice(*(k.value for k in StateKind)) = StateKind.OPAQUE.value  # type: ignore[valid-type]
+    backend: _choice("sqlite", "cassandra") = "sqlite"  # type: ignore[valid-type]
+    table: _identifier("table name") | None = Field(default=None, description="default: <id>_<group_by...>")  # type: ignore[valid-type]
+    sqlite_path: Text = "data/trident.db"
+    cache_size: Annotated[Int, Field(ge=0)] = 10_000
+
+
+def _pipeline_id(pid: str) -> str:
+    if not _PIPELINE_ID.match(pid):
+        raise ValueError(f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, '-' and '_', "
+                         "starting with a letter)")
+    return pid
+
+
+class PipelineModel(Section):
+    id: Annotated[StrictStr, AfterValidator(_pipeline_id)] = Field(description="the topology id")
+    spout: SpoutModel
+    transforms: Annotated[list[TransformModel], _none_is_empty(list)] = Field(default_factory=list)
+    group_by: Annotated[list[_identifier("group-by field", stored=True)], _none_is_empty(list)] = Field(  # type: ignore[valid-type]
+        default_factory=list)
+    aggregates: Annotated[list[AggregateModel], Field(min_length=1)]
+    state: StateModel = StateModel()
+    max_pending: Annotated[Int, Field(ge=1)] = Field(default=2, description="txids processed at once")
+    accept_at_least_once: Bool = False
+    lease_ttl_s: Positive = 30.0
+    retention: Annotated[Int, Field(ge=2)] = 16
+    idle_sleep_s: Annotated[Number, Field(ge=0)] = 0.5
+
+    def table(self) -> str:
+        """The state table: ``state.table``, else the id (``-`` as ``_``) and the group-by fields."""
+        return self.state.table or "_".join((self.id.replace("-", "_"), *self.group_by))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PipelineModel:
+        outputs = [a.function()[2] for a in self.aggregates]
+        for i, out in enumerate(outputs):
+            if outputs.count(out) > 1 or out in self.group_by:
+                raise at(f"aggregates[{i}]", f"output column {out!r} is used twice (group-by fields and aggregate "
+                                             "outputs need distinct names)")
+        try:
+            check_combination(SpoutKind(self.spout.kind), StateKind(self.state.kind),
+                              accept_at_least_once=self.accept_at_least_once)
+        except ValueError as e:
+            raise at("state.kind", str(e)) from None
+        try:
+            check_claimable(self.table())
+        except ValueError as e:
+            raise at("state.table" if self.state.table else "id", str(e)) from None
+        return self
+
+
+# -- topics --------------------------------------------------------------------------------------------
+
+class TopicModel(Section):
+    partitions: Annotated[Int, Field(ge=1)]
+    replication_factor: Annotated[Int, Field(ge=1)] | None = None
+    configs: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _declared(cls, data: Any) -> Any:
+        if data is None:
+            raise ValueError("declare at least partitions")
+        return data
+
+    @model_validator(mode="after")
+    def _configs(self) -> TopicModel:
+        from app.config.topics import TopicConfigError, check_configs
+
+        try:
+            object.__setattr__(self, "configs", check_configs(self.configs, self.replication_factor))
+        except TopicConfigError as e:
+            raise at(f"configs.{e.key}", e.message) from None
+        return self
+
+
+# -- the document ------------------------------------------------------------------------------------
+
+class Document(Section):
+    """A service config: connections, Spark, the HTTP server, the service, pipelines and topics."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="trident-stream config")
+
+    kafka: KafkaModel
+    cassandra: CassandraModel | None = Field(default=None, description="required when a state backend is cassandra")
+    spark: SparkModel = SparkModel()
+    http: HttpModel = HttpModel()
+    service: ServiceModel = ServiceModel()
+    pipelines: Annotated[list[PipelineModel], Field(min_length=1)]
+    topics: Annotated[dict[Topic, TopicModel], _none_is_empty(dict)] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _across_pipelines(self) -> Document:
+        seen: dict[str, int] = {}
+        writers: dict[tuple[str, str, str], int] = {}
+        for i, p in enumerate(self.pipelines):
+            if p.id in seen:
+                raise at(f"pipelines[{i}].id", f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
+            seen[p.id] = i
+            if p.state.backend == "cassandra" and self.cassandra is None:
+                raise at(f"pipelines[{i}].state.backend", "backend cassandra needs a top-level cassandra section")
+            where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"
+            key = (p.state.backend, where, p.table())
+            if key in writers:
+                other = self.pipelines[writers[key]]
+                raise at(f"pipelines[{i}].state.table", f"table {key[2]!r} is also written by pipeline {other.id!r} "
+                                                        f"(pipelines[{writers[key]}]): a state table belongs to one "
+                                                        "pipeline")
+            writers[key] = i
+        return self
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a config file, for editors and the Helm chart.
+
+    Every number and boolean may also be written as a ``${VAR}`` reference (converted after
+    interpolation), so those accept a string of that shape too.
+    """
+    schema = Document.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return _env_refs_allowed(schema)
+
+
+#: Bounds pydantic leaves under its own names when a validator wraps the constrained type.
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def _env_refs_allowed(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_env_refs_allowed(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {_BOUNDS.get(k, k): _env_refs_allowed(v) for k, v in node.items()}
+    if node.get("type") in ("integer", "number", "boolean"):
+        typed = {k: node.pop(k) for k in list(node) if k not in ("title", "description", "default")}
+        node["anyOf"] = [typed, {"type": "string", "pattern": f"^{ENV_REF}$"}]
+    return node
+
+
+def chart_schema() -> dict[str, Any]:
+    """:func:`json_schema` with every ``$ref`` inlined: the ``config`` property of the Helm chart's
+    ``values.schema.json`` (a reference there would resolve against the chart's own root)."""
+    schema = json_schema()
+    defs = schema.pop("$defs", {})
+    schema.pop("$schema", None)
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = inline(defs[node["$ref"].rsplit("/", 1)[1]])
+            return {**target, **{k: inline(v) for k, v in node.items() if k != "$ref"}}
+        return {k: inline(v) for k, v in node.items()}
+
+    out: dict[str, Any] = inline(schema)
+    out["description"] = "The pipeline config (docs/configuration.md; python -m app validate --schema)"
+    return out
