@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.spark.plan import GLOBAL_KEY_COLUMN, registered_spec
+from app.spark.plan import registered_spec
 from app.topology import PartitionPersist, PersistentAggregate
 from states.reader import open_reader
-from states.snapshottable import GLOBAL_KEY
+from states.snapshottable import GLOBAL_KEY, GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec
 
 Sink = PersistentAggregate | PartitionPersist

@@ -7,7 +7,8 @@ from typing import Any
 
 from states.protocols import MapState, Updater
 
-GLOBAL_KEY = ("$global",)
+GLOBAL_KEY = ("$global",)  # the one key of a global aggregate
+GLOBAL_KEY_COLUMN = "id"  # its table's key column: one row, id = '$global'
 
 
 class SnapshottableMap:

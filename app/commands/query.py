@@ -40,9 +40,8 @@ def add(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from app.config import compile_pipeline
     from app.query import stored_spec
-    from app.spark.plan import GLOBAL_KEY_COLUMN
     from states.reader import open_reader, visible_columns
-    from states.snapshottable import GLOBAL_KEY
+    from states.snapshottable import GLOBAL_KEY, GLOBAL_KEY_COLUMN
 
     config = load_config(args.config)
     p = pipeline_of(config, args.pipeline)

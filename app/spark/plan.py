@@ -27,9 +27,9 @@ from typing import Any
 
 from app.topology import Agg, PartitionPersist, PersistentAggregate, Transform
 from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
+from states.snapshottable import GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec
 
-GLOBAL_KEY_COLUMN = "id"  # a global aggregate's table: one row, id = '$global' (states.snapshottable)
 COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't start with "_")
 BUILTIN = (Count, Sum, Min, Max)
 

@@ -37,6 +37,7 @@ class Connections:
         """This thread's connection (opened on first use, and again after a fork)."""
         conn = getattr(self._local, "conn", None)
         if conn is None or self._local.pid != os.getpid():
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)  # a fresh data volume holds no folders yet
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)  # used by one thread; closed by any
             conn.execute("PRAGMA journal_mode=WAL")

@@ -174,3 +174,11 @@ def test_stored_values_round_trip_and_compare_equal(tmp_path: Path, keys: list, 
     assert all(r.applied for r in m.multi_cas(keys, [value] * len(keys), [OpaqueValue(txid + 1, None, value.curr)]
                                               * len(keys)))
     m.close()
+
+
+def test_a_state_file_in_a_missing_folder_is_created(tmp_path: Path) -> None:
+    """A fresh data volume has no folders yet: the backend creates the file's parent, not its caller."""
+    path = tmp_path / "not" / "yet" / "state.db"
+    store = SqliteTransactionalStateStore(path, "wc")
+    store.put("k", {"v": 1}, epoch=store.acquire_lease("a", 30))
+    assert store.get("k") == {"v": 1} and path.exists()
