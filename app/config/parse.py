@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -26,6 +25,7 @@ from app.config.settings import (
 )
 from app.config.topics import parse_topics
 from app.guarantees import check_combination
+from app.lease import unique_owner
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
@@ -185,7 +185,7 @@ def _http(n: Node) -> HttpSettings:
 
 def _service(n: Node) -> ServiceSettings:
     n.keys("owner", "ready_window_s", "shutdown_grace_s", "log_level")
-    owner = n.str("owner", default="") or socket.gethostname()
+    owner = n.str("owner", default="") or unique_owner()
     return ServiceSettings(owner=owner, ready_window_s=n.number("ready_window_s", 120.0, minimum=0.001),
                            shutdown_grace_s=n.number("shutdown_grace_s", 30.0, minimum=0),
                            log_level=n.choice("log_level", ("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.config.topics import TopicSettings
 from app.coordinator import CoordinatorConfig
+from app.lease import unique_owner
 from app.topology import Topology
 from spouts.kafka.config import FirstPoll, redact
 from spouts.planner import Caps
@@ -42,7 +42,7 @@ class HttpSettings:
 class ServiceSettings:
     """Process-wide behaviour: the lease owner, readiness, shutdown and logging."""
 
-    owner: str = field(default_factory=socket.gethostname)  # a restarted pod of the same name takes over at once
+    owner: str = field(default_factory=unique_owner)  # unique per process (app.lease); set only to a unique name
     ready_window_s: float = 120.0  # /readyz fails when no commit or idle poll happened for this long
     shutdown_grace_s: float = 30.0  # after SIGTERM, how long the current txid may take before it is abandoned
     log_level: str = "INFO"
