@@ -87,6 +87,7 @@ class LeaseKeeper:
         self.store, self.owner, self.epoch, self.ttl_s = store, owner, epoch, ttl_s
         self._renewed_at, self._on_lost, self._clock = renewed_at, on_lost, clock
         self._lost: LeaseLostError | None = None
+        self._last_error: str | None = None
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{store.topology_id}", daemon=True)
@@ -117,7 +118,7 @@ class LeaseKeeper:
     def check(self) -> None:
         """Raise LeaseLostError if the lease is lost or could expire before the next renewal is due."""
         if self._lost is None and self._clock() >= self.deadline:
-            self._declare_lost(self._not_renewed("no renewal succeeded"))
+            self._declare_lost(self._not_renewed())
         if self._lost is not None:
             raise self._lost
 
@@ -132,7 +133,7 @@ class LeaseKeeper:
             if self._stopped.wait(max(0.0, min(due, self.deadline) - now)):
                 return
             if self._clock() >= self.deadline:
-                self._declare_lost(self._not_renewed("no renewal succeeded"))
+                self._declare_lost(self._not_renewed())
                 return
             failed = not self._renew_once()
 
@@ -144,12 +145,13 @@ class LeaseKeeper:
         try:
             future.result(timeout=max(0.0, self.deadline - started))
         except FutureTimeout:
-            self._declare_lost(self._not_renewed("the last renewal has not answered"))
+            self._declare_lost(self._not_renewed("the last attempt has not answered"))
             return False
         except LeaseLostError as e:
             self._declare_lost(e)
             return False
         except Exception as e:  # noqa: BLE001 - the store is away: retry while the lease is surely ours
+            self._last_error = f"last error: {type(e).__name__}: {e}"
             log.warning("topology %s: lease renewal failed (%s: %s); retrying, the lease is safe for %.1f s more",
                         self.store.topology_id, type(e).__name__, e, max(0.0, self.deadline - self._clock()))
             return False
@@ -157,11 +159,12 @@ class LeaseKeeper:
             self._renewed_at = max(self._renewed_at, started)
         return True
 
-    def _not_renewed(self, what: str) -> LeaseLostError:
+    def _not_renewed(self, why: str | None = None) -> LeaseLostError:
         since = self._clock() - self._renewed_at
+        why = why or self._last_error or "no attempt finished"
         return LeaseLostError(self.store.topology_id, self.epoch, reason=(
-            f"{what} for {since:.1f} s of its {self.ttl_s:g} s TTL; stopping before it could expire "
-            f"(another instance may take over)"))
+            f"no renewal succeeded for {since:.1f} s of its {self.ttl_s:g} s TTL ({why}); stopping before "
+            f"it could expire (another instance may take over)"))
 
     def _declare_lost(self, error: LeaseLostError) -> None:
         with self._lock:
