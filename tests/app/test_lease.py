@@ -211,3 +211,71 @@ class TestOwnerIdentity:
 
         assert ServiceSettings().owner != ServiceSettings().owner
 
+
+
+class FakeCompiled:
+    """What PipelineRunner reads of a compiled pipeline: an id, a source, a store, the coordinator config."""
+
+    def __init__(self, world: World, owner: str) -> None:
+        self.id, self._world = "world", world
+        self.coordinator = CoordinatorConfig(owner=owner, lease_ttl_s=TTL, retry_backoff_s=(0.0, 0.0),
+                                             idle_sleep_s=0.01)
+        self.topology = self
+
+    def source(self) -> MemorySpout:
+        return MemorySpout(self._world.source, SpoutKind.OPAQUE, topology_id="world")
+
+    def store(self) -> MemoryTransactionalStateStore:
+        return self._world.store
+
+
+class TestRunnerStandby:
+    def runner(self, world: World) -> Any:
+        from app.service import PipelineRunner
+
+        spout = MemorySpout(world.source, SpoutKind.OPAQUE, topology_id="world")
+        executor = LocalExecutor(spout.emitter(), [Sink(OpaqueMap(world.backing, metrics=world.metrics), Count(),
+                                                        key=lambda r: (r.value.decode(),))])
+        return PipelineRunner(FakeCompiled(world, "second"), executor, metrics=world.metrics)  # type: ignore[arg-type]
+
+    def wait(self, check: Any, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+    def test_a_second_runner_waits_not_ready_then_takes_over_when_the_lease_is_released(self) -> None:
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)  # its coordinator holds the lease
+        world.append(0, "a")
+        assert world.coordinator.step() == "committed"
+        runner, stop, fatal = self.runner(world), threading.Event(), threading.Event()
+        assert runner.role == "starting"
+        runner.start(stop, fatal.set)
+        self.wait(lambda: runner.role == "standby")
+        status = runner.status(60.0)
+        assert (status["ready"], status["role"], status["lease_held"], status["error"]) == (False, "standby",
+                                                                                           False, None)
+        world.append(0, "b")
+        world.coordinator.close()  # releases: the standby takes over at its next poll
+        self.wait(lambda: runner.role == "active" and runner.coordinator.committed_txid == 2)
+        assert runner.status(60.0)["ready"] and not fatal.is_set()
+        stop.set()
+        runner.thread.join(10)
+        assert runner.role == "stopped" and world.stored_counts() == world.truth() == {"a": 1, "b": 1}
+
+    def test_a_runner_stopped_in_standby_says_so_and_leaves_the_lease_alone(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
+        world.append(0, "a")
+        assert world.coordinator.step() == "committed"
+        caplog.set_level(logging.INFO)
+        runner, stop, fatal = self.runner(world), threading.Event(), threading.Event()
+        runner.start(stop, fatal.set)
+        self.wait(lambda: runner.role == "standby")
+        stop.set()
+        runner.thread.join(10)
+        assert runner.role == "stopped" and not fatal.is_set() and runner.error is None
+        assert "pipeline world stopped in standby (it never held the lease)" in caplog.text
+        assert "closed at committed txid" not in caplog.text
+        info = world.store.lease_info()
+        assert info is not None and info.owner == "world-owner"

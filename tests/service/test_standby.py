@@ -81,12 +81,18 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         active_owner, active_epoch = row[0], row[1]
         wait_for("a commit by the active instance", lambda: active.commits_this_run() >= 2, 60, active)
 
-        batch_ms = max(float(ms) for ms in re.findall(r"committed txid \d+: .*?, (\d+) ms", active.run_log()))
         active.kill()
         killed = time.monotonic()
+        wait_for("the standby's takeover", lambda: (lease_row(db, PIPELINE) or (None, 0))[1] > active_epoch, 60,
+                 standby)
+        took_lease = time.monotonic() - killed
         wait_for("the standby's first commit", lambda: standby.commits_this_run() >= 1, 120, standby)
         took = time.monotonic() - killed
-        assert took <= TTL + 2 * batch_ms / 1000 + 3.0, f"took over {took:.1f} s after the kill (batch {batch_ms} ms)"
+        first = re.search(r"committed txid \d+: .*?, (\d+) ms", standby.run_log())
+        assert first is not None
+        batch_s = float(first.group(1)) / 1000  # its first batch: Spark's Python workers start cold
+        assert took_lease <= TTL + 1.5, f"took the lease {took_lease:.1f} s after the kill"
+        assert took <= TTL + batch_s + 2.0, f"first commit {took:.1f} s after the kill (batch {batch_s:.1f} s)"
         row = lease_row(db, PIPELINE)
         assert row is not None and row[0] != active_owner and row[1] == active_epoch + 1
         assert standby.readyz()[0] == 200 and lease_held_metric(standby) == 1
@@ -95,7 +101,8 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         wait_for("the drain", lambda: word_counts(db) == dict(truth), 120, standby)
         assert standby.terminate() == 0
         assert "stopped in standby" not in standby.run_log()
-        print(f"took over {took:.1f} s after the SIGKILL (TTL {TTL:g} s, batch {batch_ms:.0f} ms); "
+        print(f"lease taken {took_lease:.1f} s and first commit {took:.1f} s after the SIGKILL (TTL {TTL:g} s, "
+              f"its first batch {batch_s:.1f} s); "
               f"{sum(truth.values())} words")
         assert word_counts(db) == dict(truth)
     finally:
