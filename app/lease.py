@@ -168,7 +168,7 @@ class LeaseKeeper:
 
     def _declare_lost(self, error: LeaseLostError) -> None:
         with self._lock:
-            if self._lost is not None:
+            if self._lost is not None or self._stopped.is_set():  # stopped: the coordinator is closing anyway
                 return
             self._lost = error
         log.error("%s", error)

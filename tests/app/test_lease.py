@@ -120,6 +120,22 @@ class TestHeartbeat:
         coord.close()
         assert store.lease_info() is not None, "a lease it could not renew is not released blindly"
 
+    def test_a_renewal_stuck_in_the_store_cannot_hold_the_heartbeat_past_the_deadline(self) -> None:
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
+        world.coordinator.close()
+        world.store = store = FlakyRenewals()
+        hung = threading.Event()
+        store.renew_lease = lambda *args: hung.wait(30)  # type: ignore[method-assign, assignment, return-value]
+        coord = slow_coordinator(world, seconds=10 * TTL)
+        coord.start()
+        started = time.monotonic()
+        world.append(0, "a")
+        with pytest.raises(LeaseLostError, match=r"\(the last attempt has not answered\)"):
+            coord.step()
+        assert time.monotonic() - started < TTL and store.lease_info() is not None
+        hung.set()
+        coord.close()
+
     def test_a_takeover_during_a_batch_stops_it_at_the_next_renewal(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
         world.coordinator.close()

@@ -110,3 +110,37 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         standby.cleanup()
         if producer.is_alive():
             producer.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_batches_longer_than_three_lease_ttls_commit_without_losing_the_lease(kafka: MockKafkaCluster,
+                                                                             tmp_path: Path) -> None:
+    """Each record sleeps 300 ms in Spark (25 per partition and batch: 7.5 s a batch, TTL 2 s): the
+    heartbeat keeps renewing while the batch runs, every txid commits, the counts equal the truth."""
+    ttl = 2.0
+    kafka.create_topic("slow", 2, 3)
+    db, port = tmp_path / "state.db", free_port()
+    config = with_lease_ttl(word_count_config(
+        tmp_path / "slow.yaml", bootstrap=kafka.bootstrap_servers(), topic="slow", port=port,
+        state={"backend": "sqlite", "sqlite_path": str(db), "table": "word_counts"}, caps=(25, 50), max_pending=1),
+        ttl)
+    doc = yaml.safe_load(config.read_text())
+    doc["pipelines"][0]["transforms"].insert(0, {"filter": "reflect('java.lang.Thread', 'sleep', CAST(300 AS BIGINT)) "
+                                                           "= 'null'"})
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
+    producer = SentenceProducer(kafka.bootstrap_servers(), "slow", 2, seed=3)
+    for _ in range(150):
+        producer.produce_one()
+    truth = producer.stop()
+    service = ServiceProcess(config, tmp_path / "slow.log", port)
+    try:
+        service.start()
+        wait_for("the drain", lambda: word_counts(db) == dict(truth), 420, service)
+        batches_ms = [float(ms) for ms in re.findall(r"committed txid \d+: .*?, (\d+) ms", service.run_log())]
+        assert len(batches_ms) >= 3 and sum(ms >= 3 * ttl * 1000 for ms in batches_ms) >= 3, batches_ms
+        assert "LeaseLostError" not in service.run_log()
+        assert service.terminate() == 0
+        print(f"batches of {[round(ms / 1000, 1) for ms in batches_ms]} s with a {ttl:g} s lease TTL")
+    finally:
+        service.cleanup()
