@@ -104,6 +104,11 @@ class Coordinator:
         """The lease epoch this coordinator took (None before it took one)."""
         return self._epoch
 
+    @property
+    def holds_lease(self) -> bool:
+        """Taken, and not lost as far as the heartbeat knows."""
+        return self._lease is not None and self._lease.lost is None
+
     def start(self, stop: threading.Event | None = None, *,
               on_standby: Callable[[LeaseInfo | None], None] = lambda info: None) -> bool:
         """Take the lease, start renewing it, and load where the topology stands.

@@ -74,11 +74,11 @@ class PipelineRunner:
     @property
     def role(self) -> str:
         """``starting`` (before the first lease attempt), ``standby`` (another instance holds the lease),
-        ``active`` (holds it and works) or ``stopped``."""
-        if self.leased:
-            return "active"
+        ``active`` (holds it and works), ``stopping`` (the lease was lost) or ``stopped``."""
         if self.loop_done.is_set():
             return "stopped"
+        if self.leased:
+            return "active" if self.coordinator.holds_lease else "stopping"
         return "standby" if self.standby_since is not None else "starting"
 
     def status(self, window_s: float) -> dict[str, Any]:
