@@ -18,11 +18,10 @@ that drives :meth:`Coordinator.step` is :mod:`app.loop`; docs/design.md walks on
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import ParamSpec, TypeVar
 
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
 from app.guarantees import check_combination
+from app.lease import LeaseKeeper, take_lease, unique_owner
 from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
@@ -39,7 +39,7 @@ from spouts.planner import Caps, plan_batch
 from spouts.protocols import PartitionedSpout, SpoutKind
 from states import errors as state_errors
 from states.errors import LeaseLostError
-from states.protocols import CoordinatorStore
+from states.protocols import CoordinatorStore, Json, LeaseInfo
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class CoordinatorConfig:
     max_pending: int = 1  # txids processed at once; commits are still one at a time, in order
     retention: int = 16  # txids of metadata kept in the rotating state
     lease_ttl_s: float = 30.0
-    owner: str = field(default_factory=socket.gethostname)  # a restarted pod with the same name takes over at once
+    owner: str = field(default_factory=unique_owner)  # unique per process: see app.lease
     retry_backoff_s: tuple[float, float] = (0.05, 5.0)  # first and largest wait before replaying a failed txid
     idle_sleep_s: float = 0.5  # wait when there is nothing new to read
     accept_at_least_once: bool = False
@@ -92,18 +92,41 @@ class Coordinator:
         self._inflight: deque[Batch] = deque()
         self._attempts: dict[int, int] = {}
         self._epoch: int | None = None
-        self._renewed_at = 0.0
+        self._lease: LeaseKeeper | None = None
         self._progress: ProgressLog | None = None
         self.committed_txid = 0
         self.last_stats = CommitStats()
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Take the lease and load where the topology stands."""
-        self._epoch = self.store.acquire_lease(self.config.owner, self.config.lease_ttl_s)
-        self._renewed_at = self._clock()
-        self._progress = ProgressLog(self.store, epoch=self._epoch, retention=self.config.retention)
+    @property
+    def epoch(self) -> int | None:
+        """The lease epoch this coordinator took (None before it took one)."""
+        return self._epoch
+
+    @property
+    def holds_lease(self) -> bool:
+        """Taken, and not lost as far as the heartbeat knows."""
+        return self._lease is not None and self._lease.lost is None
+
+    def start(self, stop: threading.Event | None = None, *,
+              on_standby: Callable[[LeaseInfo | None], None] = lambda info: None) -> bool:
+        """Take the lease, start renewing it, and load where the topology stands.
+
+        Without ``stop`` one attempt (LeaseHeldError when another owner holds it); with ``stop``,
+        wait as a standby until the lease is free (:func:`app.lease.take_lease`). False when
+        ``stop`` was set while waiting.
+        """
+        cfg = self.config
+        self._metrics.lease_held.labels(self.topology_id).set(0)
+        taken = take_lease(self.store, cfg.owner, cfg.lease_ttl_s, stop, on_standby=on_standby, clock=self._clock)
+        if taken is None:
+            return False
+        epoch, asked_at = taken
+        self._epoch = epoch
+        self._lease = LeaseKeeper(self.store, cfg.owner, epoch, cfg.lease_ttl_s, renewed_at=asked_at,
+                                  on_lost=self._cancel_running, clock=self._clock).start()
+        self._progress = ProgressLog(_Fenced(self.store, self._lease), epoch=epoch, retention=cfg.retention)
         self.committed_txid = self._progress.committed().txid
         m = self._metrics
         m.lease_held.labels(self.topology_id).set(1)
@@ -111,16 +134,20 @@ class Coordinator:
         m.committed_txid.labels(self.topology_id).set(self.committed_txid)
         log.info("topology %s: lease epoch %d, resuming after txid %d", self.topology_id, self._epoch,
                  self.committed_txid)
+        return True
 
     def close(self, *, release: bool = True) -> None:
         """Stop processing, let the executor release what it holds, and release the lease so a successor
         can start at once."""
+        lost = self._lease is not None and self._lease.lost is not None
+        if self._lease is not None:
+            self._lease.stop()
         self._fail_inflight()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.executor.close()
         self._partitions.close()
         self._emitter.close()
-        if release and self._epoch is not None:
+        if release and self._epoch is not None and not lost:  # the release is conditional on owner and epoch anyway
             try:
                 self.store.release_lease(self.config.owner, self._epoch)
             except Exception:  # noqa: BLE001 - best effort: the TTL frees it anyway
@@ -148,7 +175,7 @@ class Coordinator:
 
     def step(self) -> Outcome:
         """Fill the pipeline, then finish the oldest txid."""
-        self._keep_lease()
+        self._check_lease()
         try:
             self._fill()
             if not self._inflight:
@@ -158,6 +185,9 @@ class Coordinator:
             self._fail_inflight()
             raise
         except Exception as e:  # noqa: BLE001 - every other failure replays the txid
+            if self._lease is not None and self._lease.lost is not None:  # its work was cancelled: say why
+                self._fail_inflight()
+                raise self._lease.lost from e
             txid = self._inflight[0].txid if self._inflight else self.committed_txid + 1
             self._on_failure(txid, e)
             return Outcome.FAILED
@@ -220,6 +250,7 @@ class Coordinator:
             self._freeze(batch.txid, batch.plan, batch.attempt)
             batch.frozen = True
         self._faults("commit", batch.txid)  # step 4
+        self._check_lease()
         stats = self._timed("commit", self.executor.commit, batch, batch.result)
         if not batch.frozen:  # only with freezing disabled: pure Trident stores the metadata here
             self._freeze(batch.txid, batch.plan, batch.attempt)
@@ -269,27 +300,22 @@ class Coordinator:
             if b.status is not BatchStatus.COMMITTED:
                 b.advance(BatchStatus.FAILED)
 
-    def _keep_lease(self) -> None:
-        """Renew at a third of the TTL; stop (LeaseLostError) before the lease could expire."""
-        now = self._clock()
-        if now - self._renewed_at < self.config.lease_ttl_s / 3:
-            return
-        assert self._epoch is not None
+    def _check_lease(self) -> None:
+        """Stop (LeaseLostError, saying why) if the heartbeat lost the lease or could not renew it in time."""
+        assert self._lease is not None, "start() takes the lease first"
         try:
-            self.store.renew_lease(self.config.owner, self._epoch, self.config.lease_ttl_s)
-            self._renewed_at = now
+            self._lease.check()
         except LeaseLostError:
-            self._lose_lease()
+            self._metrics.lease_held.labels(self.topology_id).set(0)
             raise
-        except Exception as e:  # noqa: BLE001 - a flaky store: keep trying while the lease is surely ours
-            if now - self._renewed_at >= self.config.lease_ttl_s * 0.8:
-                self._lose_lease()
-                raise LeaseLostError(self.topology_id, self._epoch) from e
-            log.warning("lease renewal failed, retrying: %s", e)
 
-    def _lose_lease(self) -> None:
-        self._fail_inflight()
+    def _cancel_running(self, error: LeaseLostError) -> None:
+        """Called by the heartbeat when the lease is lost: cancel the running work of every in-flight txid
+        (the coordinator's thread then stops at its next lease check)."""
         self._metrics.lease_held.labels(self.topology_id).set(0)
+        for b in list(self._inflight):
+            if b.future is not None and not b.future.done():
+                self.executor.cancel(b.txid)
 
     def _phase(self, name: str) -> AbstractContextManager[object]:
         """A context manager timing one phase into ``trident_phase_seconds``."""
@@ -307,3 +333,25 @@ def _same_position(plan: BatchPlan, last: BatchPlan | None) -> bool:
         return False
     before = {} if last is None else {p: m.next_offset for p, m in last.partitions.items()}
     return {p: m.next_offset for p, m in plan.partitions.items()} == before
+
+
+class _Fenced:
+    """The coordinator's view of its store: every fenced write checks the heartbeat's verdict first,
+    so nothing is written once the lease counts as lost (the store's epoch check stays the real fence)."""
+
+    def __init__(self, store: CoordinatorStore, lease: LeaseKeeper) -> None:
+        self._store, self._lease, self.topology_id = store, lease, store.topology_id
+
+    def get(self, key: str) -> Json | None:
+        return self._store.get(key)
+
+    def keys(self, prefix: str) -> list[str]:
+        return self._store.keys(prefix)
+
+    def put(self, key: str, value: Json, *, epoch: int) -> None:
+        self._lease.check()
+        self._store.put(key, value, epoch=epoch)
+
+    def delete(self, keys: Sequence[str], *, epoch: int) -> None:
+        self._lease.check()
+        self._store.delete(keys, epoch=epoch)

@@ -6,7 +6,9 @@ Lifecycle of the process:
    ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); start Spark, then install the
    handlers again (PySpark replaces SIGINT's handler while it starts).
 2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
-   over a Spark executor, take the lease and run it in its own thread.
+   over a Spark executor and run it in its own thread: it takes the lease, or waits as a standby
+   (not ready, ``role: standby``) while another instance holds it, and takes over when that lease
+   is released or expires (:mod:`app.lease`).
 3. On SIGTERM/SIGINT each pipeline finishes the txid it is committing (up to
    ``service.shutdown_grace_s``); then every Spark job still running is cancelled: later txids
    that were only being processed, or a txid past its grace, are abandoned. An abandoned txid that
@@ -34,6 +36,7 @@ from app.coordinator import FATAL, Coordinator
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
 from app.topology import Topology
+from states.protocols import LeaseInfo
 
 if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts Spark
     from pyspark.sql import SparkSession
@@ -56,6 +59,7 @@ class PipelineRunner:
         self.coordinator = Coordinator(self.id, compiled.topology.source(), executor, compiled.store(), cfg,
                                        metrics=metrics)
         self.leased = False
+        self.standby_since: float | None = None  # waiting for the lease held by another instance
         self.last_progress: float | None = None  # a commit or an idle poll
         self.error: BaseException | None = None
         self.loop_done = threading.Event()
@@ -67,18 +71,29 @@ class PipelineRunner:
         self._stop, self._on_fatal = stop, on_fatal
         self.thread.start()
 
+    @property
+    def role(self) -> str:
+        """``starting`` (before the first lease attempt), ``standby`` (another instance holds the lease),
+        ``active`` (holds it and works), ``stopping`` (the lease was lost) or ``stopped``."""
+        if self.loop_done.is_set():
+            return "stopped"
+        if self.leased:
+            return "active" if self.coordinator.holds_lease else "stopping"
+        return "standby" if self.standby_since is not None else "starting"
+
     def status(self, window_s: float) -> dict[str, Any]:
         age = None if self.last_progress is None else self._clock() - self.last_progress
         ready = self.leased and self.error is None and age is not None and age <= window_s
-        return {"ready": ready, "lease_held": self.leased, "committed_txid": self.coordinator.committed_txid,
+        return {"ready": ready, "role": self.role, "lease_held": self.leased, "committed_txid": self.coordinator.committed_txid,
                 "seconds_since_progress": None if age is None else round(age, 3),
                 "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
 
     def _main(self) -> None:
         assert self._stop is not None
         try:
-            self.coordinator.start()
-            self.leased = True
+            if not self.coordinator.start(self._stop, on_standby=self._standby):
+                return  # stopped while in standby
+            self.leased, self.standby_since = True, None
             self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed))
         except BaseException as e:  # noqa: BLE001 - fatal: reported, and it stops the service
             self.error = e
@@ -89,7 +104,14 @@ class PipelineRunner:
             self.loop_done.set()
             self.coordinator.close(release=self.leased)
             self.leased = False
-            log.info("pipeline %s closed at committed txid %d", self.id, self.coordinator.committed_txid)
+            if self.coordinator.epoch is None:
+                log.info("pipeline %s stopped in standby (it never held the lease)", self.id)
+            else:
+                log.info("pipeline %s closed at committed txid %d", self.id, self.coordinator.committed_txid)
+
+    def _standby(self, holder: LeaseInfo | None) -> None:
+        if self.standby_since is None:
+            self.standby_since = self._clock()
 
     def _progressed(self) -> None:
         self.last_progress = self._clock()

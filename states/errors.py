@@ -35,14 +35,21 @@ class LeaseHeldError(StateError):
 
 
 class LeaseLostError(StateError):
-    """This coordinator's lease epoch is no longer current: a newer coordinator took over."""
+    """This coordinator no longer holds the topology's lease: a newer coordinator took over, it
+    expired before it was renewed, or it could not be renewed in time (``reason``)."""
 
-    def __init__(self, topology_id: str, epoch: int, current_epoch: int | None = None) -> None:
+    def __init__(self, topology_id: str, epoch: int, current_epoch: int | None = None, *,
+                 reason: str | None = None) -> None:
         self.topology_id, self.epoch, self.current_epoch = topology_id, epoch, current_epoch
-        super().__init__(
-            f"lease of topology {topology_id!r} lost: epoch {epoch} is no longer current"
-            + (f" (now {current_epoch})" if current_epoch is not None else "")
-        )
+        if reason is None:
+            if current_epoch is None:
+                reason = "it is no longer current"
+            elif current_epoch == epoch:
+                reason = "it expired before it was renewed"
+            else:
+                reason = f"a newer coordinator took over (epoch {current_epoch})"
+        self.reason = reason
+        super().__init__(f"lease of topology {topology_id!r} (epoch {epoch}) lost: {reason}")
 
 
 class UnknownOutcomeError(StateError):

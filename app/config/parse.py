@@ -85,7 +85,7 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
         kafka=_kafka(m.kafka), pipelines=pipelines, cassandra=_cassandra(m.cassandra),
         spark=SparkSettings(master=m.spark.master, app_name=m.spark.app_name, conf=tuple(sorted(m.spark.conf.items()))),
         http=HttpSettings(enabled=m.http.enabled, host=m.http.host, port=m.http.port),
-        service=ServiceSettings(owner=s.owner_or_hostname(), ready_window_s=s.ready_window_s,
+        service=ServiceSettings(owner=s.owner_or_unique(), ready_window_s=s.ready_window_s,
                                 shutdown_grace_s=s.shutdown_grace_s, log_level=s.log_level),
         topics=tuple(TopicSettings(name, t.partitions, t.replication_factor, tuple(sorted(t.configs.items())))
                      for name, t in m.topics.items()))

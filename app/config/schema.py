@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from typing import Annotated, Any
 
 from pydantic import (
@@ -35,6 +34,7 @@ from spouts.kafka.config import FirstPoll
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
+from app.lease import unique_owner
 from states.ownership import check_claimable
 from states.spec import StateKind, check_identifier
 
@@ -164,13 +164,14 @@ class HttpModel(Section):
 
 
 class ServiceModel(Section):
-    owner: Text | None = Field(default=None, description="the lease owner; default: the hostname")
+    owner: Text | None = Field(default=None, description="the lease owner, unique per process; default: the "
+                                                         "hostname plus the process id and a random suffix")
     ready_window_s: Positive = 120.0
     shutdown_grace_s: Annotated[Number, Field(ge=0)] = 30.0
     log_level: _choice("DEBUG", "INFO", "WARNING", "ERROR", upper=True) = "INFO"  # type: ignore[valid-type]
 
-    def owner_or_hostname(self) -> str:
-        return self.owner or socket.gethostname()
+    def owner_or_unique(self) -> str:
+        return self.owner or unique_owner()
 
 
 # -- cassandra ---------------------------------------------------------------------------------------

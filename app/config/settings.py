@@ -45,7 +45,7 @@ class HttpSettings:
 class ServiceSettings:
     """Process-wide behaviour: the lease owner, readiness, shutdown and logging."""
 
-    owner: str  # a restarted pod of the same name takes over at once
+    owner: str  # unique per process (app.lease.unique_owner) unless set in the config
     ready_window_s: float  # /readyz fails when no commit or idle poll happened for this long
     shutdown_grace_s: float  # after SIGTERM, how long the current txid may take before it is abandoned
     log_level: str

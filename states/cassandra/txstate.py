@@ -157,7 +157,8 @@ class CassandraTransactionalStateStore:
             if not row["[applied]"]:
                 raise LeaseLostError(self.topology_id, epoch, row.get("epoch"))
             return
-        raise LeaseLostError(self.topology_id, epoch)
+        # Not "lost": Cassandra did not answer. The caller retries while the lease is surely still ours.
+        raise StateError(f"renewal of the lease of topology {self.topology_id!r}: outcome unknown {_ATTEMPTS} times")
 
     def release_lease(self, owner: str, epoch: int) -> None:
         for attempt in range(_ATTEMPTS):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -283,7 +284,7 @@ def test_config_and_python_api_build_equal_plans() -> None:
 
 
 def test_word_count_config_matches_the_python_api_with_an_opaque_spout() -> None:
-    """The BASE word count: opaque KafkaSpout, sqlite state, hostname owner, same transforms."""
+    """The BASE word count: opaque KafkaSpout, sqlite state, an owner unique per process, same transforms."""
     cfg = parse(doc(), {})
     c = compile_pipeline(cfg, "word-count")
     state = StateFactory(sqlite_path="/tmp/x.db")
@@ -291,4 +292,6 @@ def test_word_count_config_matches_the_python_api_with_an_opaque_spout() -> None
     (topology.new_stream(KafkaSpout(KafkaSpoutConfig("localhost:9092", topics=("sentences",)), "word-count"))
      .map("explode(split(CAST(value AS STRING), ' ')) AS word").filter("word <> ''")
      .group_by("word").persistent_aggregate(state, [Agg(Count(), "count")], name="word_counts"))
-    assert describe(c.topology, c.coordinator) == describe(topology, CoordinatorConfig(max_pending=2))
+    assert c.coordinator.owner.startswith(f"{socket.gethostname()}-")  # plus pid and random: unique per process
+    assert describe(c.topology, c.coordinator) == describe(topology, CoordinatorConfig(max_pending=2,
+                                                                                       owner=c.coordinator.owner))
