@@ -10,6 +10,9 @@ task) wrote since:
 * :class:`CachedMap` wraps a plain :class:`~states.protocols.BackingMap` and has no
   compare-and-set, so writes through it are unconditional: use it only with a single writer.
   (Over a compare-and-set map it would hide ``multi_cas``: choose :class:`CasCachedMap` there.)
+
+Entries can be exported and seeded (:meth:`CachedMap.entries`, ``entries=``), so a cache can
+outlive the object holding it, e.g. one cache per Spark commit partition kept between tasks.
 """
 
 from __future__ import annotations
@@ -27,11 +30,17 @@ V = TypeVar("V")
 class CachedMap(Generic[K, V]):
     """LRU read-through, write-through cache of up to ``size`` stored values over a backing map."""
 
-    def __init__(self, backing: BackingMap[K, V], size: int = 10_000) -> None:
+    def __init__(self, backing: BackingMap[K, V], size: int = 10_000,
+                 entries: Iterable[tuple[K, V | None]] = ()) -> None:
         if size < 1:
             raise ValueError("cache size must be >= 1")
         self.backing, self.size = backing, size
         self._lru: OrderedDict[K, V | None] = OrderedDict()
+        self._remember(entries)
+
+    def entries(self) -> list[tuple[K, V | None]]:
+        """The cached ``(key, stored value or None for absent)`` pairs, least recently used first."""
+        return list(self._lru.items())
 
     def multi_get(self, keys: Sequence[K]) -> list[V | None]:
         missing = [k for k in keys if k not in self._lru]
@@ -70,15 +79,43 @@ class CasCachedMap(CachedMap[K, V]):
     """The cache over a compare-and-set backing map, itself a compare-and-set map.
 
     A failed compare-and-set carries the value stored now, which replaces the stale entry.
+    With ``blind_inserts`` a read for update (:func:`states.cas.cas_update`) guesses "absent" for
+    keys it does not hold instead of reading them, as long as most recent misses did turn out
+    absent (new keys): then a new key costs one LWT, and after a restart over existing rows the
+    cache goes back to reading its misses (a wrong guess costs a failed LWT instead of a read).
     """
 
     backing: CasBackingMap[K, V]
 
-    def __init__(self, backing: CasBackingMap[K, V], size: int = 10_000) -> None:
+    def __init__(self, backing: CasBackingMap[K, V], size: int = 10_000,
+                 entries: Iterable[tuple[K, V | None]] = (), *, blind_inserts: bool = True) -> None:
         if not isinstance(backing, CasBackingMap):
             raise TypeError(f"CasCachedMap needs a compare-and-set backing map, not {type(backing).__name__} "
                             f"(use CachedMap over a plain backing map)")
-        super().__init__(backing, size)
+        super().__init__(backing, size, entries)
+        self.blind_inserts = blind_inserts
+        self.absent_rate = 1.0  # moving share of missed keys found absent (guess while > 1/2)
+        self._guessed: set[K] = set()
+
+    def multi_get_for_update(self, keys: Sequence[K]) -> list[V | None]:
+        """Cached values; misses are read, or guessed absent (None, unread) while guesses pay off."""
+        self._guessed.clear()  # one read for update per compare-and-set loop (states.cas)
+        if not self.blind_inserts or self.absent_rate <= 0.5:
+            missing = [k for k in keys if k not in self._lru]
+            values = self.multi_get(keys)
+            if missing:
+                absent = sum(1 for k in set(missing) if self._lru.get(k) is None)
+                self._learn(absent / len(set(missing)))
+            return values
+        values = []
+        for k in keys:
+            if k in self._lru:
+                values.append(self._lru[k])
+                self._lru.move_to_end(k)
+            else:
+                values.append(None)
+                self._guessed.add(k)
+        return values
 
     def multi_cas(self, keys: Sequence[K], expected: Sequence[V | None],
                   values: Sequence[V]) -> list[CasResult[V]]:
@@ -86,6 +123,15 @@ class CasCachedMap(CachedMap[K, V]):
             results = self.backing.multi_cas(keys, expected, values)
         except BaseException:
             self.invalidate(keys)
+            self._guessed.difference_update(keys)
             raise
+        if self._guessed:
+            guesses = [r.applied for k, r in zip(keys, results, strict=True) if k in self._guessed]
+            self._guessed.difference_update(keys)
+            if guesses:
+                self._learn(sum(guesses) / len(guesses))
         self._remember((k, v if r.applied else r.current) for k, v, r in zip(keys, values, results, strict=True))
         return results
+
+    def _learn(self, absent: float) -> None:
+        self.absent_rate = (self.absent_rate + absent) / 2
