@@ -45,6 +45,7 @@ def cas_update(
     Over a plain backing map (no ``multi_cas``) step 3 is one unconditional ``multi_put`` and there
     is no step 4: correct only with a single writer. Returns the new stored value of every key.
     """
+    stored: list[S | None]
     if isinstance(backing, GuessingReads):  # step 1
         stored = backing.multi_get_for_update(keys)
     else:
