@@ -1,9 +1,8 @@
 """The commit phase inside Spark: a stable key set, every key updated once per txid, into Cassandra.
 
 Records ``k0 .. k<keys-1>`` are produced round after round over the topic's partitions, and the
-coordinator's caps make each txid exactly one round, so every txid commits every key once. What
-the CQL test server received for the table, and the coordinator's commit-phase seconds, are
-taken per txid.
+coordinator's caps make each txid exactly one round, so every txid commits every key once. The
+requests the executors sent (their metric deltas) and the commit-phase seconds are taken per txid.
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ class StableKeys:
     """A topic whose every ``keys`` records (one per key) make one txid, and the pipeline counting them."""
 
     cluster: Any
-    server: Any
     settings: CassandraSettings
     keys: int
     partitions: int = 4
@@ -79,17 +77,21 @@ class StableKeys:
         out = []
         try:
             for _ in range(rounds):
-                self.server.reset_counts()
                 before = metrics.value("trident_phase_seconds_sum", pipeline=name, phase="commit")
+                sent = [requests(metrics.registry, k) for k in ("read", "cas", "serial_read")]
                 assert coord.run(max_batches=1) == 1
-                s = self.server.stats()
-                out.append(Round(coord.last_stats.keys_updated,
-                                 s.ops(self.table, "read"), s.ops(self.table, "cas"), s.ops(self.table, "serial_read"),
+                reads, lwts, serial = (requests(metrics.registry, k) - n
+                                       for k, n in zip(("read", "cas", "serial_read"), sent, strict=True))
+                out.append(Round(coord.last_stats.keys_updated, reads, lwts, serial,
                                  metrics.value("trident_phase_seconds_sum", pipeline=name, phase="commit") - before))
         finally:
             coord.close()
             ex.close()
         return out
 
-    def stored(self) -> dict[str, int]:
-        return {r["word"]: r["count"] for r in self.server.rows(self.settings.keyspace, self.table)}
+
+
+def requests(registry: CollectorRegistry, kind: str) -> int:
+    """Cassandra requests of ``kind`` counted in ``registry``, summed over every other label."""
+    return int(sum(s.value for m in registry.collect() for s in m.samples
+                   if s.name == "trident_state_requests_total" and s.labels.get("kind") == kind))

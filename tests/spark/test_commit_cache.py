@@ -14,13 +14,16 @@ def test_a_stable_key_set_costs_one_lwt_per_key_whichever_worker_commits(spark: 
     server = cql_server_session
     settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
                                  local_dc=server.data_center, protocol_version=max(server.protocol_versions))
-    keys = StableKeys(spark_kafka, server, settings, keys=200)
-    rounds = 5
-    keys.produce(rounds)
-    done = keys.run(spark, rounds, chunk_size=50, commit_partitions=4)
-    assert [r.keys for r in done] == [200] * rounds
-    assert done[0].reads == 0 and done[0].lwts == 200  # new keys: one INSERT IF NOT EXISTS each
-    steady = done[1:]
-    assert sum(r.reads + r.serial_reads for r in steady) == 0
-    assert sum(r.lwts for r in steady) == 200 * len(steady)  # no stale cache entry anywhere
-    assert keys.stored() == {f"k{i}": rounds for i in range(200)}
+    keys = StableKeys(spark_kafka, settings, keys=200)
+    keys.produce(5)
+    server.reset_counts()
+    first = keys.run(spark, 1, chunk_size=50, commit_partitions=4)
+    assert (server.stats().ops(keys.table, "read"), server.stats().ops(keys.table, "cas")) == (0, 200)  # new keys
+    server.reset_counts()
+    steady = keys.run(spark, 4, chunk_size=50, commit_partitions=4)  # the same pipeline, resumed
+    assert [r.keys for r in first + steady] == [200] * 5
+    assert (server.stats().ops(keys.table, "read"), server.stats().ops(keys.table, "serial_read")) == (0, 0)
+    assert server.stats().ops(keys.table, "cas") == 4 * 200  # no stale cache entry anywhere
+    assert [(r.reads, r.lwts) for r in steady] == [(0, 200)] * 4  # what the executors counted agrees
+    stored = {r["word"]: r["count"] for r in server.rows(settings.keyspace, keys.table)}
+    assert stored == {f"k{i}": 5 for i in range(200)}
