@@ -80,42 +80,56 @@ class CasCachedMap(CachedMap[K, V]):
 
     A failed compare-and-set carries the value stored now, which replaces the stale entry.
     With ``blind_inserts`` a read for update (:func:`states.cas.cas_update`) guesses "absent" for
-    keys it does not hold instead of reading them, as long as most recent misses did turn out
-    absent (new keys): then a new key costs one LWT, and after a restart over existing rows the
-    cache goes back to reading its misses (a wrong guess costs a failed LWT instead of a read).
+    keys it does not hold instead of reading them, while most misses are new keys: a new key then
+    costs one LWT instead of a read and an LWT, and a wrong guess a failed LWT (which returns the
+    row) instead of a read. What "most" is comes from evidence: a cache seeded with ``entries``
+    (it has seen this key range before) starts guessing at once; an empty one (a fresh process,
+    maybe over existing rows) first reads a sample of ``sample`` misses and guesses only if most
+    were absent. Then every read miss and every guess moves the estimate (:attr:`absent_rate`).
     """
 
     backing: CasBackingMap[K, V]
 
     def __init__(self, backing: CasBackingMap[K, V], size: int = 10_000,
-                 entries: Iterable[tuple[K, V | None]] = (), *, blind_inserts: bool = True) -> None:
+                 entries: Iterable[tuple[K, V | None]] = (), *, blind_inserts: bool = True,
+                 sample: int = 64) -> None:
         if not isinstance(backing, CasBackingMap):
             raise TypeError(f"CasCachedMap needs a compare-and-set backing map, not {type(backing).__name__} "
                             f"(use CachedMap over a plain backing map)")
         super().__init__(backing, size, entries)
-        self.blind_inserts = blind_inserts
-        self.absent_rate = 1.0  # moving share of missed keys found absent (guess while > 1/2)
+        self.blind_inserts, self.sample = blind_inserts, sample
+        self.absent_rate: float | None = 1.0 if self._lru else None  # moving share of misses found absent
         self._guessed: set[K] = set()
 
     def multi_get_for_update(self, keys: Sequence[K]) -> list[V | None]:
         """Cached values; misses are read, or guessed absent (None, unread) while guesses pay off."""
         self._guessed.clear()  # one read for update per compare-and-set loop (states.cas)
-        if not self.blind_inserts or self.absent_rate <= 0.5:
-            missing = [k for k in keys if k not in self._lru]
-            values = self.multi_get(keys)
-            if missing:
-                absent = sum(1 for k in set(missing) if self._lru.get(k) is None)
-                self._learn(absent / len(set(missing)))
-            return values
-        values = []
+        missing = list(dict.fromkeys(k for k in keys if k not in self._lru))
+        read: dict[K, V | None] = {}
+        if missing and self.blind_inserts and self.absent_rate is None:  # no evidence yet: read a sample
+            read.update(self._read(missing[:self.sample]))
+            missing = missing[self.sample:]
+        if missing and (not self.blind_inserts or (self.absent_rate or 0.0) <= 0.5):
+            read.update(self._read(missing))
+            missing = []
+        self._guessed.update(missing)
+        values: list[V | None] = []
         for k in keys:
-            if k in self._lru:
+            if k in read:
+                values.append(read[k])
+            elif k in self._lru:
                 values.append(self._lru[k])
                 self._lru.move_to_end(k)
             else:
                 values.append(None)
-                self._guessed.add(k)
         return values
+
+    def _read(self, keys: list[K]) -> dict[K, V | None]:
+        """``keys`` read from the backing map into the cache; the share found absent is evidence."""
+        loaded = dict(zip(keys, self.backing.multi_get(keys), strict=True))
+        self._remember(loaded.items())
+        self._learn(sum(v is None for v in loaded.values()) / len(loaded))
+        return loaded
 
     def multi_cas(self, keys: Sequence[K], expected: Sequence[V | None],
                   values: Sequence[V]) -> list[CasResult[V]]:
@@ -134,4 +148,4 @@ class CasCachedMap(CachedMap[K, V]):
         return results
 
     def _learn(self, absent: float) -> None:
-        self.absent_rate = (self.absent_rate + absent) / 2
+        self.absent_rate = absent if self.absent_rate is None else (self.absent_rate + absent) / 2

@@ -18,7 +18,7 @@ def test_a_stable_key_set_costs_one_lwt_per_key_whichever_worker_commits(spark: 
     keys.produce(5)
     server.reset_counts()
     first = keys.run(spark, 1, chunk_size=50, commit_partitions=4)
-    assert (server.stats().ops(keys.table, "read"), server.stats().ops(keys.table, "cas")) == (0, 200)  # new keys
+    assert server.stats().ops(keys.table, "cas") == 200  # new keys (each task's fresh cache reads a sample first)
     server.reset_counts()
     steady = keys.run(spark, 4, chunk_size=50, commit_partitions=4)  # the same pipeline, resumed
     assert [r.keys for r in first + steady] == [200] * 5

@@ -40,25 +40,44 @@ def counts(backing: MemoryBackingMap) -> dict[Hashable, int]:
     return {k: v.curr for k, v in backing.data.items() if isinstance(v, OpaqueValue)}
 
 
-def test_new_keys_cost_one_insert_and_no_read() -> None:
+def test_a_fresh_cache_reads_a_sample_then_inserts_new_keys_blind() -> None:
     backing = Counting()
-    commit(OpaqueMap(CasCachedMap(backing)), 1, ["a", "b", "c"])
+    words = [f"w{i}" for i in range(10)]
+    commit(OpaqueMap(CasCachedMap(backing, sample=3)), 1, words)
+    assert (backing.reads, backing.cas, backing.failed) == (3, 10, 0)  # 3 sampled, all absent: 7 blind inserts
+    assert counts(backing) == {(w,): 1 for w in words}
+
+
+def test_a_seeded_cache_inserts_new_keys_blind_at_once() -> None:
+    backing = Counting()
+    commit(OpaqueMap(CasCachedMap(backing, entries=[(("old",), None)])), 1, ["a", "b", "c"])
     assert (backing.reads, backing.cas, backing.failed) == (0, 3, 0)
-    assert counts(backing) == {("a",): 1, ("b",): 1, ("c",): 1}
 
 
-def test_a_cold_cache_over_existing_rows_stops_guessing_and_stays_exact() -> None:
-    """After a restart the guesses fail (one failed LWT each, carrying the row), then misses are read again."""
+def test_a_fresh_cache_over_existing_rows_reads_its_misses_and_stays_exact() -> None:
+    """After a restart the sample shows existing rows: no guesses, read + LWT per key as without them."""
     backing = Counting()
     words = [f"w{i}" for i in range(20)]
     commit(OpaqueMap(CasCachedMap(backing)), 1, words)
-    cold = OpaqueMap(CasCachedMap(backing))
     backing.reads = backing.cas = backing.failed = 0
-    commit(cold, 2, words[:10])
-    assert (backing.reads, backing.cas, backing.failed) == (0, 20, 10)  # 10 wrong guesses, 10 writes
-    assert cold.backing.absent_rate <= 0.5
+    commit(OpaqueMap(CasCachedMap(backing, sample=3)), 2, words)
+    assert (backing.reads, backing.cas, backing.failed) == (20, 20, 0)
+    assert counts(backing) == {(w,): 2 for w in words}
+
+
+def test_wrong_guesses_cost_one_failed_lwt_each_then_misses_are_read() -> None:
+    """A seeded cache over rows it does not hold: the guesses fail (carrying the row), then it reads."""
+    backing = Counting()
+    words = [f"w{i}" for i in range(20)]
+    commit(OpaqueMap(CasCachedMap(backing)), 1, words)
+    cache = CasCachedMap(backing, entries=[(("w0",), backing.data[("w0",)])])
+    state = OpaqueMap(cache)
     backing.reads = backing.cas = backing.failed = 0
-    commit(cold, 3, words[10:])  # existing keys not cached: read, as without guesses
+    commit(state, 2, words[:10])
+    assert (backing.reads, backing.cas, backing.failed) == (0, 19, 9)  # 9 wrong guesses, 10 writes
+    assert cache.absent_rate is not None and cache.absent_rate <= 0.5
+    backing.reads = backing.cas = backing.failed = 0
+    commit(state, 3, words[10:])
     assert (backing.reads, backing.cas, backing.failed) == (10, 10, 0)
     assert counts(backing) == {(w,): 2 for w in words}
 
@@ -66,7 +85,7 @@ def test_a_cold_cache_over_existing_rows_stops_guessing_and_stays_exact() -> Non
 def test_guessing_resumes_when_the_misses_read_are_new_keys() -> None:
     backing = Counting()
     cache = CasCachedMap(backing)
-    cache.absent_rate = 0.25  # as after a cold start over existing rows
+    cache.absent_rate = 0.25  # as after a fresh start over existing rows
     state = OpaqueMap(cache)
     commit(state, 1, ["a", "b"])  # read: both absent
     commit(state, 2, ["c", "d"])  # guessed: the read found only new keys (0.25 -> 0.625)
