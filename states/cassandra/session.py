@@ -39,6 +39,7 @@ from cassandra.query import PreparedStatement, dict_factory, tuple_factory
 
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.settings import CassandraSettings, TlsSettings
+from states.cassandra.window import AsyncWindow
 
 if TYPE_CHECKING:  # schema imports this module
     from states.cassandra.schema import TableShape
@@ -133,38 +134,9 @@ class CassandraClient:
         assert len(done) == len(out), "every request got a result set or its final error"
         return done
 
-    def window(self, requests: Sequence[Request], profile: object = EXEC_PROFILE_DEFAULT,
-               ) -> list[tuple[bool, Any]]:
-        """``(ok, ResultSet or error)`` per request, sent with ``execute_async`` and callbacks.
-
-        A new request leaves as soon as one of the ``max_concurrency`` in flight answers: no
-        barrier between groups of requests, and callbacks only record (no work on the event loop).
-        """
-        out: list[tuple[bool, Any]] = [(False, None)] * len(requests)
-        if not requests:
-            return out
-        slots = threading.BoundedSemaphore(min(self.settings.max_concurrency, len(requests)))
-        left, done, lock = [len(requests)], threading.Event(), threading.Lock()
-
-        def finish(i: int, ok: bool, value: Any) -> None:
-            out[i] = (ok, value)
-            slots.release()
-            with lock:
-                left[0] -= 1
-                if left[0] == 0:
-                    done.set()
-
-        for i, (statement, values) in enumerate(requests):
-            slots.acquire()
-            try:
-                future = self.session.execute_async(statement, values, execution_profile=profile)
-            except Exception as e:  # noqa: BLE001 - e.g. NoHostAvailable before sending: a result like any other
-                finish(i, False, e)
-                continue
-            future.add_callbacks(lambda rows, i=i, f=future: finish(i, True, ResultSet(f, rows)),
-                                 lambda e, i=i: finish(i, False, e))
-        done.wait()
-        return out
+    def window(self, requests: Sequence[Request], profile: object = EXEC_PROFILE_DEFAULT) -> list[tuple[bool, Any]]:
+        """``(ok, ResultSet or error)`` per request, through one :class:`AsyncWindow` of ``max_concurrency``."""
+        return AsyncWindow(self.session, requests, self.settings.max_concurrency, profile).run()
 
     def run_one(self, statement: Any, values: Sequence[Any] | None, *, kind: str,
                 metrics: StateMetrics) -> ResultSet:
