@@ -30,8 +30,9 @@ class CassandraBackingMap:
       returns the current row, which is decoded and returned: no re-read. An unknown outcome
       costs one serial read (``states.cassandra.unknown``).
 
-    Under ``CasCachedMap`` the read is skipped for cached keys: a stale cache entry only costs a
-    failed LWT, which carries the current row, so the warm steady state is one request per key.
+    Under ``CasCachedMap`` the read is skipped for cached keys (a stale entry only costs a failed
+    LWT, which carries the current row) and for keys guessed new (``INSERT ... IF NOT EXISTS``
+    first): the warm steady state and new keys are one request per key.
     Pickles as settings and spec; an executor reconnects through its process's shared client.
     """
 
