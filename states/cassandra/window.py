@@ -69,7 +69,11 @@ class AsyncWindow:
 
     def _answered(self, rows: Any, i: int, future: ResponseFuture) -> None:
         future.clear_callbacks()
-        self._finish(i, (True, ResultSet(future, rows)))
+        try:
+            outcome: Outcome = (True, ResultSet(future, rows))
+        except Exception as e:  # noqa: BLE001 - a callback must not raise: the driver would only log it
+            outcome = (False, e)
+        self._finish(i, outcome)
 
     def _failed(self, error: BaseException, i: int) -> None:
         self._finish(i, (False, error))
