@@ -32,8 +32,8 @@ lint: venv
 	$(VENV)/bin/ruff check app states spouts tests
 	$(VENV)/bin/mypy
 
-bench: venv
-	$(PY) -m pytest -m benchmark -p no:cacheprovider tests --benchmark-only -q
+bench: venv  ## the commit path against the raw LWT ceiling, 3 repetitions (BENCH_ARGS="--keys 20000")
+	$(PY) -m tests.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

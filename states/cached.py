@@ -10,6 +10,9 @@ task) wrote since:
 * :class:`CachedMap` wraps a plain :class:`~states.protocols.BackingMap` and has no
   compare-and-set, so writes through it are unconditional: use it only with a single writer.
   (Over a compare-and-set map it would hide ``multi_cas``: choose :class:`CasCachedMap` there.)
+
+Entries can be exported and seeded (:meth:`CachedMap.entries`, ``entries=``), so a cache can
+outlive the object holding it, e.g. one cache per Spark commit partition kept between tasks.
 """
 
 from __future__ import annotations
@@ -27,11 +30,17 @@ V = TypeVar("V")
 class CachedMap(Generic[K, V]):
     """LRU read-through, write-through cache of up to ``size`` stored values over a backing map."""
 
-    def __init__(self, backing: BackingMap[K, V], size: int = 10_000) -> None:
+    def __init__(self, backing: BackingMap[K, V], size: int = 10_000,
+                 entries: Iterable[tuple[K, V | None]] = ()) -> None:
         if size < 1:
             raise ValueError("cache size must be >= 1")
         self.backing, self.size = backing, size
         self._lru: OrderedDict[K, V | None] = OrderedDict()
+        self._remember(entries)
+
+    def entries(self) -> list[tuple[K, V | None]]:
+        """The cached ``(key, stored value or None for absent)`` pairs, least recently used first."""
+        return list(self._lru.items())
 
     def multi_get(self, keys: Sequence[K]) -> list[V | None]:
         missing = [k for k in keys if k not in self._lru]
@@ -70,15 +79,57 @@ class CasCachedMap(CachedMap[K, V]):
     """The cache over a compare-and-set backing map, itself a compare-and-set map.
 
     A failed compare-and-set carries the value stored now, which replaces the stale entry.
+    With ``blind_inserts`` a read for update (:func:`states.cas.cas_update`) guesses "absent" for
+    keys it does not hold instead of reading them, while most misses are new keys: a new key then
+    costs one LWT instead of a read and an LWT, and a wrong guess a failed LWT (which returns the
+    row) instead of a read. What "most" is comes from evidence: a cache seeded with ``entries``
+    (it has seen this key range before) starts guessing at once; an empty one (a fresh process,
+    maybe over existing rows) first reads a sample of ``sample`` misses and guesses only if most
+    were absent. Then every read miss and every guess moves the estimate (:attr:`absent_rate`).
     """
 
     backing: CasBackingMap[K, V]
 
-    def __init__(self, backing: CasBackingMap[K, V], size: int = 10_000) -> None:
+    def __init__(self, backing: CasBackingMap[K, V], size: int = 10_000,
+                 entries: Iterable[tuple[K, V | None]] = (), *, blind_inserts: bool = True,
+                 sample: int = 64) -> None:
         if not isinstance(backing, CasBackingMap):
             raise TypeError(f"CasCachedMap needs a compare-and-set backing map, not {type(backing).__name__} "
                             f"(use CachedMap over a plain backing map)")
-        super().__init__(backing, size)
+        super().__init__(backing, size, entries)
+        self.blind_inserts, self.sample = blind_inserts, sample
+        self.absent_rate: float | None = 1.0 if self._lru else None  # moving share of misses found absent
+        self._guessed: set[K] = set()
+
+    def multi_get_for_update(self, keys: Sequence[K]) -> list[V | None]:
+        """Cached values; misses are read, or guessed absent (None, unread) while guesses pay off."""
+        self._guessed.clear()  # one read for update per compare-and-set loop (states.cas)
+        missing = list(dict.fromkeys(k for k in keys if k not in self._lru))
+        read: dict[K, V | None] = {}
+        if missing and self.blind_inserts and self.absent_rate is None:  # no evidence yet: read a sample
+            read.update(self._read(missing[:self.sample]))
+            missing = missing[self.sample:]
+        if missing and (not self.blind_inserts or (self.absent_rate or 0.0) <= 0.5):
+            read.update(self._read(missing))
+            missing = []
+        self._guessed.update(missing)
+        values: list[V | None] = []
+        for k in keys:
+            if k in read:
+                values.append(read[k])
+            elif k in self._lru:
+                values.append(self._lru[k])
+                self._lru.move_to_end(k)
+            else:
+                values.append(None)
+        return values
+
+    def _read(self, keys: list[K]) -> dict[K, V | None]:
+        """``keys`` read from the backing map into the cache; the share found absent is evidence."""
+        loaded = dict(zip(keys, self.backing.multi_get(keys), strict=True))
+        self._remember(loaded.items())
+        self._learn(sum(v is None for v in loaded.values()) / len(loaded))
+        return loaded
 
     def multi_cas(self, keys: Sequence[K], expected: Sequence[V | None],
                   values: Sequence[V]) -> list[CasResult[V]]:
@@ -86,6 +137,15 @@ class CasCachedMap(CachedMap[K, V]):
             results = self.backing.multi_cas(keys, expected, values)
         except BaseException:
             self.invalidate(keys)
+            self._guessed.difference_update(keys)
             raise
+        if self._guessed:
+            guesses = [r.applied for k, r in zip(keys, results, strict=True) if k in self._guessed]
+            self._guessed.difference_update(keys)
+            if guesses:
+                self._learn(sum(guesses) / len(guesses))
         self._remember((k, v if r.applied else r.current) for k, v, r in zip(keys, values, results, strict=True))
         return results
+
+    def _learn(self, absent: float) -> None:
+        self.absent_rate = absent if self.absent_rate is None else (self.absent_rate + absent) / 2

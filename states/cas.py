@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from states.errors import CasRetriesExhaustedError, StaleBatchError
 from states.metrics import STATE_METRICS, StateMetrics
@@ -11,6 +11,15 @@ from states.protocols import BackingMap, CasBackingMap
 
 K = TypeVar("K", bound=Hashable)
 S = TypeVar("S")  # a stored value: OpaqueValue, TransactionalValue or a plain value
+
+
+@runtime_checkable
+class GuessingReads(Protocol):
+    """A compare-and-set map that may answer a read for update with a guess instead of a request."""
+
+    def multi_get_for_update(self, keys: Sequence[K]) -> list[S | None]:
+        """The stored values to compute from; None for absent keys and for keys guessed absent, unread."""
+        ...
 
 
 def cas_update(
@@ -23,7 +32,10 @@ def cas_update(
 ) -> list[S]:
     """Read ``keys``, compute each new stored value, and compare-and-set the ones that changed.
 
-    1. **Read** the stored values in one ``multi_get``.
+    1. **Read** the stored values in one ``multi_get``. A :class:`GuessingReads` map (the cache) may
+       instead guess "absent" for keys it does not hold: a new key then costs one
+       ``INSERT ... IF NOT EXISTS`` and no read, an existing one a failed compare-and-set, which
+       returns the stored value (step 4), as a read would have (and counts as a conflict).
     2. **Compute** the new stored values (a batch behind the state raises StaleBatchError, naming the key).
     3. **Compare-and-set** only what changed, each write conditioned on the value read in step 1.
     4. **Recompute** every key whose compare-and-set failed, from the current value the failure
@@ -33,7 +45,11 @@ def cas_update(
     Over a plain backing map (no ``multi_cas``) step 3 is one unconditional ``multi_put`` and there
     is no step 4: correct only with a single writer. Returns the new stored value of every key.
     """
-    stored = backing.multi_get(keys)  # step 1
+    stored: list[S | None]
+    if isinstance(backing, GuessingReads):  # step 1
+        stored = backing.multi_get_for_update(keys)
+    else:
+        stored = backing.multi_get(keys)
     result = [_compute(c, s, k) for c, s, k in zip(computes, stored, keys, strict=True)]  # step 2
     pending = [i for i, (s, n) in enumerate(zip(stored, result, strict=True)) if n != s]
     if not isinstance(backing, CasBackingMap):  # step 3, plain backing map

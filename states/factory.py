@@ -8,7 +8,7 @@ database session per process). Trident's ``StateFactory.makeState``, keyed by th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -56,6 +56,22 @@ class StateFactory:
         if spec.kind is not self.kind:
             raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
         return self._once(("state", spec), lambda: self._wrap(self.backing_map(spec)))
+
+    def make_cached_state(self, spec: MapSpec, entries: Iterable[tuple[Any, Any]] = (), size: int = 0,
+                          ) -> tuple[MapState[Any, Any], CasCachedMap[Any, Any] | None]:
+        """A map state with a cache of its own over this process's backing map, and that cache.
+
+        For a cache that outlives the state (one per commit partition, see ``app.spark.tasks``):
+        seeded with ``entries``, holding ``max(size, cache_size)`` values; no cache when
+        ``cache_size`` is 0.
+        """
+        if spec.kind is not self.kind:
+            raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
+        backing = self._once(("process backing", spec), lambda: self.backing_map(spec))
+        if not self.cache_size:
+            return _MAPS[self.kind](backing), None
+        cache = CasCachedMap(backing, max(size, self.cache_size), entries)
+        return _MAPS[self.kind](cache), cache
 
     def backing_map(self, spec: MapSpec) -> CasBackingMap[Any, Any]:
         """The storage of ``spec`` on this backend (every backend here supports compare-and-set)."""

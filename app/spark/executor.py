@@ -257,16 +257,16 @@ class SparkExecutor:
             return 1
         if not r.keys:
             return 0
+        tasks = max(1, min(self.commit_partitions, math.ceil(r.keys / self.chunk_size)))
         if isinstance(c.sink, PartitionPersist):
             task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults)
-        else:
+        else:  # a key goes to the same of ``tasks`` partitions, and so to the same cache, every txid
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    self.chunk_size, self.faults)
+                                    self.chunk_size, self.faults, tasks)
         from app.spark.tasks import STATS_SCHEMA
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        tasks = max(1, min(self.commit_partitions, math.ceil(r.keys / self.chunk_size)))
         stats = r.frame.repartition(tasks, *c.keys).mapInArrow(task, from_arrow_schema(STATS_SCHEMA)).collect()
         for row in stats:
             self._add_metrics(row["metrics"])

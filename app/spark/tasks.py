@@ -6,6 +6,10 @@ states from :meth:`StateFactory.make_state` (opened once per Python worker proce
 reuses across tasks). Executor metrics live in the worker process, so commit tasks return their
 deltas (:func:`counter_snapshot`) for the driver to add to its own counters.
 
+A keyed commit task keeps its cache in a file per commit partition in the executor's Spark work
+directory (:class:`PartitionCache`): ``repartition(n, *keys)`` sends a key to the same partition
+every txid, whichever Python worker runs it, so a stable key set meets a warm cache every txid.
+
 A commit task that meets a fatal state error (a batch behind the state) stops and returns it in
 its stats row instead of failing (:mod:`app.spark.fatal`): Spark would keep only its message.
 
@@ -16,10 +20,14 @@ is read and at ``"commit"`` after each ``multi_update`` chunk; it may raise to f
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -143,8 +151,52 @@ def _stats(keys: int, before: dict[Any, float], fatal: str | None = None) -> pa.
 
 
 @dataclass(frozen=True)
+class PartitionCache:
+    """The cache of one commit partition of a sink, kept in a file between txids.
+
+    Python workers are reused but get a different partition each txid; the file (in the
+    executor's Spark work directory, shared by its workers, gone with the application) hands the
+    partition's cache to whichever worker runs it next. Its size is the keys the partition
+    committed last (never evicted before the next txid) and at least ``cache_size``. A stale or
+    missing file (a failed attempt, another executor) only costs a failed LWT or a read per key.
+    """
+
+    path: Path
+
+    @classmethod
+    def of(cls, factory: StateFactory, spec: MapSpec, partitions: int) -> PartitionCache | None:
+        """This task's partition cache (None outside a Spark task)."""
+        from pyspark import SparkFiles, TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None or partitions < 1:
+            return None
+        digest = hashlib.sha256(repr((factory, spec)).encode()).hexdigest()[:16]
+        return cls(Path(SparkFiles.getRootDirectory(), "trident-commit-caches",
+                        f"{spec.table}-{digest}-{partitions}-{ctx.partitionId()}.pickle"))
+
+    def load(self) -> list[tuple[Any, Any]]:
+        try:
+            with self.path.open("rb") as f:
+                entries: list[tuple[Any, Any]] = pickle.load(f)
+                return entries
+        except (OSError, EOFError, pickle.UnpicklingError):
+            return []
+
+    def save(self, entries: list[tuple[Any, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self.path)  # a racing attempt of the same partition: the last one wins
+
+
+@dataclass(frozen=True)
 class CommitAggregates:
-    """Applies one task's aggregated rows to the sink's map state: begin, ``multi_update`` in chunks, commit."""
+    """Applies one task's aggregated rows to the sink's map state: begin, ``multi_update`` in chunks, commit.
+
+    ``partitions``: the number of commit tasks of this txid; > 0 keeps a :class:`PartitionCache`.
+    """
 
     factory: StateFactory
     spec: MapSpec
@@ -153,25 +205,31 @@ class CommitAggregates:
     attempt: int
     chunk: int = 1000
     faults: TaskFaults | None = field(default=None)
+    partitions: int = 0
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
         key_names = [c.name for c in self.spec.key]
         value_names = [c.name for c in self.spec.value]
+        keys: list[tuple[Any, ...]] = []
+        values: list[Any] = []
+        for rb in batches:
+            keys += zip(*(rb.column(k).to_pylist() for k in key_names))
+            values += _values(rb, value_names)
         written, fatal = 0, None
         try:
-            state = self.factory.make_state(self.spec)  # once per process
+            files = PartitionCache.of(self.factory, self.spec, self.partitions)
+            state, cache = self.factory.make_cached_state(self.spec, files.load() if files else (), len(keys))
             state.begin_commit(self.txid)
-            for rb in batches:
-                keys = list(zip(*(rb.column(k).to_pylist() for k in key_names)))
-                values = _values(rb, value_names)
-                for i in range(0, len(keys), self.chunk):
-                    part = values[i:i + self.chunk]
-                    state.multi_update(keys[i:i + self.chunk], [combine_updater(self.aggregator, v) for v in part])
-                    written += len(part)
-                    if self.faults is not None:
-                        self.faults("commit", self.txid, self.attempt)
+            for i in range(0, len(keys), self.chunk):
+                part = values[i:i + self.chunk]
+                state.multi_update(keys[i:i + self.chunk], [combine_updater(self.aggregator, v) for v in part])
+                written += len(part)
+                if self.faults is not None:
+                    self.faults("commit", self.txid, self.attempt)
             state.commit(self.txid)
+            if files is not None and cache is not None:
+                files.save(cache.entries())
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
             fatal = encode(e)
         yield _stats(written, before, fatal)

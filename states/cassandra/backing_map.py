@@ -9,7 +9,7 @@ from cassandra.cluster import ResultSet
 
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table
-from states.cassandra.session import CassandraClient, shared_client
+from states.cassandra.session import TUPLES, CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import resolve
 from states.layout import Row, RowLayout
@@ -30,8 +30,9 @@ class CassandraBackingMap:
       returns the current row, which is decoded and returned: no re-read. An unknown outcome
       costs one serial read (``states.cassandra.unknown``).
 
-    Under ``CasCachedMap`` the read is skipped for cached keys: a stale cache entry only costs a
-    failed LWT, which carries the current row, so the warm steady state is one request per key.
+    Under ``CasCachedMap`` the read is skipped for cached keys (a stale entry only costs a failed
+    LWT, which carries the current row) and for keys guessed new (``INSERT ... IF NOT EXISTS``
+    first): the warm steady state and new keys are one request per key.
     Pickles as settings and spec; an executor reconnects through its process's shared client.
     """
 
@@ -65,7 +66,8 @@ class CassandraBackingMap:
     def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         key_rows = [self._layout.key_row(k) for k in keys]
         unique = list(dict.fromkeys(key_rows))
-        results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics)
+        results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics,
+                                  profile=TUPLES)
         found = dict(zip(unique, (self._row_of(_ok(rs)) for rs in results), strict=True))
         return [self._layout.value_of(found[kr]) for kr in key_rows]
 
@@ -83,7 +85,7 @@ class CassandraBackingMap:
         for kr, e, w in zip(key_rows, expected, wanted, strict=True):
             old = self._layout.value_row(e)
             requests.append((self._insert_if_absent, kr + w) if old is None else (self._update_if, w + kr + old))
-        results = self.client.run(requests, kind="cas", metrics=self.metrics, lwt=True)
+        results = self.client.run(requests, kind="cas", metrics=self.metrics, lwt=True, profile=TUPLES)
         out: list[CasResult[Any] | None] = [None] * len(keys)
         unknown = []
         for i, rs in enumerate(results):
@@ -93,8 +95,7 @@ class CassandraBackingMap:
                 unknown.append(i)
                 continue
             row = rs.one()
-            applied = row["[applied]"]
-            out[i] = CasResult(True) if applied else CasResult(False, self._layout.value_of(self._lwt_row(row)))
+            out[i] = CasResult(True) if row[0] else CasResult(False, self._layout.value_of(self._lwt_row(rs, row)))
         if unknown:
             resolved = resolve(self.client, self._select, [key_rows[i] for i in unknown],
                                [wanted[i] for i in unknown], self._stored, self.metrics)
@@ -112,13 +113,14 @@ class CassandraBackingMap:
 
     def _row_of(self, rs: ResultSet) -> Row | None:
         row = rs.one()
-        return None if row is None else tuple(row[c] for c in self._stored)
+        return None if row is None else tuple(row)
 
-    def _lwt_row(self, row: dict[str, Any]) -> Row | None:
+    def _lwt_row(self, rs: ResultSet, row: tuple[Any, ...]) -> Row | None:
         """The stored columns a failed LWT returned (absent row: only ``[applied]`` comes back)."""
-        if not any(c in row for c in self._stored):
+        at = {c: i for i, c in enumerate(rs.column_names)}
+        if not any(c in at for c in self._stored):
             return None
-        return tuple(row.get(c) for c in self._stored)
+        return tuple(row[at[c]] if c in at else None for c in self._stored)
 
 
 def _ok(result: ResultSet | BaseException) -> ResultSet:

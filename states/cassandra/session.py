@@ -29,17 +29,17 @@ from cassandra.cluster import (
     ResultSet,
     Session,
 )
-from cassandra.concurrent import execute_concurrent
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     ExponentialReconnectionPolicy,
     FallthroughRetryPolicy,
     TokenAwarePolicy,
 )
-from cassandra.query import PreparedStatement, dict_factory
+from cassandra.query import PreparedStatement, dict_factory, tuple_factory
 
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.settings import CassandraSettings, TlsSettings
+from states.cassandra.window import AsyncWindow
 
 if TYPE_CHECKING:  # schema imports this module
     from states.cassandra.schema import TableShape
@@ -47,6 +47,7 @@ from states.metrics import StateMetrics
 
 Request = tuple[Any, Sequence[Any] | None]  # (statement, its values; None when already bound)
 BACKEND = "cassandra"
+TUPLES = "tuples"  # the execution profile with tuple rows: the hot path's cheap row factory
 
 
 def ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
@@ -66,18 +67,12 @@ class CassandraClient:
     def __init__(self, settings: CassandraSettings) -> None:
         self.settings = settings
         s = settings
-        profile = ExecutionProfile(
-            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
-            retry_policy=FallthroughRetryPolicy(),
-            consistency_level=ConsistencyLevel.name_to_value[s.consistency],
-            serial_consistency_level=ConsistencyLevel.name_to_value[s.serial_consistency],
-            request_timeout=s.request_timeout_s,
-            row_factory=dict_factory,
-        )
         auth = PlainTextAuthProvider(s.username, s.password.get()) if s.username and s.password else None
         kwargs: dict[str, Any] = {"protocol_version": s.protocol_version} if s.protocol_version else {}
         self.cluster = Cluster(list(s.contact_points), port=s.port, auth_provider=auth, ssl_context=ssl_context(s.tls),
-                               execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=s.connect_timeout_s,
+                               execution_profiles={EXEC_PROFILE_DEFAULT: _profile(s, dict_factory),
+                                                   TUPLES: _profile(s, tuple_factory)},
+                               connect_timeout=s.connect_timeout_s,
                                reconnection_policy=ExponentialReconnectionPolicy(s.reconnect_base_s, s.reconnect_max_s),
                                # A node coming back up would otherwise get every statement this process ever
                                # prepared re-prepared before its pool opens (slow with many tables); an
@@ -104,8 +99,10 @@ class CassandraClient:
         return stmt
 
     def run(self, requests: Sequence[Request], *, kind: str, metrics: StateMetrics,
-            lwt: bool = False) -> list[ResultSet | BaseException]:
-        """Execute ``requests`` concurrently (at most ``max_concurrency`` in flight).
+            lwt: bool = False, profile: object = EXEC_PROFILE_DEFAULT) -> list[ResultSet | BaseException]:
+        """Execute ``requests`` in one async window (at most ``max_concurrency`` in flight).
+
+        ``profile``: :data:`TUPLES` for rows as tuples (the hot path), else rows as dicts.
 
         Returns, in order, each request's ResultSet, or its exception when it failed for good
         (after retries for reads and plain writes; at once for ``lwt``, so the caller resolves it).
@@ -116,8 +113,7 @@ class CassandraClient:
         for attempt in range(self.settings.max_retries + 1):
             counter = metrics.state_requests.labels(backend=BACKEND, kind=kind)
             counter.inc(len(pending))
-            results = execute_concurrent(self.session, [requests[i] for i in pending],
-                                         concurrency=self.settings.max_concurrency, raise_on_first_error=False)
+            results = self.window([requests[i] for i in pending], profile)
             again = []
             for i, (ok, value) in zip(pending, results, strict=True):
                 if ok:
@@ -138,6 +134,10 @@ class CassandraClient:
         assert len(done) == len(out), "every request got a result set or its final error"
         return done
 
+    def window(self, requests: Sequence[Request], profile: object = EXEC_PROFILE_DEFAULT) -> list[tuple[bool, Any]]:
+        """``(ok, ResultSet or error)`` per request, through one :class:`AsyncWindow` of ``max_concurrency``."""
+        return AsyncWindow(self.session, requests, self.settings.max_concurrency, profile).run()
+
     def run_one(self, statement: Any, values: Sequence[Any] | None, *, kind: str,
                 metrics: StateMetrics) -> ResultSet:
         """One read or idempotent write, retried; its ResultSet, or raise its final error."""
@@ -148,6 +148,18 @@ class CassandraClient:
 
     def close(self) -> None:
         self.cluster.shutdown()
+
+
+def _profile(s: CassandraSettings, row_factory: Any) -> ExecutionProfile:
+    """Routing, consistency and timeouts from ``s`` (each profile gets its own routing policy)."""
+    return ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
+        retry_policy=FallthroughRetryPolicy(),
+        consistency_level=ConsistencyLevel.name_to_value[s.consistency],
+        serial_consistency_level=ConsistencyLevel.name_to_value[s.serial_consistency],
+        request_timeout=s.request_timeout_s,
+        row_factory=row_factory,
+    )
 
 
 _shared: dict[tuple[CassandraSettings, int], CassandraClient] = {}

@@ -6,7 +6,8 @@ For opaque and transactional maps over ``CassandraBackingMap``, each scenario co
 update every key once and divides the requests the server received (application requests only:
 no driver metadata, no PREPARE after warm-up) by the keys updated:
 
-* new keys:        first batch on an empty table (read + INSERT IF NOT EXISTS);
+* new keys:        first batch on an empty table (a read of a 64-key sample, then blind
+                   INSERT IF NOT EXISTS);
 * warm cache:      steady state under CasCachedMap (the LWT only);
 * cold cache:      a fresh CasCachedMap over existing rows, e.g. the first batch after a restart;
 * no cache:        steady state without a cache (read + LWT);

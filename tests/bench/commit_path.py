@@ -1,0 +1,266 @@
+"""The commit path against the raw-driver ceiling of lightweight transactions, in one run.
+
+    python -m tests.bench [--keys 4000] [--spark-keys 4000] [--rounds 4] [--repeat 3] [--window 64]
+
+Against the CQL test server (its own process, so it does not share the client's interpreter) or,
+when ``CASSANDRA_CONTACT_POINTS`` is set (``host[:port],...``), a real Cassandra:
+
+* **raw ceiling**: the bare driver, ``UPDATE ... IF`` on existing rows: an async window
+  (``execute_async``, each callback sending the next, tuple rows), ``execute_concurrent`` with
+  tuple rows and with dict rows; the ceiling is the best of the three in the same repetition;
+* **product state** ``OpaqueMap(CasCachedMap(CassandraBackingMap))``, ``multi_update`` in chunks
+  of 1000 as a commit task does: new keys, warm cache, replay of the committed txid, cold cache
+  (a fresh cache over existing rows); new keys and cold also without blind inserts;
+* **Spark**: the commit phase of a pipeline whose every txid updates the same keys once
+  (:mod:`tests.bench.spark_commit`), after the first txid (new keys).
+
+Prints keys/s, requests per key (what the client sent) and the ratio to the raw ceiling of the
+same repetition, then the median ratio over the repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import dict_factory, tuple_factory
+from prometheus_client import CollectorRegistry
+
+from states import CasCachedMap, Count, OpaqueMap
+from states.aggregators import combine_updater
+from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
+from states.metrics import StateMetrics
+from states.spec import Column, MapSpec, StateKind
+from tests.bench.spark_commit import StableKeys, requests
+
+CHUNK = 1000  # keys per multi_update, as a Spark commit task
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    keys: int
+    seconds: float
+    requests: int
+
+    @property
+    def rate(self) -> float:
+        return self.keys / self.seconds if self.seconds else 0.0
+
+    @property
+    def per_key(self) -> float:
+        return self.requests / self.keys
+
+
+@contextmanager
+def cassandra() -> Iterator[CassandraSettings]:
+    """Settings of the peer: CASSANDRA_CONTACT_POINTS, else a CQL test server in a child process."""
+    env = os.environ.get("CASSANDRA_CONTACT_POINTS")
+    if env:
+        hosts = [h.strip().rsplit(":", 1) if ":" in h else [h.strip(), "9042"] for h in env.split(",") if h.strip()]
+        yield CassandraSettings(contact_points=tuple(h for h, _ in hosts), port=int(hosts[0][1]), keyspace="bench",
+                                local_dc=os.environ.get("CASSANDRA_LOCAL_DC"))
+        return
+    proc = subprocess.Popen([sys.executable, "-m", "tests.cqlserver", "--port", "0"], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "cqlserver listening on host:port (...)"
+        host, port = line.split(" listening on ")[1].split(" ")[0].rsplit(":", 1)
+        yield CassandraSettings(contact_points=(host,), port=int(port), keyspace="bench", local_dc="datacenter1")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def raw_window(session: Any, statement: Any, rows: list[tuple[Any, ...]], window: int) -> None:
+    """Every row's LWT, ``window`` in flight, each answer's callback sending the next; raises if one failed."""
+    pending, done, lock, failed = iter(rows), threading.Event(), threading.Lock(), []
+    left = [len(rows)]
+
+    def send() -> None:
+        with lock:
+            values = next(pending, None)
+        if values is not None:
+            session.execute_async(statement, values, execution_profile="tuples").add_callbacks(answer, answer)
+
+    def answer(result: Any) -> None:
+        if isinstance(result, BaseException) or not result[0][0]:
+            failed.append(result)
+        with lock:
+            left[0] -= 1
+            last = not left[0]
+        if last:
+            done.set()
+        else:
+            send()
+
+    for _ in range(min(window, len(rows))):
+        send()
+    done.wait()
+    assert not failed, failed[:3]
+
+
+def raw(settings: CassandraSettings, keys: int, window: int) -> list[Row]:
+    """The bare driver's LWT rate on existing rows, in three call styles (after one unmeasured pass)."""
+    profiles = {EXEC_PROFILE_DEFAULT: ExecutionProfile(row_factory=dict_factory),
+                "tuples": ExecutionProfile(row_factory=tuple_factory)}
+    cluster = Cluster(list(settings.contact_points), port=settings.port, execution_profiles=profiles)
+    session = cluster.connect()
+    table = f"{settings.keyspace}.raw_{uuid.uuid4().hex[:8]}"
+    try:
+        session.execute(f"CREATE KEYSPACE IF NOT EXISTS {settings.keyspace} WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        # The product's table and statement shape: an opaque value (txid, count, prev_count), every column compared.
+        session.execute(f"CREATE TABLE {table} (word text PRIMARY KEY, txid bigint, count bigint, prev_count bigint)")
+        put = session.prepare(f"INSERT INTO {table} (word, txid, count, prev_count) VALUES (?, 0, 0, 0)")
+        execute_concurrent(session, [(put, (f"w{i}",)) for i in range(keys)], concurrency=window)
+        cas = session.prepare(f"UPDATE {table} SET txid = ?, count = ?, prev_count = ? WHERE word = ? "
+                              "IF txid = ? AND count = ? AND prev_count = ?")
+
+        def window_tuples(values: list[tuple[Any, ...]]) -> None:
+            raw_window(session, cas, values, window)
+
+        def concurrent(profile: str) -> Any:
+            def run(values: list[tuple[Any, ...]]) -> None:
+                results = execute_concurrent(session, [(cas, v) for v in values], concurrency=window,
+                                             execution_profile=profile)
+                assert all(ok and r.was_applied for ok, r in results)
+            return run
+
+        styles = [(f"raw driver, async window of {window}, tuple rows", window_tuples),
+                  (f"raw driver, execute_concurrent at {window}, tuple rows", concurrent("tuples")),
+                  (f"raw driver, execute_concurrent at {window}, dict rows", concurrent(EXEC_PROFILE_DEFAULT))]
+        rows, n = [], 0
+        for name, style in [("warm-up", window_tuples), *styles]:
+            values = [(n + 1, n + 1, n, f"w{i}", n, n, max(n - 1, 0)) for i in range(keys)]
+            n += 1
+            start = time.perf_counter()
+            style(values)
+            rows.append(Row(name, keys, time.perf_counter() - start, keys))
+        return rows[1:]
+    finally:
+        cluster.shutdown()
+
+
+class Product:
+    """The product's state stack on one table, with client-side request counts."""
+
+    def __init__(self, client: CassandraClient, keys: int) -> None:
+        self.client, self.keys = client, [(f"w{i}",) for i in range(keys)]
+        self.spec = MapSpec(f"product_{uuid.uuid4().hex[:8]}", StateKind.OPAQUE, (Column("word", "text"),),
+                            (Column("count", "bigint"),))
+        self.metrics = StateMetrics(CollectorRegistry())
+        self.backing = CassandraBackingMap(client.settings, self.spec, client=client, metrics=self.metrics)
+
+    def state(self, blind_inserts: bool = True) -> OpaqueMap:
+        return OpaqueMap(CasCachedMap(self.backing, len(self.keys), blind_inserts=blind_inserts), metrics=self.metrics)
+
+    def commit(self, name: str, state: OpaqueMap, txid: int, chunk: int = CHUNK) -> Row:
+        sent = sum(requests(self.metrics.registry, k) for k in ("read", "cas", "serial_read"))
+        start = time.perf_counter()
+        state.begin_commit(txid)
+        for i in range(0, len(self.keys), chunk):
+            part = self.keys[i:i + chunk]
+            state.multi_update(part, [combine_updater(Count(), 1)] * len(part))
+        state.commit(txid)
+        seconds = time.perf_counter() - start
+        after = sum(requests(self.metrics.registry, k) for k in ("read", "cas", "serial_read"))
+        return Row(name, len(self.keys), seconds, after - sent)
+
+
+def product(client: CassandraClient, keys: int) -> list[Row]:
+    p = Product(client, keys)
+    warm = p.state()
+    rows = [p.commit("product, new keys (blind INSERT IF NOT EXISTS)", warm, 1)]
+    rows.append(p.commit("product, warm cache", warm, 2))
+    rows.append(p.commit("product, replay of the committed txid", warm, 2))
+    rows.append(p.commit("product, warm cache, one multi_update", warm, 3, len(p.keys)))
+    rows.append(p.commit("product, cold cache (sample read shows rows: reads)", p.state(), 4))
+    rows.append(p.commit("product, cold cache, reads only", p.state(blind_inserts=False), 5))
+    q = Product(client, keys)
+    rows.append(q.commit("product, new keys, read + LWT", q.state(blind_inserts=False), 1))
+    return rows
+
+
+def spark_commit(spark: Any, cluster: Any, settings: CassandraSettings, keys: int, rounds: int) -> list[Row]:
+    run = StableKeys(cluster, settings, keys=keys)
+    run.produce(rounds)
+    done = run.run(spark, rounds)
+    first, steady = done[0], done[1:]
+    return [Row("Spark commit phase, new keys (txid 1)", first.keys, first.commit_s,
+                first.reads + first.lwts + first.serial_reads),
+            Row(f"Spark commit phase, steady ({len(steady)} txids)", sum(r.keys for r in steady),
+                sum(r.commit_s for r in steady), sum(r.reads + r.lwts + r.serial_reads for r in steady))]
+
+
+def table(rows: list[Row], ceiling: float) -> None:
+    print(f"  {'':<52} {'keys/s':>9} {'req/key':>8} {'x ceiling':>9}")
+    for r in rows:
+        print(f"  {r.name:<52} {r.rate:>9,.0f} {r.per_key:>8.2f} {r.rate / ceiling:>9.2f}")
+
+
+def main(argv: list[str] | None = None) -> dict[str, list[float]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--keys", type=int, default=4000, help="keys per txid of the state scenarios")
+    parser.add_argument("--spark-keys", type=int, default=4000, help="keys per txid inside Spark (0: skip Spark)")
+    parser.add_argument("--rounds", type=int, default=4, help="txids per Spark run (the first has new keys)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--window", type=int, default=64, help="requests in flight (max_concurrency)")
+    args = parser.parse_args(argv)
+    ratios: dict[str, list[float]] = {}
+    spark, kafka = None, None
+    if args.spark_keys:
+        from app.spark import spark_session
+        from spouts.kafka.mock_cluster import MockKafkaCluster
+
+        spark = spark_session("local[2]", app_name="bench-commit")
+        kafka = MockKafkaCluster(3)
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1/5/15 min), "
+          f"{os.cpu_count()} cores; peer: {os.environ.get('CASSANDRA_CONTACT_POINTS') or 'CQL test server'}")
+    try:
+        with cassandra() as base:
+            settings = CassandraSettings(**{**{f: getattr(base, f) for f in ("contact_points", "port", "local_dc")},
+                                            "keyspace": "bench", "max_concurrency": args.window})
+            client = CassandraClient(settings)
+            try:
+                for rep in range(1, args.repeat + 1):
+                    rows = raw(settings, args.keys, args.window)
+                    rows += product(client, args.keys)
+                    if spark is not None:
+                        rows += spark_commit(spark, kafka, settings, args.spark_keys, args.rounds)
+                    ceiling = max(r.rate for r in rows[:3])  # the best raw call style
+                    print(f"repetition {rep}: {args.keys} keys per state txid, {args.spark_keys} per Spark txid")
+                    table(rows, ceiling)
+                    for r in rows:
+                        ratios.setdefault(r.name, []).append(r.rate / ceiling)
+            finally:
+                client.close()
+    finally:
+        if spark is not None:
+            _stop(spark, kafka)
+    print(f"median x ceiling over {args.repeat} repetitions (same-run ratios):")
+    for name, values in ratios.items():
+        print(f"  {name:<52} {statistics.median(values):>6.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
+    return ratios
+
+
+def _stop(spark: Any, kafka: Any) -> None:
+    from spouts.kafka import POOL
+
+    POOL.close_all()
+    spark.stop()
+    kafka.close()
+
