@@ -223,10 +223,11 @@ class TestOwnerIdentity:
         assert CoordinatorConfig(owner="given").owner == "given"  # still settable
 
     def test_config_default_owner_is_unique(self) -> None:
-        from app.config.settings import ServiceSettings
+        """Two configs without an owner get different owners, each with the hostname as its prefix."""
+        from app.config.schema import ServiceModel
 
-        assert ServiceSettings().owner != ServiceSettings().owner
-
+        a, b = ServiceModel().owner_or_unique(), ServiceModel().owner_or_unique()
+        assert a != b and a.startswith(socket.gethostname() + "-")
 
 
 class FakeCompiled:
