@@ -121,9 +121,10 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_a_lease_held_by_another_owner_stops_the_service_with_exit_1(kafka: MockKafkaCluster, tmp_path: Path) -> None:
-    """A second service (another owner) does not run a pipeline whose lease is held: it exits 1 and
-    leaves the holder's lease alone, so an orchestrator restarts it later."""
+def test_a_lease_held_by_another_owner_makes_the_service_a_standby_until_it_is_released(
+        kafka: MockKafkaCluster, tmp_path: Path) -> None:
+    """A second service (another owner) waits while the pipeline's lease is held: alive, not ready,
+    ``role: standby``, the holder's lease left alone; it takes over as soon as the holder releases."""
     from states.sqlite import SqliteTransactionalStateStore
 
     kafka.create_topic("words", 1, 1)
@@ -134,9 +135,19 @@ def test_a_lease_held_by_another_owner_stops_the_service_with_exit_1(kafka: Mock
     epoch = holder.acquire_lease("another-pod", 300)
     service = ServiceProcess(config, log, port).start()
     try:
-        assert service.proc is not None and service.proc.wait(120) == 1
+        deadline = time.monotonic() + 180
+        while "standby; the lease is held by another-pod (epoch 1) until" not in log.read_text():
+            service.check_alive()
+            assert time.monotonic() < deadline, service.tail()
+            time.sleep(0.2)
+        status, body = service.readyz()
+        assert status == 503 and body["pipelines"]["kill-test"]["role"] == "standby"
+        assert lease_row(db, "kill-test")[:2] == ("another-pod", epoch)
+        holder.release_lease("another-pod", epoch)
+        service.wait_ready(timeout=60)  # taken over at its next poll (at most 5 s later)
+        assert lease_row(db, "kill-test")[1] == epoch + 1
+        assert service.terminate() == 0
     finally:
         service.cleanup()
-    assert lease_row(db, "kill-test")[:2] == ("another-pod", epoch)
-    assert "LeaseHeldError" in log.read_text()
+    assert "LeaseHeldError" not in log.read_text()
     holder.close()
