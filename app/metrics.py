@@ -16,6 +16,7 @@ from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from states.metrics import STATE_METRICS, StateMetrics
 
 PHASES = ("plan", "process", "freeze", "commit")
+PIPELINE_STATES = ("standby", "active", "degraded", "failed")  # app.health.PipelineState
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -45,8 +46,16 @@ class Metrics:
                                registry=r)
         self.lease_held = Gauge("trident_lease_held", "1 while this process holds the coordinator lease.",
                                 ["pipeline"], registry=r)
+        self.pipeline_state = Gauge("trident_pipeline_state",
+                                    "1 for the pipeline's current state (standby, active, degraded, failed), else 0.",
+                                    ["pipeline", "state"], registry=r)
         self.lease_epoch = Gauge("trident_lease_epoch", "Epoch of the coordinator lease held.", ["pipeline"],
                                  registry=r)
+
+    def set_pipeline_state(self, pipeline: str, state: str) -> None:
+        """One series per state: 1 for ``state``, 0 for the others (all present from the first call)."""
+        for s in PIPELINE_STATES:
+            self.pipeline_state.labels(pipeline, s).set(1 if s == state else 0)
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of a sample (0 when absent): for tests and the CLI's summary."""

@@ -126,15 +126,36 @@ class KafkaEmitter:
         """``next_offset``, unless retention removed it: then fail or skip to ``low`` by policy."""
         if next_offset >= low:
             return next_offset
+        self._lost(p, next_offset, low, low)
+        return low
+
+    def replan_frozen(self, meta: PartitionMetadata) -> PartitionMetadata:
+        """``meta``, or what retention left of it (see :class:`spouts.protocols.PartitionedEmitter`)."""
+        if meta.empty:
+            return meta
+        p = meta.partition_id
+        try:
+            low, _ = self._watermarks(p)
+        except PartitionUnavailableError:
+            return meta  # the read waits for the partition
+        if meta.first_offset >= low:
+            return meta
+        first = min(low, meta.next_offset)
+        self._lost(p, meta.first_offset, first, low, frozen=True)
+        return PartitionMetadata(meta.topic, meta.partition, first, meta.next_offset,
+                                 meta.next_offset - first, self.topology_id)
+
+    def _lost(self, p: Partition, start: int, resume: int, low: int, *, frozen: bool = False) -> None:
+        """Count (and under policy fail raise) offsets ``[start, resume)`` gone below the log start ``low``."""
         policy = self.config.data_loss
         metrics = self.metrics or SPOUT_METRICS
         metrics.data_loss_events.labels(p.topic, str(p.partition), policy.value).inc()
         if policy is DataLossPolicy.FAIL:
-            raise DataLossError(p, next_offset, low)
-        metrics.data_loss_offsets.labels(p.topic, str(p.partition)).inc(low - next_offset)
-        log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, continuing at %d",
-                    p.id, next_offset, low, low - next_offset, low)
-        return low
+            raise DataLossError(p, start, low)
+        metrics.data_loss_offsets.labels(p.topic, str(p.partition)).inc(resume - start)
+        where = "inside a frozen, uncommitted txid; replaying what is left" if frozen else f"continuing at {resume}"
+        log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, %s",
+                    p.id, start, low, resume - start, where)
 
     def _count(self, p: Partition, start: int, stop: int) -> int:
         """Records actually delivered in ``[start, stop)`` (markers and aborted records excluded): reads it."""
