@@ -35,7 +35,7 @@ from app.guarantees import check_combination
 from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
-from spouts.errors import DataLossError
+from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
 from spouts.protocols import PartitionedSpout, SpoutKind
@@ -305,7 +305,11 @@ class Coordinator:
                       attempt, decision.reason)
             return decision
         since = self._wall_clock() if self.degraded is None else self.degraded.since
-        self.degraded = Degraded(decision.reason, since, failures)
+        reason = decision.reason
+        if self.spout.kind is SpoutKind.TRANSACTIONAL and isinstance(error, PartitionUnavailableError):
+            reason = f"transactional spout stalled: txid {txid} keeps its ranges and waits ({reason})"
+            log.warning("topology %s: %s", self.topology_id, reason)
+        self.degraded = Degraded(reason, since, failures)
         log.warning("txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s (failure %d in a "
                     "row)", txid, attempt, describe(error), decision.retry_in_s, failures)
         return decision

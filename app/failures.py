@@ -47,14 +47,14 @@ DETERMINISTIC_SPARK_ERRORS = frozenset({
 })
 
 #: librdkafka errors that no retry can mend (KafkaError names): bad settings and refused credentials.
-KAFKA_CONFIG_ERRORS = frozenset({"_INVALID_ARG", "_RESOLVE", "_UNKNOWN_PROTOCOL", "_NOT_IMPLEMENTED"})
+KAFKA_CONFIG_ERRORS = frozenset({"_INVALID_ARG", "_UNKNOWN_PROTOCOL", "_NOT_IMPLEMENTED"})
 KAFKA_AUTH_ERRORS = frozenset({
     "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
     "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_SSL",
 })
 
 _CONFIG_TEXT = re.compile(r"No such configuration property|Invalid value .* for configuration property"
-                          r"|Failed to resolve '|Configuration property .* not supported")
+                          r"|Configuration property .* not supported")
 _AUTH_TEXT = re.compile(r"AuthenticationFailed|SASL authentication error|Authentication failed", re.I)
 _SPARK_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)(?:\.[A-Z0-9_]+)?\]")
 
