@@ -4,8 +4,8 @@ The state and spout layers define their metrics themselves (``states.metrics``,
 ``spouts.metrics``); :class:`Metrics` puts them on one registry next to the pipeline's and keeps
 every metric reachable as an attribute. Components take a :class:`Metrics` (default
 :data:`METRICS`, on the default registry); tests make their own on a fresh ``CollectorRegistry``
-and read values back with :meth:`Metrics.value`. Hand ``metrics.states`` to states and
-``metrics.spouts`` to spouts.
+and read values back with :meth:`Metrics.value`. Hand ``metrics.states.bound(pipeline)`` to
+states and ``metrics.spouts`` to spouts. Every metric carries the ``pipeline`` label.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ class Metrics:
         # The layers' defaults already live on the global registry, which refuses a name twice.
         self.states = STATE_METRICS if r is REGISTRY else StateMetrics(r)
         self.spouts = SPOUT_METRICS if r is REGISTRY else SpoutMetrics(r)
-        self.cas_conflicts, self.cas_unknown = self.states.cas_conflicts, self.states.cas_unknown
-        self.state_requests = self.states.state_requests
+        # The families (every sample labelled by pipeline); states record through bound views of them.
+        families = self.states.families
+        self.cas_conflicts, self.cas_unknown = families.cas_conflicts, families.cas_unknown
+        self.state_requests = families.state_requests
         self.partition_lag = self.spouts.partition_lag
         self.data_loss_events, self.data_loss_offsets = self.spouts.data_loss_events, self.spouts.data_loss_offsets
         self.batches = Counter("trident_batches_total", "Batches by outcome (committed, failed, abandoned).",
@@ -51,6 +53,10 @@ class Metrics:
                                     ["pipeline", "state"], registry=r)
         self.lease_epoch = Gauge("trident_lease_epoch", "Epoch of the coordinator lease held.", ["pipeline"],
                                  registry=r)
+
+    def precreate(self, pipeline: str, topic: str, partition: str, policy: str) -> None:
+        """As :meth:`spouts.metrics.SpoutMetrics.precreate` (spouts are handed the service's metrics too)."""
+        self.spouts.precreate(pipeline, topic, partition, policy)
 
     def set_pipeline_state(self, pipeline: str, state: str) -> None:
         """One series per state: 1 for ``state``, 0 for the others (all present from the first call)."""

@@ -42,13 +42,14 @@ class KafkaEmitter:
         self.config, self.topology_id, self.kind = config, topology_id, kind
         self.metrics = metrics
         self._skips: dict[Partition, tuple[float, int]] = {}  # last warning (monotonic), skips since
+        self._seen: set[Partition] = set()  # partitions whose metric series exist
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._skips = {}
+        self._skips, self._seen = {}, set()
 
     def __repr__(self) -> str:
         return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
@@ -86,8 +87,7 @@ class KafkaEmitter:
                             "waiting for the log to reach it", partition.id, start, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
-            (self.metrics or SPOUT_METRICS).partition_lag.labels(self.topology_id, partition.topic,
-                                                           str(partition.partition)).set(max(0, end - start))
+            self._publish_lag(partition, max(0, end - start))
         except PartitionUnavailableError as e:
             if self.kind is SpoutKind.TRANSACTIONAL:
                 raise
@@ -97,10 +97,17 @@ class KafkaEmitter:
             log.info("%s is readable again", partition.id)
         return PartitionMetadata(partition.topic, partition.partition, start, stop, count, self.topology_id)
 
+    def _publish_lag(self, p: Partition, lag: float) -> None:
+        """Set the lag gauge; the partition's data-loss series appear (at 0) with its first lag."""
+        metrics = self.metrics or SPOUT_METRICS
+        if p not in self._seen:
+            metrics.precreate(self.topology_id, p.topic, str(p.partition), self.config.data_loss.value)
+            self._seen.add(p)
+        metrics.partition_lag.labels(self.topology_id, p.topic, str(p.partition)).set(lag)
+
     def _skipped(self, p: Partition, e: PartitionUnavailableError) -> None:
         """An opaque batch leaves ``p`` out: its lag is unknown (NaN, not 0), and it is logged (rate-limited)."""
-        (self.metrics or SPOUT_METRICS).partition_lag.labels(self.topology_id, p.topic, str(p.partition)).set(
-            float("nan"))
+        self._publish_lag(p, float("nan"))
         now = time.monotonic()
         warned_at, since = self._skips.get(p, (float("-inf"), 0))
         if now - warned_at >= SKIP_LOG_INTERVAL_S:
@@ -173,10 +180,10 @@ class KafkaEmitter:
         """Count (and under policy fail raise) offsets ``[start, resume)`` gone below the log start ``low``."""
         policy = self.config.data_loss
         metrics = self.metrics or SPOUT_METRICS
-        metrics.data_loss_events.labels(p.topic, str(p.partition), policy.value).inc()
+        metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
         if policy is DataLossPolicy.FAIL:
             raise DataLossError(p, start, low)
-        metrics.data_loss_offsets.labels(p.topic, str(p.partition)).inc(resume - start)
+        metrics.data_loss_offsets.labels(self.topology_id, p.topic, str(p.partition)).inc(resume - start)
         where = "inside a frozen, uncommitted txid; replaying what is left" if frozen else f"continuing at {resume}"
         log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, %s",
                     p.id, start, low, resume - start, where)

@@ -114,5 +114,5 @@ def test_retention_inside_a_frozen_range_follows_the_policy(kafka_cluster: MockK
         left = em.replan_frozen(frozen)
         assert (left.first_offset, left.next_offset) == (14, 20)
         assert [r.offset for r in em.emit_partition(left)] == list(range(14, 20))
-        assert metrics.value("trident_data_loss_offsets_total", topic=topic, partition="0") == 4
-    assert metrics.value("trident_data_loss_events_total", topic=topic, partition="0", policy=policy.value) == 1
+        assert metrics.value("trident_data_loss_offsets_total", pipeline="topo", topic=topic, partition="0") == 4
+    assert metrics.value("trident_data_loss_events_total", pipeline="topo", topic=topic, partition="0", policy=policy.value) == 1
