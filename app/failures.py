@@ -56,6 +56,9 @@ KAFKA_AUTH_ERRORS = frozenset({
 _CONFIG_TEXT = re.compile(r"No such configuration property|Invalid value .* for configuration property"
                           r"|Configuration property .* not supported")
 _AUTH_TEXT = re.compile(r"AuthenticationFailed|SASL authentication error|Authentication failed", re.I)
+# A state error raised inside a Spark task reaches the driver as text (PythonException): its class name
+# and message are the traceback's last line, e.g. "states.errors.SchemaMismatchError: table ...".
+_STATE_CONFIG_TEXT = re.compile(r"(?:[\w.]+\.)?(SchemaMismatchError|InvalidIdentifierError): ([^\n]+)")
 _SPARK_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)(?:\.[A-Z0-9_]+)?\]")
 
 
@@ -110,6 +113,10 @@ class FailurePolicy:
             return Decision(FailureClass.PERMANENT, why, exit_code=FAILED)
         if isinstance(e, SchemaMismatchError | state_errors.InvalidIdentifierError):
             return Decision(FailureClass.PERMANENT, f"state table: {why}", exit_code=BAD_INPUT)
+        in_task = _STATE_CONFIG_TEXT.search(str(e))
+        if in_task is not None:
+            return Decision(FailureClass.PERMANENT, f"state table: {in_task.group(1)}: {in_task.group(2).strip()}",
+                            exit_code=BAD_INPUT)
         kafka = _kafka_error_name(e)
         if kafka == "_FATAL":
             return Decision(FailureClass.PERMANENT, f"kafka client failed for good: {why}", exit_code=FAILED)

@@ -68,6 +68,27 @@ class TestPolicy:
         d = decide(SchemaMismatchError("table trident.trident_state has columns (k, v), expected (word, count)"))
         assert d.permanent and d.exit_code == BAD_INPUT and "trident_state" in d.reason
 
+    def test_a_state_error_inside_a_spark_task_is_recognised_from_its_traceback(self) -> None:
+        text = ("An exception was thrown from the Python worker. Traceback (most recent call last):\n"
+                '  File "states/sqlite/backing_map.py", line 80, in _check\n'
+                "states.errors.SchemaMismatchError: table 'trident_state' has no column 'word' (expected type text); "
+                "migrate the table or choose another table name\n")
+        d = decide(RuntimeError(text))
+        assert d.permanent and d.exit_code == BAD_INPUT
+        assert d.reason.startswith("state table: SchemaMismatchError: table 'trident_state' has no column 'word'")
+
+    def test_refused_credentials_are_permanent(self) -> None:
+        from cassandra import AuthenticationFailed
+        from cassandra.cluster import NoHostAvailable
+        from confluent_kafka import KafkaError
+
+        cassandra = NoHostAvailable("Unable to connect to any servers",
+                                    {"10.0.0.1:9042": AuthenticationFailed("Bad credentials")})
+        kafka = KafkaException(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: bad password"))
+        for error in (cassandra, kafka):
+            d = decide(error)
+            assert d.permanent and d.exit_code == BAD_INPUT and d.reason.startswith("authentication refused")
+
     def test_an_outage_is_transient_with_capped_backoff_until_the_limit(self) -> None:
         down = PartitionUnavailableError(P0, "broker down")
         assert [decide(down, failures_in_a_row=n).retry_in_s for n in (1, 2, 3, 4, 5, 9)] == [1, 2, 4, 8, 8, 8]
@@ -111,6 +132,18 @@ class TestCoordinatorFailures:
         assert world.coordinator.step() == "committed"
         assert world.coordinator.degraded is None
         assert world.stored_counts() == world.truth() == {"a": 1}
+
+    def test_a_transactional_spout_says_it_is_stalled(self, caplog: pytest.LogCaptureFixture) -> None:
+        world = World(SpoutKind.TRANSACTIONAL, StateKind.OPAQUE, partitions=2)
+        world.append(0, "a")
+        world.source.set_available(Partition(TOPIC, 1), False)
+        caplog.set_level(logging.WARNING, logger="app.coordinator")
+        assert world.coordinator.step() == "failed"
+        degraded = world.coordinator.degraded
+        assert degraded is not None and degraded.reason.startswith("transactional spout stalled: txid 1")
+        assert "events:1" in degraded.reason and "transactional spout stalled" in caplog.text
+        world.heal()
+        assert world.coordinator.step() == "committed" and world.coordinator.degraded is None
 
     def test_a_permanent_error_stops_the_coordinator_at_once_with_its_decision(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
