@@ -36,8 +36,9 @@ T = TypeVar("T")
 class StateFactory:
     """Backend and kind of a map state. ``sqlite_path`` for sqlite; ``cassandra`` settings for cassandra.
 
-    ``pipeline`` labels every metric the opened states and stores record (``trident_cas_*``,
-    ``trident_state_requests_total``)."""
+    ``pipeline`` labels every metric the opened states record (``trident_cas_*``,
+    ``trident_state_requests_total``); a topology sets it to its id when a sink is added, and a
+    store's metrics carry its topology id."""
 
     kind: StateKind = StateKind.OPAQUE
     backend: str = "sqlite"
@@ -90,13 +91,19 @@ class StateFactory:
                 from states.sqlite import SqliteTransactionalStateStore
 
                 assert self.sqlite_path is not None
-                return SqliteTransactionalStateStore(self.sqlite_path, topology_id, metrics=self.metrics)
+                return SqliteTransactionalStateStore(self.sqlite_path, topology_id,
+                                                     metrics=self._store_metrics(topology_id))
             from states.cassandra.txstate import CassandraTransactionalStateStore
 
             assert self.cassandra is not None
-            return CassandraTransactionalStateStore(self.cassandra, topology_id, metrics=self.metrics)
+            return CassandraTransactionalStateStore(self.cassandra, topology_id, metrics=self._store_metrics(topology_id))
 
         return self._once(("store", topology_id), open_store)
+
+    def _store_metrics(self, topology_id: str) -> StateMetrics:
+        """A store belongs to one topology, whose id is the pipeline's: its metrics carry it."""
+        return self.metrics if self.pipeline else self._once(("metrics", topology_id),
+                                                             lambda: STATE_METRICS.bound(topology_id))
 
     @property
     def metrics(self) -> StateMetrics:

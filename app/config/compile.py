@@ -29,7 +29,7 @@ def state_factory(config: ServiceConfig, p: PipelineSettings) -> StateFactory:
     return StateFactory(kind=st.kind, backend=st.backend,
                         sqlite_path=st.sqlite_path if st.backend == "sqlite" else None,
                         cassandra=config.cassandra if st.backend == "cassandra" else None,
-                        cache_size=st.cache_size, pipeline=p.id)
+                        cache_size=st.cache_size)
 
 
 def coordinator_config(config: ServiceConfig, p: PipelineSettings) -> CoordinatorConfig:

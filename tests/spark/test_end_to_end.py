@@ -32,7 +32,7 @@ def test_word_count_and_amounts_into_sqlite(spark: Any, spark_kafka: Any, tmp_pa
     user's (sum, max) in the SQLite tables equals the truth; records and keys reach the metrics."""
     topic = Topic(spark_kafka)
     topic.produce(600, seed=1)
-    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"), pipeline="e2e-sqlite")
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
     topology = Topology("e2e-sqlite")
     stream = lines(topology, topic.spout(topology.name))
     words, sums = word_counts(stream, factory), amounts(stream, factory)
