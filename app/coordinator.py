@@ -10,7 +10,8 @@ One coordinator per topology id is active (a lease in the transactional-state st
    committed (fenced), the spout is told, and the rotating state forgets old txids.
 
 A failure of txid N fails every later in-flight txid too; N is replayed (from its frozen plan if
-it has one, storing the next attempt number first). Transactional spouts freeze at plan time, so
+it has one, storing the next attempt number first). Whether a failure is retried or stops the
+pipeline is decided by :class:`app.failures.FailurePolicy`, never here. Transactional spouts freeze at plan time, so
 their txids never change content. Every stored document goes through :mod:`app.progress`; the loop
 that drives :meth:`Coordinator.step` is :mod:`app.loop`; docs/design.md walks one txid through it all.
 """
@@ -28,22 +29,23 @@ from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
+from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, error_key
 from app.guarantees import check_combination
 from app.lease import LeaseKeeper, take_lease, unique_owner
 from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
-from spouts import errors as spout_errors
+from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
 from spouts.protocols import PartitionedSpout, SpoutKind
-from states import errors as state_errors
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, Json, LeaseInfo
 
 log = logging.getLogger(__name__)
 
-FATAL = spout_errors.FATAL + state_errors.FATAL  # never retried: a replay would only repeat them
+__all__ = ["FATAL", "Coordinator", "CoordinatorConfig", "Degraded"]
+
 FaultHook = Callable[[str, int], None]
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -60,6 +62,7 @@ class CoordinatorConfig:
     owner: str = field(default_factory=unique_owner)  # unique per process: see app.lease
     retry_backoff_s: tuple[float, float] = (0.05, 5.0)  # first and largest wait before replaying a failed txid
     idle_sleep_s: float = 0.5  # wait when there is nothing new to read
+    outage_limit_s: float | None = 1800.0  # transient failures ridden out this long, then the pipeline stops
     accept_at_least_once: bool = False
 
     def __post_init__(self) -> None:
@@ -67,6 +70,15 @@ class CoordinatorConfig:
             raise ValueError("max_pending must be >= 1")
         if self.lease_ttl_s <= 0:
             raise ValueError("lease_ttl_s must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Degraded:
+    """Why the pipeline is not making progress now, and since when (wall-clock seconds)."""
+
+    reason: str
+    since: float
+    failures: int
 
 
 class Coordinator:
@@ -79,11 +91,13 @@ class Coordinator:
     def __init__(self, topology_id: str, spout: PartitionedSpout, executor: BatchExecutor, store: CoordinatorStore,
                  config: CoordinatorConfig | None = None, *, metrics: Metrics = METRICS,
                  faults: FaultHook | None = None, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, policy: FailurePolicy | None = None) -> None:
         self.topology_id, self.spout, self.executor, self.store = topology_id, spout, executor, store
         self.config = config or CoordinatorConfig()
         self._metrics, self._faults, self._clock = metrics, faults or (lambda point, txid: None), clock
         self._wall_clock = wall_clock
+        self.policy = policy or FailurePolicy(retry_backoff_s=self.config.retry_backoff_s,
+                                              outage_limit_s=self.config.outage_limit_s)
         for kind in executor.state_kinds():
             check_combination(spout.kind, kind, accept_at_least_once=self.config.accept_at_least_once)
         self._partitions = spout.coordinator()
@@ -96,6 +110,10 @@ class Coordinator:
         self._progress: ProgressLog | None = None
         self.committed_txid = 0
         self.last_stats = CommitStats()
+        self.degraded: Degraded | None = None  # set while failures repeat; cleared by a commit or an idle step
+        self.stopped_by: Decision | None = None  # the permanent decision that stopped the pipeline
+        self._failing_since: float | None = None  # monotonic
+        self._same_error: tuple[int, str, int] = (0, "", 0)  # txid, error key, attempts failed alike
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -158,8 +176,8 @@ class Coordinator:
             until_idle: bool = False, callbacks: Callbacks = NO_CALLBACKS) -> int:
         """Commit batches until ``stop`` is set, ``max_batches`` committed, or (``until_idle``) nothing is new.
 
-        Returns the number of txids committed. Fatal errors (data loss with policy fail, a lost
-        lease, a batch behind the state) propagate; anything else is retried with backoff
+        Returns the number of txids committed. A failure the policy calls permanent propagates (and
+        :attr:`stopped_by` says why); anything else is retried with backoff
         (:func:`app.loop.run_steps`, which tells ``callbacks`` about every step).
         """
         if self._epoch is None:
@@ -179,18 +197,17 @@ class Coordinator:
         try:
             self._fill()
             if not self._inflight:
+                self._healthy()
                 return Outcome.IDLE
             self._finish(self._inflight[0])
-        except FATAL:
-            self._fail_inflight()
-            raise
-        except Exception as e:  # noqa: BLE001 - every other failure replays the txid
+        except Exception as e:  # noqa: BLE001 - the failure policy decides: replay, or stop
             if self._lease is not None and self._lease.lost is not None:  # its work was cancelled: say why
                 self._fail_inflight()
                 raise self._lease.lost from e
-            txid = self._inflight[0].txid if self._inflight else self.committed_txid + 1
-            self._on_failure(txid, e)
+            if self._on_failure(e).permanent:
+                raise
             return Outcome.FAILED
+        self._healthy()
         return Outcome.COMMITTED
 
     def _fill(self) -> None:
@@ -213,7 +230,7 @@ class Coordinator:
         assert self._progress is not None
         stored = self._progress.batch(txid)
         if stored is not None:
-            replay = StoredBatch(stored.plan, stored.attempt + 1)
+            replay = StoredBatch(self._replan_frozen(stored.plan), stored.attempt + 1)
             self._progress.store_batch(replay)
             return self._new_batch(txid, replay.attempt, replay.plan, frozen=True)
         attempt = self._attempts.get(txid, 0) + 1
@@ -227,6 +244,18 @@ class Coordinator:
             self._freeze(txid, plan, attempt)
             return self._new_batch(txid, attempt, plan, frozen=True)
         return self._new_batch(txid, attempt, plan, frozen=False)
+
+    def _replan_frozen(self, plan: BatchPlan) -> BatchPlan:
+        """``plan``, unless retention removed offsets of it: then policy fail raises DataLossError and
+        skip keeps what is left (stored, fenced, before the replay reads it)."""
+        checked = {p: self._emitter.replan_frozen(m) for p, m in plan.partitions.items()}
+        if checked == dict(plan.partitions):
+            return plan
+        lost = plan.offset_count - sum(m.next_offset - m.first_offset for m in checked.values())
+        log.warning("topology %s: retention removed %d offsets of frozen txid %d before it committed; replaying "
+                    "what is left (the lost records are counted once, if an earlier attempt wrote them, or not "
+                    "at all)", self.topology_id, lost, plan.txid)
+        return BatchPlan(plan.txid, checked)
 
     def _new_batch(self, txid: int, attempt: int, plan: BatchPlan, *, frozen: bool) -> Batch:
         self._attempts[txid] = attempt
@@ -282,11 +311,50 @@ class Coordinator:
 
     # -- failures, lease, timing ------------------------------------------------------------
 
-    def _on_failure(self, txid: int, error: Exception) -> None:
+    def _on_failure(self, error: Exception) -> Decision:
+        """Ask the policy; count, log and remember the decision; fail every in-flight txid."""
+        head = self._inflight[0] if self._inflight else None
+        txid = head.txid if head is not None else self.committed_txid + 1
+        if head is None:  # failed while planning: that was an attempt too
+            self._attempts[txid] = self._attempts.get(txid, 0) + 1
+        attempt = self._attempts.get(txid, 1) if head is None else head.attempt
+        now = self._clock()
+        if self._failing_since is None:
+            self._failing_since = now
+        key = error_key(error)
+        same = self._same_error[2] + 1 if self._same_error[:2] == (txid, key) else 1
+        self._same_error = (txid, key, same)
+        failures = 1 if self.degraded is None else self.degraded.failures + 1
+        frozen_read = head is not None and head.frozen and isinstance(error, DataLossError)
+        decision = self.policy.decide(Failure(error, txid, attempt, failures, now - self._failing_since, same,
+                                              frozen_read=frozen_read))
         self._metrics.batches.labels(self.topology_id, "failed").inc()
-        log.warning("txid %d attempt %d failed (%s: %s); replaying it and every later txid", txid,
-                    self._attempts.get(txid, 1), type(error).__name__, error)
         self._fail_inflight()
+        if decision.permanent:
+            self.stopped_by = decision
+            log.error("topology %s: txid %d attempt %d failed permanently (%s); stopping", self.topology_id, txid,
+                      attempt, decision.reason)
+            return decision
+        since = self._wall_clock() if self.degraded is None else self.degraded.since
+        reason = decision.reason
+        if self.spout.kind is SpoutKind.TRANSACTIONAL and isinstance(error, PartitionUnavailableError):
+            reason = f"transactional spout stalled: txid {txid} keeps its ranges and waits ({reason})"
+            log.warning("topology %s: %s", self.topology_id, reason)
+        self.degraded = Degraded(reason, since, failures)
+        log.warning("txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s (failure %d in a "
+                    "row)", txid, attempt, describe(error), decision.retry_in_s, failures)
+        return decision
+
+    @property
+    def source_problem(self) -> str | None:
+        """What the spout's coordinator side reports as wrong with the source (e.g. a missing topic), if anything."""
+        problem = getattr(self._partitions, "problem", None)
+        return problem if isinstance(problem, str) else None
+
+    def _healthy(self) -> None:
+        if self.degraded is not None:
+            log.info("topology %s: healthy again after %d failures", self.topology_id, self.degraded.failures)
+        self.degraded, self._failing_since = None, None
 
     def _fail_inflight(self) -> None:
         """A failure of txid N fails every later in-flight txid too; their running work is cancelled."""

@@ -4,8 +4,8 @@ The state and spout layers define their metrics themselves (``states.metrics``,
 ``spouts.metrics``); :class:`Metrics` puts them on one registry next to the pipeline's and keeps
 every metric reachable as an attribute. Components take a :class:`Metrics` (default
 :data:`METRICS`, on the default registry); tests make their own on a fresh ``CollectorRegistry``
-and read values back with :meth:`Metrics.value`. Hand ``metrics.states`` to states and
-``metrics.spouts`` to spouts.
+and read values back with :meth:`Metrics.value`. Hand ``metrics.states.bound(pipeline)`` to
+states and ``metrics.spouts`` to spouts. Every metric carries the ``pipeline`` label.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from states.metrics import STATE_METRICS, StateMetrics
 
 PHASES = ("plan", "process", "freeze", "commit")
+PIPELINE_STATES = ("standby", "active", "degraded", "failed")  # app.health.PipelineState
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -28,8 +29,10 @@ class Metrics:
         # The layers' defaults already live on the global registry, which refuses a name twice.
         self.states = STATE_METRICS if r is REGISTRY else StateMetrics(r)
         self.spouts = SPOUT_METRICS if r is REGISTRY else SpoutMetrics(r)
-        self.cas_conflicts, self.cas_unknown = self.states.cas_conflicts, self.states.cas_unknown
-        self.state_requests = self.states.state_requests
+        # The families (every sample labelled by pipeline); states record through bound views of them.
+        families = self.states.families
+        self.cas_conflicts, self.cas_unknown = families.cas_conflicts, families.cas_unknown
+        self.state_requests = families.state_requests
         self.partition_lag = self.spouts.partition_lag
         self.data_loss_events, self.data_loss_offsets = self.spouts.data_loss_events, self.spouts.data_loss_offsets
         self.batches = Counter("trident_batches_total", "Batches by outcome (committed, failed, abandoned).",
@@ -45,8 +48,20 @@ class Metrics:
                                registry=r)
         self.lease_held = Gauge("trident_lease_held", "1 while this process holds the coordinator lease.",
                                 ["pipeline"], registry=r)
+        self.pipeline_state = Gauge("trident_pipeline_state",
+                                    "1 for the pipeline's current state (standby, active, degraded, failed), else 0.",
+                                    ["pipeline", "state"], registry=r)
         self.lease_epoch = Gauge("trident_lease_epoch", "Epoch of the coordinator lease held.", ["pipeline"],
                                  registry=r)
+
+    def precreate(self, pipeline: str, topic: str, partition: str, policy: str) -> None:
+        """As :meth:`spouts.metrics.SpoutMetrics.precreate` (spouts are handed the service's metrics too)."""
+        self.spouts.precreate(pipeline, topic, partition, policy)
+
+    def set_pipeline_state(self, pipeline: str, state: str) -> None:
+        """One series per state: 1 for ``state``, 0 for the others (all present from the first call)."""
+        for s in PIPELINE_STATES:
+            self.pipeline_state.labels(pipeline, s).set(1 if s == state else 0)
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of a sample (0 when absent): for tests and the CLI's summary."""

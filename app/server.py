@@ -1,7 +1,7 @@
 """The service's HTTP endpoints: ``/metrics`` (Prometheus), ``/healthz`` (alive), ``/readyz`` (working).
 
-``/readyz`` answers 200 when every pipeline holds its lease and committed a txid or found nothing
-new recently (see :class:`app.service.PipelineRunner.status`), else 503; its JSON body says why.
+``/readyz`` answers 200 when every pipeline is ``active`` (holds its lease, not degraded, not
+failed: :mod:`app.health`), else 503; its JSON body gives each pipeline's state, why and since when.
 The server runs in a daemon thread; :meth:`HttpServer.close` stops it.
 """
 

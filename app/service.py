@@ -16,8 +16,11 @@ Lifecycle of the process:
    batch protocol's normal recovery, so abandoning is safe. Coordinators release their leases
    (a successor starts at once), Spark stops, and the process exits 0.
 
-A fatal pipeline error (data loss with policy ``fail``, a lost lease, a batch behind the state)
-stops every pipeline and exits 1, so the orchestrator restarts the pod.
+A failure the policy calls permanent (:mod:`app.failures`: data loss with policy ``fail``, a lost
+lease, a batch behind the state, configuration that only shows at run time) stops every pipeline
+and exits with the decision's code (1, or 2 for configuration), so the orchestrator restarts the
+pod; a start-up error (e.g. the HTTP port in use) exits 2. Transient failures keep the process
+alive and ``/readyz`` says ``degraded`` (:mod:`app.health`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from app.batch import BatchExecutor
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
+from app.failures import BAD_INPUT, FAILED, describe
+from app.health import Health, assess
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
 from app.topology import Topology
@@ -46,6 +51,10 @@ if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts
 log = logging.getLogger(__name__)
 
 ExecutorFactory = Callable[["SparkSession", Topology], BatchExecutor]
+
+
+class StartupError(Exception):
+    """The service cannot start (a port in use, ...): one line naming the setting, exit code 2."""
 
 
 class PipelineRunner:
@@ -62,6 +71,9 @@ class PipelineRunner:
         self.standby_since: float | None = None  # waiting for the lease held by another instance
         self.last_progress: float | None = None  # a commit or an idle poll
         self.error: BaseException | None = None
+        self._metrics = metrics
+        self._wall_clock = time.time
+        metrics.set_pipeline_state(self.id, "standby")  # every state's series exists from the start
         self.loop_done = threading.Event()
         self.thread = threading.Thread(target=self._main, name=f"pipeline-{self.id}", daemon=True)
         self._stop: threading.Event | None = None
@@ -81,12 +93,34 @@ class PipelineRunner:
             return "active" if self.coordinator.holds_lease else "stopping"
         return "standby" if self.standby_since is not None else "starting"
 
+    @property
+    def exit_code(self) -> int:
+        """The code this pipeline's stop asks the process to exit with (0 while it has not failed)."""
+        if self.error is None:
+            return 0
+        stopped = self.coordinator.stopped_by
+        return FAILED if stopped is None else stopped.exit_code
+
+    def health(self, window_s: float) -> Health:
+        """The pipeline's state for ``/readyz`` (see :mod:`app.health`); also published as ``trident_pipeline_state``."""
+        age = None if self.last_progress is None else self._clock() - self.last_progress
+        c = self.coordinator
+        error = None
+        if self.error is not None:
+            error = c.stopped_by.reason if c.stopped_by is not None else describe(self.error)
+        failing = None if c.degraded is None else (c.degraded.reason, c.degraded.since)
+        h = assess(active=self.role == "active", error=error, failing=failing, source_problem=c.source_problem,
+                   progress_age_s=age, window_s=window_s, now=self._wall_clock())
+        self._metrics.set_pipeline_state(self.id, h.state.value)
+        return h
+
     def status(self, window_s: float) -> dict[str, Any]:
         age = None if self.last_progress is None else self._clock() - self.last_progress
-        ready = self.leased and self.error is None and age is not None and age <= window_s
-        return {"ready": ready, "role": self.role, "lease_held": self.leased, "committed_txid": self.coordinator.committed_txid,
+        h = self.health(window_s)
+        return {"ready": h.ready, **h.to_json(), "role": self.role, "lease_held": self.leased,
+                "committed_txid": self.coordinator.committed_txid,
                 "seconds_since_progress": None if age is None else round(age, 3),
-                "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
+                "error": h.reason if h.state.value == "failed" else None}
 
     def _main(self) -> None:
         assert self._stop is not None
@@ -94,11 +128,16 @@ class PipelineRunner:
             if not self.coordinator.start(self._stop, on_standby=self._standby):
                 return  # stopped while in standby
             self.leased, self.standby_since = True, None
-            self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed))
+            self._metrics.set_pipeline_state(self.id, "degraded")  # until the first step finishes
+            self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed,
+                                                                 on_failure=self._failed_step))
         except BaseException as e:  # noqa: BLE001 - fatal: reported, and it stops the service
             self.error = e
-            log.error("pipeline %s stopped: %s: %s", self.id, type(e).__name__, e,
-                      exc_info=not _is_expected_fatal(e))
+            stopped = self.coordinator.stopped_by
+            log.error("pipeline %s stopped (exit code %d): %s", self.id, self.exit_code,
+                      describe(e) if stopped is None else stopped.reason,
+                      exc_info=stopped is None and not _is_expected_fatal(e))
+            self._metrics.set_pipeline_state(self.id, "failed")
             self._on_fatal()
         finally:
             self.loop_done.set()
@@ -115,6 +154,10 @@ class PipelineRunner:
 
     def _progressed(self) -> None:
         self.last_progress = self._clock()
+        self._metrics.set_pipeline_state(self.id, "degraded" if self.coordinator.source_problem else "active")
+
+    def _failed_step(self, failures: int) -> None:
+        self._metrics.set_pipeline_state(self.id, "degraded")
 
     def _committed(self, seconds: float) -> None:
         self._progressed()
@@ -132,6 +175,7 @@ class Service:
         self._executor_factory = executor_factory
         self.stop = threading.Event()
         self._fatal = threading.Event()
+        self._exit_code = 0
         self.runners: list[PipelineRunner] = []
         self.http: HttpServer | None = None
         self.spark: SparkSession | None = None
@@ -148,13 +192,19 @@ class Service:
                 self._start_pipelines()
                 while not self.stop.wait(0.2):
                     pass
+        except StartupError as e:
+            log.error("start-up failed: %s", e)
+            self._exit_code = BAD_INPUT
+            self._on_fatal()
         except Exception:
             log.exception("start-up failed")
             self._on_fatal()
         finally:
             self._shutdown()
             self._close()
-        return 1 if self._fatal.is_set() else 0
+        if not self._fatal.is_set():
+            return 0
+        return self._exit_code or max((r.exit_code for r in self.runners), default=0) or FAILED
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         window = self.config.service.ready_window_s
@@ -190,7 +240,10 @@ class Service:
         if h.enabled:
             from app.server import HttpServer
 
-            self.http = HttpServer(h.host, h.port, self.readiness, self.metrics.registry).start()
+            try:
+                self.http = HttpServer(h.host, h.port, self.readiness, self.metrics.registry).start()
+            except OSError as e:
+                raise StartupError(f"http.port {h.port} on {h.host or 'all interfaces'}: {e.strerror or e}") from e
 
     def _start_pipelines(self) -> None:
         make = self._executor_factory or _spark_executor

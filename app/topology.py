@@ -17,7 +17,7 @@ Records enter as columns ``topic, partition, offset, timestamp, key, value, head
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spouts.protocols import PartitionedSpout
@@ -165,6 +165,8 @@ class Topology:
     def _add(self, sink: Any, stream: Stream) -> Any:
         if any(s.name == sink.name for _, s in self.sinks):
             raise ValueError(f"two sinks write table {sink.name!r}")
+        if not sink.factory.pipeline:  # the metrics its states record carry this topology's id
+            sink = replace(sink, factory=replace(sink.factory, pipeline=self.name))
         self.sinks.append((stream, sink))
         return sink
 

@@ -17,6 +17,14 @@ class PartitionUnavailableError(SpoutError):
         super().__init__(f"partition {partition.id} unavailable" + (f": {reason}" if reason else ""))
 
 
+class SourceUnavailableError(SpoutError):
+    """The source's cluster cannot be reached or asked (names the servers tried); the batch retries later."""
+
+    def __init__(self, servers: str, reason: str) -> None:
+        self.servers, self.reason = servers, reason
+        super().__init__(f"cannot reach the source at {servers}: {reason}")
+
+
 class DataLossError(SpoutError):
     """Offsets the pipeline has not read are gone from the log (policy ``fail``)."""
 

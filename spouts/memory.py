@@ -119,6 +119,20 @@ class MemoryEmitter:
     def emit_partition(self, meta: PartitionMetadata) -> list[Record]:
         return self._source.read(meta.partition_id, meta.first_offset, meta.next_offset)
 
+    def replan_frozen(self, meta: PartitionMetadata) -> PartitionMetadata:
+        try:
+            log_start, _ = self._source.bounds(meta.partition_id)
+        except PartitionUnavailableError:
+            return meta
+        if meta.empty or meta.first_offset >= log_start:
+            return meta
+        if self._data_loss is DataLossPolicy.FAIL:
+            raise DataLossError(meta.partition_id, meta.first_offset, log_start)
+        first = min(log_start, meta.next_offset)
+        self.lost_offsets += first - meta.first_offset
+        return PartitionMetadata(meta.topic, meta.partition, first, meta.next_offset, meta.next_offset - first,
+                                 meta.topology_id)
+
     def close(self) -> None:
         pass
 

@@ -81,6 +81,15 @@ class PartitionedEmitter(Protocol):
         """Exactly the records of ``meta``'s range; raises PartitionUnavailableError if it can't."""
         ...
 
+    def replan_frozen(self, meta: PartitionMetadata) -> PartitionMetadata:
+        """A frozen range about to be replayed, checked against retention.
+
+        ``meta`` itself while its first offset is still in the log (or the partition can't be asked
+        now: the read then waits). Offsets gone: policy ``fail`` raises DataLossError; ``skip``
+        returns what is left of the range (counted in the data-loss metrics, logged).
+        """
+        ...
+
     def close(self) -> None: ...
 
 

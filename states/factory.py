@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from states.cached import CasCachedMap
+from states.metrics import STATE_METRICS, StateMetrics
 from states.non_transactional import NonTransactionalMap
 from states.opaque import OpaqueMap
 from states.protocols import CasBackingMap, CoordinatorStore, MapState
@@ -33,13 +34,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class StateFactory:
-    """Backend and kind of a map state. ``sqlite_path`` for sqlite; ``cassandra`` settings for cassandra."""
+    """Backend and kind of a map state. ``sqlite_path`` for sqlite; ``cassandra`` settings for cassandra.
+
+    ``pipeline`` labels every metric the opened states record (``trident_cas_*``,
+    ``trident_state_requests_total``); a topology sets it to its id when a sink is added, and a
+    store's metrics carry its topology id."""
 
     kind: StateKind = StateKind.OPAQUE
     backend: str = "sqlite"
     sqlite_path: str | None = None
     cassandra: CassandraSettings | None = None
     cache_size: int = 10_000
+    pipeline: str = ""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -84,11 +90,11 @@ class StateFactory:
             from states.sqlite import SqliteBackingMap
 
             assert self.sqlite_path is not None  # checked in __post_init__
-            return SqliteBackingMap(self.sqlite_path, spec)
+            return SqliteBackingMap(self.sqlite_path, spec, metrics=self.metrics)
         from states.cassandra.backing_map import CassandraBackingMap
 
         assert self.cassandra is not None  # checked in __post_init__
-        return CassandraBackingMap(self.cassandra, spec)
+        return CassandraBackingMap(self.cassandra, spec, metrics=self.metrics)
 
     def txstate_store(self, topology_id: str) -> CoordinatorStore:
         """The transactional-state store (and lease) of ``topology_id`` on the same backend."""
@@ -101,18 +107,29 @@ class StateFactory:
                 from states.sqlite import SqliteTransactionalStateStore
 
                 assert self.sqlite_path is not None
-                return SqliteTransactionalStateStore(self.sqlite_path, topology_id)
+                return SqliteTransactionalStateStore(self.sqlite_path, topology_id,
+                                                     metrics=self._store_metrics(topology_id))
             from states.cassandra.txstate import CassandraTransactionalStateStore
 
             assert self.cassandra is not None
-            return CassandraTransactionalStateStore(self.cassandra, topology_id)
+            return CassandraTransactionalStateStore(self.cassandra, topology_id, metrics=self._store_metrics(topology_id))
 
         return self._once(("store", topology_id), open_store)
+
+    def _store_metrics(self, topology_id: str) -> StateMetrics:
+        """A store belongs to one topology, whose id is the pipeline's: its metrics carry it."""
+        return self.metrics if self.pipeline else self._once(("metrics", topology_id),
+                                                             lambda: STATE_METRICS.bound(topology_id))
+
+    @property
+    def metrics(self) -> StateMetrics:
+        """The state metrics of this process, bound to :attr:`pipeline`."""
+        return self._once(("metrics",), lambda: STATE_METRICS.bound(self.pipeline))
 
     def _wrap(self, backing: CasBackingMap[Any, Any]) -> MapState[Any, Any]:
         """``Kind(CasCachedMap(backing))``: the cache that keeps compare-and-set (no cache when size 0)."""
         inner = CasCachedMap(backing, self.cache_size) if self.cache_size else backing
-        return _MAPS[self.kind](inner)
+        return _MAPS[self.kind](inner, metrics=self.metrics)
 
     def _once(self, what: tuple[object, ...], make: Callable[[], T]) -> T:
         key = (self, *what)

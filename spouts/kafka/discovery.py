@@ -13,10 +13,12 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from spouts.errors import SourceUnavailableError
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.metadata import BatchPlan, Partition
 
@@ -33,7 +35,11 @@ def select_topics(config: KafkaSpoutConfig, available: Sequence[str]) -> list[st
 
 
 class KafkaCoordinator:
-    """Discovers partitions (cached for ``discovery_interval_s``) and publishes committed offsets."""
+    """Discovers partitions (cached for ``discovery_interval_s``) and publishes committed offsets.
+
+    :attr:`problem` says what is wrong with the topics (a listed topic that does not exist, a
+    pattern that matches none), or None; a change of it is logged once, as a warning.
+    """
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -42,6 +48,7 @@ class KafkaCoordinator:
         self._known: list[Partition] | None = None
         self._refreshed_at = float("-inf")
         self._publisher = _OffsetPublisher(config, topology_id)
+        self.problem: str | None = None
 
     def partitions(self) -> list[Partition]:
         if self._known is None or self._clock() - self._refreshed_at >= self.config.discovery_interval_s:
@@ -51,24 +58,47 @@ class KafkaCoordinator:
 
     def refresh(self) -> list[Partition]:
         """Read metadata now. If the cluster can't answer, keep the last known partitions (or raise)."""
-        if self._metadata_client is None:
-            self._metadata_client = Consumer(self.config.consumer_config(self.topology_id))
+        servers = self.config.bootstrap_servers
         try:
+            if self._metadata_client is None:
+                self._metadata_client = Consumer(self.config.consumer_config(self.topology_id))
             md = self._metadata_client.list_topics(timeout=self.config.request_timeout_s)
         except KafkaException as e:
             if self._known is None:
-                raise
-            log.warning("partition discovery failed (%s); keeping %d known partitions", e.args[0].str(), len(self._known))
+                raise SourceUnavailableError(servers, f"partition discovery failed: {e.args[0].str()}") from e
+            log.warning("partition discovery at %s failed (%s); keeping %d known partitions", servers,
+                        e.args[0].str(), len(self._known))
             return list(self._known)
-        found = [Partition(t, p) for t in select_topics(self.config, [n for n, tm in md.topics.items() if tm.error is None])
-                 for p in md.topics[t].partitions]
+        readable = [n for n, tm in md.topics.items() if tm.error is None]
+        found = [Partition(t, p) for t in select_topics(self.config, readable) for p in md.topics[t].partitions]
         found.sort()
+        self._report(self._topic_problem(readable, md.topics))
         if self._known is not None and found != self._known:
             joined, left = set(found) - set(self._known), set(self._known) - set(found)
             log.info("partitions changed: %d joined %s, %d left %s", len(joined), sorted(q.id for q in joined)[:10],
                      len(left), sorted(q.id for q in left)[:10])
         self._known, self._refreshed_at = found, self._clock()
         return list(found)
+
+    def _topic_problem(self, readable: Sequence[str], topics: Mapping[str, Any]) -> str | None:
+        servers = self.config.bootstrap_servers
+        if self.config.topic_pattern is not None:
+            if not select_topics(self.config, readable):
+                return f"no topic at {servers} matches topic_pattern {self.config.topic_pattern!r}"
+            return None
+        missing = [t for t in self.config.topics if t not in readable]
+        if not missing:
+            return None
+        why = [f"{t!r} ({topics[t].error.str()})" if t in topics and topics[t].error else repr(t) for t in missing]
+        return f"topic {', '.join(why)} not found at {servers} (misspelled, or not created yet); waiting for it"
+
+    def _report(self, problem: str | None) -> None:
+        if problem != self.problem:
+            if problem is not None:
+                log.warning("topology %s: %s", self.topology_id, problem)
+            elif self.problem is not None:
+                log.info("topology %s: every topic is there now", self.topology_id)
+        self.problem = problem
 
     def committed(self, plan: BatchPlan) -> None:
         """Publish ``plan``'s next offsets to the monitoring consumer group (asynchronously)."""

@@ -10,6 +10,7 @@ planned into a range.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -26,6 +27,9 @@ from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
 log = logging.getLogger(__name__)
 
+#: An opaque spout logs a partition it skips at most this often (with the count of skips since).
+SKIP_LOG_INTERVAL_S = 60.0
+
 
 class KafkaEmitter:
     """Plans ranges from watermarks (driver) and reads them back exactly (driver or executor).
@@ -37,12 +41,15 @@ class KafkaEmitter:
                  metrics: SpoutMetrics | None = None) -> None:
         self.config, self.topology_id, self.kind = config, topology_id, kind
         self.metrics = metrics
+        self._skips: dict[Partition, tuple[float, int]] = {}  # last warning (monotonic), skips since
+        self._seen: set[Partition] = set()  # partitions whose metric series exist
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
+        self._skips, self._seen = {}, set()
 
     def __repr__(self) -> str:
         return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
@@ -80,13 +87,35 @@ class KafkaEmitter:
                             "waiting for the log to reach it", partition.id, start, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
-            (self.metrics or SPOUT_METRICS).partition_lag.labels(self.topology_id, partition.topic,
-                                                           str(partition.partition)).set(max(0, end - start))
-        except PartitionUnavailableError:
+            self._publish_lag(partition, max(0, end - start))
+        except PartitionUnavailableError as e:
             if self.kind is SpoutKind.TRANSACTIONAL:
                 raise
+            self._skipped(partition, e)
             return None if first_poll or last is None else last.empty_after()
+        if self._skips.pop(partition, None) is not None:
+            log.info("%s is readable again", partition.id)
         return PartitionMetadata(partition.topic, partition.partition, start, stop, count, self.topology_id)
+
+    def _publish_lag(self, p: Partition, lag: float) -> None:
+        """Set the lag gauge; the partition's data-loss series appear (at 0) with its first lag."""
+        metrics = self.metrics or SPOUT_METRICS
+        if p not in self._seen:
+            metrics.precreate(self.topology_id, p.topic, str(p.partition), self.config.data_loss.value)
+            self._seen.add(p)
+        metrics.partition_lag.labels(self.topology_id, p.topic, str(p.partition)).set(lag)
+
+    def _skipped(self, p: Partition, e: PartitionUnavailableError) -> None:
+        """An opaque batch leaves ``p`` out: its lag is unknown (NaN, not 0), and it is logged (rate-limited)."""
+        self._publish_lag(p, float("nan"))
+        now = time.monotonic()
+        warned_at, since = self._skips.get(p, (float("-inf"), 0))
+        if now - warned_at >= SKIP_LOG_INTERVAL_S:
+            log.warning("%s skipped by this batch (%s)%s; the opaque spout goes on without it and reads it later",
+                        p.id, e.reason, f", {since} more times since the last warning" if since else "")
+            self._skips[p] = (now, 0)
+        else:
+            self._skips[p] = (warned_at, since + 1)
 
     def _watermarks(self, p: Partition) -> tuple[int, int]:
         """``(log start, LSO or high watermark)`` from the partition leader."""
@@ -95,9 +124,11 @@ class KafkaEmitter:
                 wm = consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition),
                                                     timeout=self.config.request_timeout_s, cached=False)
             except KafkaException as e:
-                raise PartitionUnavailableError(p, f"watermark query failed: {e.args[0].str()}") from e
+                raise PartitionUnavailableError(p, f"watermark query to {self.config.bootstrap_servers} failed: "
+                                                   f"{e.args[0].str()}") from e
         if wm is None:
-            raise PartitionUnavailableError(p, f"watermark query timed out after {self.config.request_timeout_s}s")
+            raise PartitionUnavailableError(p, f"watermark query to {self.config.bootstrap_servers} timed out after "
+                                               f"{self.config.request_timeout_s}s")
         return int(wm[0]), int(wm[1])
 
     def _first_offset(self, p: Partition, low: int, end: int) -> int:
@@ -126,15 +157,36 @@ class KafkaEmitter:
         """``next_offset``, unless retention removed it: then fail or skip to ``low`` by policy."""
         if next_offset >= low:
             return next_offset
+        self._lost(p, next_offset, low, low)
+        return low
+
+    def replan_frozen(self, meta: PartitionMetadata) -> PartitionMetadata:
+        """``meta``, or what retention left of it (see :class:`spouts.protocols.PartitionedEmitter`)."""
+        if meta.empty:
+            return meta
+        p = meta.partition_id
+        try:
+            low, _ = self._watermarks(p)
+        except PartitionUnavailableError:
+            return meta  # the read waits for the partition
+        if meta.first_offset >= low:
+            return meta
+        first = min(low, meta.next_offset)
+        self._lost(p, meta.first_offset, first, low, frozen=True)
+        return PartitionMetadata(meta.topic, meta.partition, first, meta.next_offset,
+                                 meta.next_offset - first, self.topology_id)
+
+    def _lost(self, p: Partition, start: int, resume: int, low: int, *, frozen: bool = False) -> None:
+        """Count (and under policy fail raise) offsets ``[start, resume)`` gone below the log start ``low``."""
         policy = self.config.data_loss
         metrics = self.metrics or SPOUT_METRICS
-        metrics.data_loss_events.labels(p.topic, str(p.partition), policy.value).inc()
+        metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
         if policy is DataLossPolicy.FAIL:
-            raise DataLossError(p, next_offset, low)
-        metrics.data_loss_offsets.labels(p.topic, str(p.partition)).inc(low - next_offset)
-        log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, continuing at %d",
-                    p.id, next_offset, low, low - next_offset, low)
-        return low
+            raise DataLossError(p, start, low)
+        metrics.data_loss_offsets.labels(self.topology_id, p.topic, str(p.partition)).inc(resume - start)
+        where = "inside a frozen, uncommitted txid; replaying what is left" if frozen else f"continuing at {resume}"
+        log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, %s",
+                    p.id, start, low, resume - start, where)
 
     def _count(self, p: Partition, start: int, stop: int) -> int:
         """Records actually delivered in ``[start, stop)`` (markers and aborted records excluded): reads it."""

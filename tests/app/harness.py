@@ -93,7 +93,7 @@ class World:
 
     def new_coordinator(self) -> Coordinator:
         spout = MemorySpout(self.source, self.spout_kind, topology_id="world")
-        state = MAPS[self.state_kind](self.backing, metrics=self.metrics)
+        state = MAPS[self.state_kind](self.backing, metrics=self.metrics.states.bound("world"))
         executor = LocalExecutor(spout.emitter(), [Sink(state, Count(), key=lambda r: (r.value.decode(),))])
         config = CoordinatorConfig(caps=self.caps, max_pending=self.max_pending, owner="world-owner",
                                    retry_backoff_s=(0.0, 0.0), idle_sleep_s=0.0,

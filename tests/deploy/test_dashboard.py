@@ -135,7 +135,8 @@ def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, 
                 assert not missing, f"panels without data after 120 s: {missing}\n{service.tail()}"
                 assert loss_alert, f"TridentDataLoss never fired\n{service.tail()}"
                 assert loss_alert[0]["state"] == "firing"
-                assert loss_alert[0]["labels"] | {"topic": "expiring", "partition": "0", "policy": "skip"} == \
+                assert loss_alert[0]["labels"] | {"pipeline": EXPIRING, "topic": "expiring", "partition": "0",
+                                                  "policy": "skip"} == \
                     loss_alert[0]["labels"]
                 for title, expr in queries:  # all of them at once, not only each at some moment
                     assert finite(prom.query(expr)), (title, expr)
@@ -145,7 +146,7 @@ def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, 
                 data_loss = [e for t, e in queries if t == "Data loss"]
                 assert [finite(prom.query(e)) for e in data_loss] == [[1.0], [20.0]]  # 1 event, 20 offsets skipped
                 rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
-                assert len(rules) == 6 and all(r["health"] == "ok" for r in rules), rules
+                assert len(rules) == 8 and all(r["health"] == "ok" for r in rules), rules
                 firing = {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
                 assert firing == {"TridentDataLoss"}  # the healthy pipelines raise nothing
         finally:

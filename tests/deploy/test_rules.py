@@ -44,7 +44,8 @@ def test_every_alert_has_a_firing_unit_test() -> None:
     tests = yaml.safe_load(UNIT_TESTS.read_text())["tests"]
     firing = {case["alertname"] for t in tests for case in t.get("alert_rule_test", []) if case.get("exp_alerts")}
     assert set(alert_names()) == {"TridentNoCommitWhileLagging", "TridentLagGrowing", "TridentNoActiveCoordinator",
-                                  "TridentDataLoss", "TridentUnknownOutcomes", "TridentPipelineFailing"}
+                                  "TridentDataLoss", "TridentUnknownOutcomes", "TridentPipelineFailing",
+                                  "TridentPipelineStopped", "TridentPipelineDegraded"}
     assert firing == set(alert_names())
 
 

@@ -275,7 +275,7 @@ def test_retention_past_the_stored_offset_skips_with_policy_skip(kafka_peer: Kaf
     p.coord.run_until_idle()
     lost = [r for r in acked if r.partition == 0 and 10 <= r.offset < 25]
     assert p.counts() == truth(acked) - truth(lost)
-    assert metrics.value("trident_data_loss_offsets_total", topic=topic, partition="0") == 15
+    assert metrics.value("trident_data_loss_offsets_total", pipeline="topology-1", topic=topic, partition="0") == 15
 
 
 def _transactions(bootstrap: str, topic: str, batches: list[tuple[list[tuple[int, bytes]], bool]]) -> None:

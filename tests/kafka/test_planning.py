@@ -167,7 +167,7 @@ def test_data_loss_fails_by_default_naming_the_gap(kafka_peer: KafkaPeer) -> Non
     assert (info.value.partition, info.value.next_offset, info.value.log_start) == (Partition(topic, 0), 3, 7)
     assert f"{topic}:0" in str(info.value)
     assert registry.get_sample_value(
-        "trident_data_loss_events_total", {"topic": topic, "partition": "0", "policy": "fail"}) == 1
+        "trident_data_loss_events_total", {"pipeline": "topo", "topic": topic, "partition": "0", "policy": "fail"}) == 1
 
 
 def test_data_loss_skip_continues_at_the_log_start_with_metrics_and_a_log_line(
@@ -181,8 +181,8 @@ def test_data_loss_skip_continues_at_the_log_start_with_metrics_and_a_log_line(
     with caplog.at_level(logging.WARNING, logger="spouts.kafka"):
         meta = spout.emitter().plan_partition(Partition(topic, 0), PartitionMetadata(topic, 0, 0, 3, 3, "topo"), 100)
     assert _range(meta) == (7, 10, 3)
-    assert metrics.value("trident_data_loss_events_total", topic=topic, partition="0", policy="skip") == 1
-    assert metrics.value("trident_data_loss_offsets_total", topic=topic, partition="0") == 4
+    assert metrics.value("trident_data_loss_events_total", pipeline="topo", topic=topic, partition="0", policy="skip") == 1
+    assert metrics.value("trident_data_loss_offsets_total", pipeline="topo", topic=topic, partition="0") == 4
     assert any("data loss" in r.getMessage() and f"{topic}:0" in r.getMessage() for r in caplog.records)
 
 

@@ -51,7 +51,7 @@ def test_word_count_and_amounts_into_sqlite(spark: Any, spark_kafka: Any, tmp_pa
     assert sqlite_table(db, "amounts", ["user"], ["total", "largest"]) == expected_amounts(topic.produced)
     assert metrics.value("trident_records_total", pipeline=topology.name) == 900
     for kind in ("read", "cas"):  # counted in the worker processes, added to the driver's metrics
-        assert metrics.value("trident_state_requests_total", backend="sqlite", kind=kind) > 0
+        assert metrics.value("trident_state_requests_total", pipeline=topology.name, backend="sqlite", kind=kind) > 0
     assert query(words, ["fox", ("émigré",), "never"]) == [expected_words(topic.produced)["fox"],
                                                               expected_words(topic.produced)["émigré"], None]
     assert query(sums, ["u3"]) == [expected_amounts(topic.produced)["u3"]]

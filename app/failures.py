@@ -1,0 +1,198 @@
+"""Failure classes, decided in one place: a pure policy that turns a failed step into a decision.
+
+The coordinator never decides by itself whether an error is worth another attempt: it hands the
+error and its context (:class:`Failure`: the txid, the attempt, how long the pipeline has been
+failing) to a :class:`FailurePolicy` and acts on the :class:`Decision` (the shape of the DataStax
+driver's retry policies). Two classes:
+
+- **transient** (a broker, Cassandra or the network is away): retry after a capped backoff, stay
+  alive, report ``degraded`` with the reason. Ridden out for up to ``outage_limit_s`` of failing
+  without a single commit or idle step in between; past that the pipeline stops (exit 1) so the
+  orchestrator restarts it with fresh clients and somebody is told.
+- **permanent** (it can never succeed, so retrying only hides it): stop the pipeline with an exit
+  code and a message naming the object. Exit 2 for configuration that shows only at run time (an
+  unknown librdkafka property, a bootstrap address that is no address, authentication, a table whose
+  schema does not match); exit 1 for everything else (data loss under ``fail``, a batch behind the
+  state, a lost lease, a deterministic error of the user's transform that fails every attempt of a
+  txid alike, a poison record under ``fail``).
+
+The exit codes equal the commands' (:mod:`app.commands.common`, which imports the config and so
+cannot be imported here) and are listed in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from app.loop import backoff
+from spouts import errors as spout_errors
+from states import errors as state_errors
+from states.errors import SchemaMismatchError
+
+FAILED = 1  # a permanent failure at run time (the message names the object)
+BAD_INPUT = 2  # configuration that only shows at run time, or a start-up error (the message names it)
+
+#: Never retried: a replay would only repeat them (the layers' own lists).
+FATAL: tuple[type[BaseException], ...] = spout_errors.FATAL + state_errors.FATAL
+
+#: Spark SQL error classes that a replay of the same records raises again (ANSI mode, bad casts,
+#: arithmetic): the same input gives the same error on every attempt.
+DETERMINISTIC_SPARK_ERRORS = frozenset({
+    "CAST_INVALID_INPUT", "CAST_OVERFLOW", "DIVIDE_BY_ZERO", "ARITHMETIC_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE",
+    "INVALID_ARRAY_INDEX", "INVALID_ARRAY_INDEX_IN_ELEMENT_AT", "MALFORMED_RECORD_IN_PARSING",
+    "CANNOT_PARSE_TIMESTAMP", "INVALID_FRACTION_OF_SECOND", "DATATYPE_MISMATCH",
+})
+
+#: librdkafka errors that no retry can mend (KafkaError names): bad settings and refused credentials.
+KAFKA_CONFIG_ERRORS = frozenset({"_INVALID_ARG", "_UNKNOWN_PROTOCOL", "_NOT_IMPLEMENTED"})
+KAFKA_AUTH_ERRORS = frozenset({
+    "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
+    "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_SSL",
+})
+
+_CONFIG_TEXT = re.compile(r"No such configuration property|Invalid value .* for configuration property"
+                          r"|Configuration property .* not supported")
+_AUTH_TEXT = re.compile(r"AuthenticationFailed|SASL authentication error|Authentication failed", re.I)
+# A state error raised inside a Spark task reaches the driver as text (PythonException): its class name
+# and message are the traceback's last line, e.g. "states.errors.SchemaMismatchError: table ...".
+_STATE_CONFIG_TEXT = re.compile(r"(?:[\w.]+\.)?(SchemaMismatchError|InvalidIdentifierError): ([^\n]+)")
+_SPARK_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)(?:\.[A-Z0-9_]+)?\]")
+
+
+class FailureClass(enum.StrEnum):
+    TRANSIENT = "transient"  # retry after a backoff; the pipeline is degraded meanwhile
+    PERMANENT = "permanent"  # stop the pipeline with ``exit_code``
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed step and its context: what failed, which attempt, and for how long failures have lasted."""
+
+    error: BaseException
+    txid: int
+    attempt: int
+    failures_in_a_row: int = 1
+    failing_for_s: float = 0.0  # since the last commit or idle step
+    same_error_attempts: int = 1  # attempts of this txid that failed with this same error class
+    frozen_read: bool = False  # raised while reading a frozen txid (its ranges are re-checked before a replay)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do about a :class:`Failure`: retry after ``retry_in_s``, or stop with ``exit_code``."""
+
+    failure_class: FailureClass
+    reason: str  # one line that names the object at fault
+    retry_in_s: float = 0.0
+    exit_code: int = FAILED
+
+    @property
+    def permanent(self) -> bool:
+        return self.failure_class is FailureClass.PERMANENT
+
+
+@dataclass(frozen=True, slots=True)
+class FailurePolicy:
+    """The default classes (module docstring). ``deterministic_attempts``: how many attempts of a txid must
+    fail with the same deterministic Spark error before it counts as permanent (the first may be bad luck)."""
+
+    retry_backoff_s: tuple[float, float] = (0.05, 5.0)
+    outage_limit_s: float | None = 1800.0  # None: ride out transient failures for ever
+    deterministic_attempts: int = 3
+
+    def decide(self, f: Failure) -> Decision:
+        e, why = f.error, describe(f.error)
+        if isinstance(e, spout_errors.DataLossError) and f.frozen_read and f.same_error_attempts == 1:
+            # Retention ran while the txid was frozen: the replay re-checks its ranges first, and
+            # then stops (policy fail) or reads what is left (skip).
+            return Decision(FailureClass.TRANSIENT, why, retry_in_s=0.0)
+        if isinstance(e, FATAL):
+            return Decision(FailureClass.PERMANENT, why, exit_code=FAILED)
+        if isinstance(e, SchemaMismatchError | state_errors.InvalidIdentifierError):
+            return Decision(FailureClass.PERMANENT, f"state table: {why}", exit_code=BAD_INPUT)
+        in_task = _STATE_CONFIG_TEXT.search(str(e))
+        if in_task is not None:
+            return Decision(FailureClass.PERMANENT, f"state table: {in_task.group(1)}: {in_task.group(2).strip()}",
+                            exit_code=BAD_INPUT)
+        kafka = _kafka_error_name(e)
+        if kafka == "_FATAL":
+            return Decision(FailureClass.PERMANENT, f"kafka client failed for good: {why}", exit_code=FAILED)
+        if kafka in KAFKA_AUTH_ERRORS or _is_cassandra_auth(e) or _AUTH_TEXT.search(str(e)):
+            return Decision(FailureClass.PERMANENT, f"authentication refused: {why}", exit_code=BAD_INPUT)
+        if kafka in KAFKA_CONFIG_ERRORS or _CONFIG_TEXT.search(str(e)):
+            return Decision(FailureClass.PERMANENT, f"kafka configuration: {why}", exit_code=BAD_INPUT)
+        spark_class = deterministic_spark_error(e)
+        if spark_class is not None and f.same_error_attempts >= self.deterministic_attempts:
+            return Decision(FailureClass.PERMANENT,
+                            f"txid {f.txid} failed {f.same_error_attempts} attempts alike with {spark_class} "
+                            f"(the transform fails on these records every time): {why}", exit_code=FAILED)
+        if self.outage_limit_s is not None and f.failing_for_s > self.outage_limit_s:
+            return Decision(FailureClass.PERMANENT,
+                            f"failing for {f.failing_for_s:.0f} s, past the outage limit of {self.outage_limit_s:.0f} s: "
+                            f"{why}", exit_code=FAILED)
+        return Decision(FailureClass.TRANSIENT, why, retry_in_s=backoff(f.failures_in_a_row, *self.retry_backoff_s))
+
+
+def describe(e: BaseException) -> str:
+    """``Type: message`` on one line, cut to a readable length (Spark's messages carry whole stack traces)."""
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:400]}{'...' if len(text) > 400 else ''}"
+
+
+def error_key(e: BaseException) -> str:
+    """What makes two failures "the same error": the Spark error class if there is one, else the type."""
+    return deterministic_spark_error(e) or _spark_error_class(e) or type(e).__name__
+
+
+def deterministic_spark_error(e: BaseException) -> str | None:
+    """The Spark error class of ``e`` (or of what it wraps) if replaying the same records repeats it."""
+    name = _spark_error_class(e)
+    return name if name in DETERMINISTIC_SPARK_ERRORS else None
+
+
+def _spark_error_class(e: BaseException) -> str | None:
+    for err in _chain(e):
+        get = getattr(err, "getErrorClass", None)
+        name = get() if callable(get) else None
+        if isinstance(name, str) and name:
+            name = name.split(".")[0]
+            if name in DETERMINISTIC_SPARK_ERRORS:
+                return name
+        for found in _SPARK_CLASS.findall(str(err)):
+            if found in DETERMINISTIC_SPARK_ERRORS:
+                return str(found)
+    return None
+
+
+def _kafka_error_name(e: BaseException) -> str | None:
+    for err in _chain(e):
+        arg = err.args[0] if err.args else None
+        name = getattr(arg, "name", None)
+        if type(err).__name__ == "KafkaException" and callable(name):
+            if getattr(arg, "fatal", lambda: False)():
+                return "_FATAL"
+            return str(name())
+    return None
+
+
+def _is_cassandra_auth(e: BaseException) -> bool:
+    for err in _chain(e):
+        if type(err).__name__ == "AuthenticationFailed":
+            return True
+        nested = getattr(err, "errors", None)  # NoHostAvailable: {host: error}
+        if isinstance(nested, dict) and nested and all(type(v).__name__ == "AuthenticationFailed"
+                                                       for v in nested.values()):
+            return True
+    return False
+
+
+def _chain(e: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__

@@ -1,0 +1,234 @@
+"""Failure classes: the policy's decisions, and what the coordinator does with them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException
+
+from app.commands import common
+from app.coordinator import Coordinator
+from app.failures import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
+from app.local import LocalExecutor
+from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.metadata import Partition
+from spouts.planner import Caps
+from spouts.protocols import DataLossPolicy, SpoutKind
+from states.errors import SchemaMismatchError, StaleBatchError
+from states.spec import StateKind
+from tests.app.harness import TOPIC, World
+
+P0 = Partition(TOPIC, 0)
+
+
+def kafka_error(conf: dict[str, str]) -> KafkaException:
+    """The exception librdkafka really raises for ``conf`` (made by a real client, no broker needed)."""
+    try:
+        Consumer({"group.id": "g", **conf}).list_topics(timeout=0.5)
+    except KafkaException as e:
+        return e
+    raise AssertionError(f"{conf} raised nothing")
+
+
+class SparkLikeError(Exception):
+    """What PySpark raises on the driver: the task's error class, with the message only as text."""
+
+    def __init__(self, message: str, error_class: str | None) -> None:
+        super().__init__(message)
+        self._error_class = error_class
+
+    def getErrorClass(self) -> str | None:  # noqa: N802 - PySpark's name
+        return self._error_class
+
+
+def decide(error: BaseException, **context: Any) -> Any:
+    return FailurePolicy(retry_backoff_s=(1.0, 8.0), outage_limit_s=600.0).decide(
+        Failure(error, txid=7, attempt=context.pop("attempt", 1), **context))
+
+
+class TestPolicy:
+    def test_exit_codes_are_the_commands(self) -> None:
+        assert (FAILED, BAD_INPUT) == (common.FAILED, common.BAD_INPUT)
+
+    def test_an_unknown_librdkafka_property_is_permanent_and_named(self) -> None:
+        d = decide(kafka_error({"bootstrap.servers": "127.0.0.1:1", "no.such.property": "1"}))
+        assert d.permanent and d.exit_code == BAD_INPUT
+        assert "no.such.property" in d.reason
+
+    @pytest.mark.parametrize("error", [
+        DataLossError(P0, 2, 5), StaleBatchError(3, 4, ("k",)),
+    ])
+    def test_protocol_errors_are_permanent_with_exit_1(self, error: Exception) -> None:
+        d = decide(error)
+        assert d.permanent and d.exit_code == FAILED and type(error).__name__ in d.reason
+
+    def test_a_schema_mismatch_is_a_configuration_error(self) -> None:
+        d = decide(SchemaMismatchError("table trident.trident_state has columns (k, v), expected (word, count)"))
+        assert d.permanent and d.exit_code == BAD_INPUT and "trident_state" in d.reason
+
+    def test_a_state_error_inside_a_spark_task_is_recognised_from_its_traceback(self) -> None:
+        text = ("An exception was thrown from the Python worker. Traceback (most recent call last):\n"
+                '  File "states/sqlite/backing_map.py", line 80, in _check\n'
+                "states.errors.SchemaMismatchError: table 'trident_state' has no column 'word' (expected type text); "
+                "migrate the table or choose another table name\n")
+        d = decide(RuntimeError(text))
+        assert d.permanent and d.exit_code == BAD_INPUT
+        assert d.reason.startswith("state table: SchemaMismatchError: table 'trident_state' has no column 'word'")
+
+    def test_refused_credentials_are_permanent(self) -> None:
+        from cassandra import AuthenticationFailed
+        from cassandra.cluster import NoHostAvailable
+        from confluent_kafka import KafkaError
+
+        cassandra = NoHostAvailable("Unable to connect to any servers",
+                                    {"10.0.0.1:9042": AuthenticationFailed("Bad credentials")})
+        kafka = KafkaException(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: bad password"))
+        for error in (cassandra, kafka):
+            d = decide(error)
+            assert d.permanent and d.exit_code == BAD_INPUT and d.reason.startswith("authentication refused")
+
+    def test_an_outage_is_transient_with_capped_backoff_until_the_limit(self) -> None:
+        down = PartitionUnavailableError(P0, "broker down")
+        assert [decide(down, failures_in_a_row=n).retry_in_s for n in (1, 2, 3, 4, 5, 9)] == [1, 2, 4, 8, 8, 8]
+        assert decide(down, failing_for_s=599).failure_class is FailureClass.TRANSIENT
+        late = decide(down, failing_for_s=601)
+        assert late.permanent and late.exit_code == FAILED and "outage limit of 600 s" in late.reason
+
+    def test_a_deterministic_transform_error_is_permanent_once_every_attempt_fails_alike(self) -> None:
+        cast = SparkLikeError("[CAST_INVALID_INPUT] The value 'x' of the type STRING cannot be cast to INT",
+                              "CAST_INVALID_INPUT")
+        assert not decide(cast, attempt=1, same_error_attempts=1).permanent  # could have been bad luck
+        d = decide(cast, attempt=3, same_error_attempts=3)
+        assert d.permanent and d.exit_code == FAILED and "CAST_INVALID_INPUT" in d.reason and "txid 7" in d.reason
+
+    def test_the_error_class_is_found_in_the_text_of_a_wrapped_error(self) -> None:
+        wrapped = RuntimeError("Job aborted due to stage failure: ... [DIVIDE_BY_ZERO] Division by zero. ...")
+        assert decide(wrapped, same_error_attempts=3).permanent
+
+    def test_an_unknown_error_is_transient(self) -> None:
+        assert decide(ConnectionResetError("peer reset")).failure_class is FailureClass.TRANSIENT
+
+
+class TestCoordinatorFailures:
+    def test_the_retry_log_counts_attempts_of_a_txid_that_fails_while_planning(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
+        world.append(0, "a")
+        partitions = world.coordinator._partitions
+
+        def away() -> list[Partition]:
+            raise ConnectionError("metadata request timed out")
+
+        real, partitions.partitions = partitions.partitions, away
+        caplog.set_level(logging.WARNING, logger="app.coordinator")
+        for attempt in (1, 2, 3):
+            assert world.coordinator.step() == "failed"
+            assert f"txid 1 attempt {attempt} failed" in caplog.records[-1].getMessage()
+        degraded = world.coordinator.degraded
+        assert degraded is not None and degraded.failures == 3 and "metadata request timed out" in degraded.reason
+        partitions.partitions = real
+        assert world.coordinator.step() == "committed"
+        assert world.coordinator.degraded is None
+        assert world.stored_counts() == world.truth() == {"a": 1}
+
+    def test_a_transactional_spout_says_it_is_stalled(self, caplog: pytest.LogCaptureFixture) -> None:
+        world = World(SpoutKind.TRANSACTIONAL, StateKind.OPAQUE, partitions=2)
+        world.append(0, "a")
+        world.source.set_available(Partition(TOPIC, 1), False)
+        caplog.set_level(logging.WARNING, logger="app.coordinator")
+        assert world.coordinator.step() == "failed"
+        degraded = world.coordinator.degraded
+        assert degraded is not None and degraded.reason.startswith("transactional spout stalled: txid 1")
+        assert "events:1" in degraded.reason and "transactional spout stalled" in caplog.text
+        world.heal()
+        assert world.coordinator.step() == "committed" and world.coordinator.degraded is None
+
+    def test_a_permanent_error_stops_the_coordinator_at_once_with_its_decision(self) -> None:
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
+        world.append(0, "a")
+        error = kafka_error({"bootstrap.servers": "127.0.0.1:1", "no.such.property": "1"})
+
+        def misconfigured() -> list[Partition]:
+            raise error
+
+        world.coordinator._partitions.partitions = misconfigured
+        with pytest.raises(KafkaException):
+            world.coordinator.step()
+        stopped = world.coordinator.stopped_by
+        assert stopped is not None and stopped.exit_code == BAD_INPUT and "no.such.property" in stopped.reason
+
+
+class TextOnlyErrors(LocalExecutor):
+    """Like Spark: an error in a task reaches the driver as a generic exception carrying only the text."""
+
+    def process(self, batch: Any) -> Any:
+        try:
+            return super().process(batch)
+        except Exception as e:
+            raise RuntimeError(f"Python worker failed: {type(e).__name__}: {e}") from None
+
+
+class SparkLikeWorld(World):
+    def new_coordinator(self) -> Coordinator:
+        coord = super().new_coordinator()
+        local = coord.executor
+        assert isinstance(local, LocalExecutor)
+        coord.executor = TextOnlyErrors(local.emitter, local.sinks)
+        return coord
+
+
+def frozen_then_retention(policy: DataLossPolicy, *, partial: bool) -> World:
+    """txid 1 commits a,b; txid 2 is frozen on offsets [2, 5) (c d e) and crashes in its commit (after
+    writing key c if ``partial``); retention then deletes offsets below 3 (c) and the process restarts."""
+    world = SparkLikeWorld(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1, caps=Caps(per_partition=3, per_batch=3))
+    for k in "abcde":
+        world.append(0, k)
+    world.coordinator.spout.data_loss = policy
+    world.coordinator._emitter = world.coordinator.spout.emitter()
+    world.source.set_visible(P0, 2)
+    assert world.coordinator.step() == "committed"  # txid 1: a b
+    world.source.set_visible(P0, None)
+    if partial:
+        world.backing.fail_after = 1  # the first key of txid 2 (c) is written, then the commit fails
+    else:
+        world.faults.armed = {"commit"}
+    assert world.coordinator.step() == "failed"
+    world.source.truncate_before(P0, 3)
+    world.restart()
+    world.coordinator.spout.data_loss = policy
+    world.coordinator._emitter = world.coordinator.spout.emitter()
+    return world
+
+
+def run_until_stopped_or_idle(world: World, limit: int = 20) -> list[str]:
+    outcomes = []
+    for _ in range(limit):
+        outcomes.append(world.coordinator.step())
+        if outcomes[-1] == "idle":
+            return outcomes
+    raise AssertionError(f"neither idle nor stopped after {limit} steps: {outcomes[-5:]}")
+
+
+class TestDataLossInsideAFrozenTxid:
+    def test_policy_fail_stops_with_exit_1(self) -> None:
+        world = frozen_then_retention(DataLossPolicy.FAIL, partial=False)
+        with pytest.raises(DataLossError, match="next offset to read is 2 but the log starts at 3"):
+            run_until_stopped_or_idle(world)
+        stopped = world.coordinator.stopped_by
+        assert stopped is not None and stopped.exit_code == FAILED and "events:0" in stopped.reason
+
+    @pytest.mark.parametrize("partial", [False, True], ids=["nothing-written", "c-written-before-the-crash"])
+    def test_policy_skip_replays_what_is_left_and_counts_lost_records_at_most_once(self, partial: bool) -> None:
+        world = frozen_then_retention(DataLossPolicy.SKIP, partial=partial)
+        run_until_stopped_or_idle(world)
+        truth = world.truth()  # every record ever appended: a b c d e once each
+        lost = {"c"}
+        stored = world.stored_counts()
+        for key, n in truth.items():
+            assert n - (1 if key in lost else 0) <= stored.get(key, 0) <= n, (key, stored)
+        assert stored == ({"a": 1, "b": 1, "c": 1, "d": 1, "e": 1} if partial else {"a": 1, "b": 1, "d": 1, "e": 1})
+        assert world.coordinator._emitter.lost_offsets == 1
+        assert world.coordinator.committed_txid == 2
+        assert world.coordinator.stopped_by is None
