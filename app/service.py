@@ -30,7 +30,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.batch import BatchExecutor
@@ -249,8 +248,6 @@ class Service:
         make = self._executor_factory or _spark_executor
         for p in self.config.pipelines:
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
-            if compiled.state.backend == "sqlite" and compiled.state.sqlite_path:
-                Path(compiled.state.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
             compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
             assert self.spark is not None
             runner = PipelineRunner(compiled, make(self.spark, compiled.topology), metrics=self.metrics)

@@ -57,6 +57,11 @@ class StateFactory:
         if self.cache_size < 0:
             raise ValueError("cache_size must be >= 0 (0 disables the cache)")
 
+    @property
+    def shared_across_processes(self) -> bool:
+        """Whether every process that opens this state sees the same data (Spark executors need it)."""
+        return self.backend != "memory"
+
     def make_state(self, spec: MapSpec) -> MapState[Any, Any]:
         """The map state for ``spec`` in this process, opened once and reused."""
         if spec.kind is not self.kind:

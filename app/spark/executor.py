@@ -120,9 +120,9 @@ class SparkExecutor:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
         for _, sink in topology.sinks:
-            if sink.factory.backend == "memory":
-                raise ValueError(f"sink {sink.name!r}: the memory backend lives in one process; Spark executors "
-                                 "need a shared one (sqlite or cassandra)")
+            if not sink.factory.shared_across_processes:
+                raise ValueError(f"sink {sink.name!r}: the {sink.factory.backend} backend lives in one process; Spark "
+                                 "executors need a shared one (sqlite or cassandra)")
         self.spark, self.topology, self.spout = spark, topology, spout
         self.chunk_size, self.faults, self.metrics = chunk_size, faults, metrics
         self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
