@@ -127,6 +127,9 @@ class Coordinator:
         """Taken, and not lost as far as the heartbeat knows."""
         return self._lease is not None and self._lease.lost is None
 
+    def _stop_with(self, decision: Decision) -> None:
+        self.stopped_by = decision
+
     def start(self, stop: threading.Event | None = None, *,
               on_standby: Callable[[LeaseInfo | None], None] = lambda info: None) -> bool:
         """Take the lease, start renewing it, and load where the topology stands.
@@ -137,7 +140,8 @@ class Coordinator:
         """
         cfg = self.config
         self._metrics.lease_held.labels(self.topology_id).set(0)
-        taken = take_lease(self.store, cfg.owner, cfg.lease_ttl_s, stop, on_standby=on_standby, clock=self._clock)
+        taken = take_lease(self.store, cfg.owner, cfg.lease_ttl_s, stop, on_standby=on_standby, policy=self.policy,
+                           on_permanent=self._stop_with, clock=self._clock)
         if taken is None:
             return False
         epoch, asked_at = taken

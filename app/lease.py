@@ -4,7 +4,8 @@
   acquire whose outcome was unknown, resolved by reading back "owner and epoch are what I wrote",
   can never mistake another process's takeover for its own.
 * :func:`take_lease`: acquire, or wait as a standby (polling until the holder's expiry, capped) until
-  the lease is released or expires.
+  the lease is released or expires. A store that cannot be reached meanwhile (Cassandra away) is
+  waited for as the failure policy says, never a reason to crash-loop.
 * :class:`LeaseKeeper`: renews the lease every ``ttl / 3`` in its own thread, whatever a batch is
   doing. Renewal failures are retried; when no renewal has succeeded for ``SAFE_FRACTION`` of the
   TTL (measured on the monotonic clock from the start of the last successful renewal, which is no
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from app.failures import Decision, Failure, FailurePolicy
 from states.errors import LeaseHeldError, LeaseLostError
 from states.protocols import CoordinatorStore, LeaseInfo
 
@@ -42,6 +44,8 @@ def unique_owner(prefix: str | None = None) -> str:
 
 def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threading.Event | None = None, *,
                on_standby: Callable[[LeaseInfo | None], None] = lambda info: None,
+               policy: FailurePolicy | None = None,
+               on_permanent: Callable[[Decision], None] = lambda decision: None,
                clock: Callable[[], float] = time.monotonic,
                wall_clock: Callable[[], float] = time.time) -> tuple[int, float] | None:
     """Acquire the lease: its epoch and the ``clock`` time the successful attempt started (the store's
@@ -50,8 +54,13 @@ def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threadin
     With ``stop``, wait as a standby while another owner holds it: ``on_standby`` is told the holder
     (logged once per holder and epoch), and the lease is asked for again at the holder's expiry
     (at most :data:`STANDBY_POLL_MAX_S` or a third of the TTL later). Returns None once ``stop`` is set.
+    A failure to reach the store is retried while ``policy`` calls it transient (logged with its
+    attempt number), and raised once it calls it permanent (refused credentials, an outage past its
+    limit), after ``on_permanent`` is told the decision.
     """
     seen: tuple[str, int] | None = None
+    policy = policy or FailurePolicy()
+    failures, failing_since = 0, 0.0
     while True:
         asked_at = clock()
         try:
@@ -59,8 +68,28 @@ def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threadin
         except LeaseHeldError as e:
             if stop is None:
                 raise
-            held = e
-        info = store.lease_info()
+            held: Exception = e
+            try:
+                info = store.lease_info()
+            except Exception as e2:  # noqa: BLE001 - judged below like a failed acquire
+                held, info = e2, None
+        except Exception as e:  # noqa: BLE001 - the failure policy decides: wait, or stop
+            if stop is None:
+                raise
+            held, info = e, None
+        if not isinstance(held, LeaseHeldError):
+            failures, failing_since = failures + 1, failing_since if failures else asked_at
+            decision = policy.decide(Failure(held, 0, failures, failures, clock() - failing_since))
+            if decision.permanent:
+                on_permanent(decision)
+                raise held
+            log.warning("topology %s: cannot take the lease (attempt %d): %s; trying again in %.2f s",
+                        store.topology_id, failures, decision.reason, decision.retry_in_s)
+            on_standby(None)
+            if stop.wait(decision.retry_in_s):
+                return None
+            continue
+        failures = 0
         on_standby(info)
         if info is not None and (info.owner, info.epoch) != seen:
             seen = (info.owner, info.epoch)

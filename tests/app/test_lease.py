@@ -9,9 +9,11 @@ import time
 from typing import Any
 
 import pytest
+from cassandra import AuthenticationFailed
 
 from app.batch import Batch
 from app.coordinator import Coordinator, CoordinatorConfig
+from app.failures import Decision, FailurePolicy
 from app.lease import take_lease, unique_owner
 from app.local import LocalExecutor, Sink
 from spouts.memory import MemorySpout
@@ -54,6 +56,20 @@ class FlakyRenewals(MemoryTransactionalStateStore):
             raise ConnectionError("store unreachable")
         self.renewals += 1
         super().renew_lease(owner, epoch, ttl_s)
+
+
+class UnreachableAtFirst(MemoryTransactionalStateStore):
+    """A store whose first ``failures`` lease requests fail with ``error`` (a store that is away)."""
+
+    def __init__(self, topology_id: str, *, failures: int, error: Exception | None = None) -> None:
+        super().__init__(topology_id)
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def acquire_lease(self, owner: str, ttl_s: float) -> int:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error or ConnectionError("cassandra: no host available")
+        return super().acquire_lease(owner, ttl_s)
 
 
 def slow_coordinator(world: World, seconds: float, *, owner: str = "me", ttl: float = TTL) -> Coordinator:
@@ -201,6 +217,26 @@ class TestStandby:
         assert take_lease(store, "standby", 30.0, stop) is None
         with pytest.raises(LeaseHeldError):
             take_lease(store, "standby", 30.0)
+
+    def test_a_store_away_at_start_up_is_waited_for_not_a_crash(self, caplog: pytest.LogCaptureFixture) -> None:
+        """Cassandra away while the lease is first asked for: retried with the attempt number, then taken."""
+        store = UnreachableAtFirst("t", failures=2)
+        told: list[object] = []
+        with caplog.at_level(logging.WARNING, logger="app.lease"):
+            taken = take_lease(store, "me", 30.0, threading.Event(), on_standby=told.append,
+                               policy=FailurePolicy(retry_backoff_s=(0.0, 0.0)))
+        assert taken is not None and taken[0] == 1 and store.lease_info() is not None
+        assert told == [None, None]  # not ready meanwhile
+        assert "cannot take the lease (attempt 2)" in caplog.text
+
+    def test_refused_credentials_at_start_up_stop_with_the_policy_decision(self) -> None:
+        """A permanent failure while taking the lease is not waited for: the decision is reported, then raised."""
+        store = UnreachableAtFirst("t", failures=5, error=AuthenticationFailed("bad credentials for user trident"))
+        decisions: list[Decision] = []
+        with pytest.raises(AuthenticationFailed):
+            take_lease(store, "me", 30.0, threading.Event(), on_permanent=decisions.append,
+                       policy=FailurePolicy(retry_backoff_s=(0.0, 0.0)))
+        assert len(decisions) == 1 and decisions[0].permanent and store.calls == 1
 
     def test_a_coordinator_in_standby_holds_no_epoch(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
