@@ -35,7 +35,7 @@ def state_factory(config: ServiceConfig, p: PipelineSettings) -> StateFactory:
 def coordinator_config(config: ServiceConfig, p: PipelineSettings) -> CoordinatorConfig:
     return CoordinatorConfig(caps=p.spout.caps, max_pending=p.max_pending, retention=p.retention,
                              lease_ttl_s=p.lease_ttl_s, owner=config.service.owner, idle_sleep_s=p.idle_sleep_s,
-                             accept_at_least_once=p.accept_at_least_once)
+                             accept_at_least_once=p.accept_at_least_once, outage_limit_s=p.outage_limit_s)
 
 
 def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *, metrics: Any = None) -> CompiledPipeline:
@@ -100,7 +100,7 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
         "sinks": sinks,
         "coordinator": {"caps": {"per_partition": c.caps.per_partition, "per_batch": c.caps.per_batch},
                         "max_pending": c.max_pending, "retention": c.retention, "lease_ttl_s": c.lease_ttl_s,
-                        "owner": c.owner, "idle_sleep_s": c.idle_sleep_s,
+                        "owner": c.owner, "idle_sleep_s": c.idle_sleep_s, "outage_limit_s": c.outage_limit_s,
                         "accept_at_least_once": c.accept_at_least_once},
     }
 

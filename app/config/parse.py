@@ -197,7 +197,8 @@ def _pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> PipelineSetti
     return PipelineSettings(id=m.id, spout=spout, transforms=transforms, group_by=tuple(m.group_by),
                             aggregates=tuple(aggregates), state=state, max_pending=m.max_pending,
                             accept_at_least_once=m.accept_at_least_once, lease_ttl_s=m.lease_ttl_s,
-                            retention=m.retention, idle_sleep_s=m.idle_sleep_s)
+                            retention=m.retention, idle_sleep_s=m.idle_sleep_s,
+                            outage_limit_s=m.outage_limit_s)
 
 
 def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tuple[str, tuple[str, ...]], ...],

@@ -30,11 +30,11 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.guarantees import check_combination
+from app.lease import unique_owner
 from spouts.kafka.config import FirstPoll
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
-from app.lease import unique_owner
 from states.ownership import check_claimable
 from states.spec import StateKind, check_identifier
 
@@ -142,8 +142,20 @@ class Section(BaseModel):
 
 # -- kafka, spark, http, service ------------------------------------------------------------------
 
+_BROKER = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::(\d{1,5}))?")
+
+
+def _bootstrap(servers: str) -> str:
+    """``host:port[,host:port...]``: a garbage address would otherwise look like a broker that is down."""
+    for entry in servers.split(","):
+        m = _BROKER.fullmatch(entry.strip())
+        if m is None or (m.group(1) is not None and not 0 < int(m.group(1)) < 65536):
+            raise ValueError(f"{entry.strip()!r} is not a broker address (host:port, e.g. kafka-0:9092)")
+    return servers
+
+
 class KafkaModel(Section):
-    bootstrap_servers: Text = Field(description="host:port[,host:port...]")
+    bootstrap_servers: Annotated[Text, AfterValidator(_bootstrap)] = Field(description="host:port[,host:port...]")
     properties: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(
         default_factory=dict, description="librdkafka properties, passed through (checked by librdkafka)")
     isolation_level: _choice("read_committed", "read_uncommitted") = "read_committed"  # type: ignore[valid-type]
@@ -354,6 +366,9 @@ class PipelineModel(Section):
     max_pending: Annotated[Int, Field(ge=1)] = Field(default=2, description="txids processed at once")
     accept_at_least_once: Bool = False
     lease_ttl_s: Positive = 30.0
+    outage_limit_s: Positive | None = Field(default=1800.0, description="how long transient failures (a broker or "
+                                            "Cassandra away) are ridden out with no commit, then the pipeline stops "
+                                            "(exit 1); null: for ever")
     retention: Annotated[Int, Field(ge=2)] = 16
     idle_sleep_s: Annotated[Number, Field(ge=0)] = 0.5
 

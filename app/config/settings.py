@@ -95,6 +95,7 @@ class PipelineSettings:
     lease_ttl_s: float
     retention: int
     idle_sleep_s: float
+    outage_limit_s: float | None
 
 
 @dataclass(frozen=True, slots=True, repr=False)

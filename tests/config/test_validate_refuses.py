@@ -73,12 +73,34 @@ SALES = [
     # timeouts
     ({"kafka__request_timeout_s": 0}, "kafka.request_timeout_s", "must be > 0"),
     ({"kafka__read_timeout_s": -5}, "kafka.read_timeout_s", "must be > 0"),
+    ({"pipelines__0__outage_limit_s": 0}, "pipelines[0].outage_limit_s", "must be > 0"),
+    # a garbage broker address would look like a broker that is down, retried until the outage limit
+    ({"kafka__bootstrap_servers": "kafka-0:9092,not an address"}, "kafka.bootstrap_servers", "'not an address'"),
+    ({"kafka__bootstrap_servers": "kafka-0:99999"}, "kafka.bootstrap_servers", "not a broker address"),
+    ({"kafka__bootstrap_servers": "kafka-0:9092,"}, "kafka.bootstrap_servers", "not a broker address"),
 ])
 def test_validate_refuses(changes: dict[str, Any], path: str, message: str) -> None:
     """The config alone shows the mistake: refused at its path instead of failing after Spark started."""
     e = error(doc(**changes))
     assert e.path == path, str(e)
     assert message in e.message, str(e)
+
+
+@pytest.mark.parametrize("servers", ["kafka-0:9092", "a:1,b:2", "SSL://k.example.com:9093", "[::1]:9092", "kafka"])
+def test_broker_addresses_librdkafka_accepts_pass(servers: str) -> None:
+    """Plain host:port lists, a protocol prefix, IPv6 in brackets and a host without a port are all valid."""
+    assert parse(doc(kafka__bootstrap_servers=servers)).kafka.bootstrap_servers == servers
+
+
+def test_the_outage_limit_reaches_the_coordinator() -> None:
+    """``outage_limit_s`` from YAML is what the coordinator's failure policy uses; null rides outages out for ever."""
+    from app.config import compile_pipeline
+
+    for limit in (60.0, None):
+        d = doc()
+        d["pipelines"][0]["outage_limit_s"] = limit
+        config = parse(d)
+        assert compile_pipeline(config, config.pipelines[0]).coordinator.outage_limit_s == limit
 
 
 def test_one_table_one_pipeline_within_a_config() -> None:
