@@ -63,6 +63,11 @@ class HoldCommitUntilNextProcesses:
         self.commits.append(batch.txid)
         return stats
 
+    def cancel(self, txid: int) -> None:
+        self.inner.cancel(txid)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, *, records: int = 600,
