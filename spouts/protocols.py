@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from spouts.bad_records import OnBad
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 
 if TYPE_CHECKING:  # pyarrow is heavy and only the Spark path needs it
@@ -117,7 +118,11 @@ class ArrowSpout(PartitionedSpout, Protocol):
         """The schema of every batch ``read_arrow`` yields."""
         ...
 
-    def read_arrow(self, meta: PartitionMetadata,
-                   batch_size: int = DEFAULT_ARROW_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
-        """Exactly ``meta``'s records, in offset order, in batches of at most ``batch_size`` rows."""
+    def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_ARROW_BATCH_SIZE,
+                   on_bad: OnBad | None = None) -> Iterator[pa.RecordBatch]:
+        """Exactly ``meta``'s records, in offset order, in batches of at most ``batch_size`` rows.
+
+        A record that cannot be decoded is left out and reported to ``on_bad``; without ``on_bad``
+        it raises :class:`~spouts.bad_records.BadRecordError`.
+        """
         ...

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from spouts.bad_records import OnBad
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, SCHEMA
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.discovery import KafkaCoordinator
@@ -41,8 +42,9 @@ class KafkaSpout:
         """The schema of :meth:`read_arrow`'s batches (:data:`spouts.kafka.arrow.SCHEMA`)."""
         return SCHEMA
 
-    def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
-        """``meta``'s records as Arrow batches (what Spark executors call)."""
+    def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE,
+                   on_bad: OnBad | None = None) -> Iterator[pa.RecordBatch]:
+        """``meta``'s records as Arrow batches (what Spark executors call); raw bytes are never bad."""
         return self.emitter().read_arrow(meta, batch_size)
 
     def __getstate__(self) -> dict[str, object]:
