@@ -7,8 +7,11 @@ The client is confluent-kafka's ``SchemaRegistryClient`` (REST, its own schema c
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from spouts.kafka.formats.spec import Failure
 
 _CLIENTS: dict[RegistrySettings, Any] = {}
 _LOCK = threading.Lock()
@@ -69,3 +72,72 @@ class RegistrySettings:
     def __repr__(self) -> str:
         auth = f", username={self.username!r}, password='***'" if self.username else ""
         return f"RegistrySettings(url={self.url!r}{auth}, ca_file={self.ca_file!r}, cert_file={self.cert_file!r})"
+
+
+def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | None, version: int | None,
+                  schema_type: str) -> Any:
+    """The schema records are read as (a registry ``Schema``): by id, by version, else the subject's latest.
+
+    ValueError when the registry has no such schema or it is of another type; connection errors raise as they are.
+    """
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    client = SchemaRegistryClient(settings.client_config())  # its own: a shared client caches "latest"
+    what = f"schema id {schema_id}" if schema_id is not None else \
+        f"version {version} of subject {subject!r}" if version is not None else f"schema under subject {subject!r}"
+    try:
+        if schema_id is not None:
+            schema = client.get_schema(schema_id)
+        elif version is not None:
+            schema = client.get_version(subject, version).schema
+        else:
+            schema = client.get_latest_version(subject).schema
+    except SchemaRegistryError as e:
+        if e.http_status_code == 404:
+            raise ValueError(f"the schema registry has no {what}: {e.error_message}") from None
+        raise
+    if (schema.schema_type or "AVRO") != schema_type:
+        raise ValueError(f"{what} is a {schema.schema_type or 'AVRO'} schema, not {schema_type}")
+    return schema
+
+
+def decode_each(values: Any, decode: Callable[[bytes], Any], invalid: str) -> tuple[list[Any], dict[int, Failure]]:
+    """``decode`` applied to each non-null value (a per-record loop: the registry formats' payloads
+    have no columnar reader). A value that does not decode is None in the list and a Failure: an id
+    the registry does not know (``schema_unknown``), no Confluent framing (``wire_format``), or a
+    payload that does not read as its schema (``invalid``). A registry that cannot be reached raises:
+    that is no property of the record, and the batch is retried."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    from confluent_kafka.serialization import SerializationError
+
+    out: list[Any] = []
+    bad: dict[int, Failure] = {}
+    for i, v in enumerate(values.to_pylist()):
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            out.append(decode(v))
+            continue
+        except SchemaRegistryError as e:
+            if e.http_status_code != 404:
+                raise
+            bad[i] = Failure("schema_unknown", f"schema registry: {e.error_message}")
+        except SerializationError as e:
+            framing = "magic byte" in str(e) or "framing" in str(e)
+            bad[i] = Failure("wire_format" if framing else invalid, str(e))
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the payload's reader raises, the record is bad
+            if _transient(e):
+                raise
+            bad[i] = Failure(invalid, f"{type(e).__name__}: {e}")
+        out.append(None)
+    return out, bad
+
+
+def _transient(e: Exception) -> bool:
+    from confluent_kafka.schema_registry.common._httpx_compat import httpx
+
+    return isinstance(e, httpx.HTTPError)
