@@ -32,6 +32,16 @@ class JsonDecoder:
         return pa.struct([(n, field_type(t)) for n, t in self.fields])
 
     def decode(self, values: pa.Array) -> Decoded:
+        return JsonObjects(self.arrow_type).decode(values)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonObjects:
+    """JSON objects read into ``arrow_type`` (a struct) by Arrow's JSON reader."""
+
+    arrow_type: pa.StructType
+
+    def decode(self, values: pa.Array) -> Decoded:
         present = pc.is_valid(values)
         dense = values.filter(present)
         parsed = self._parse(dense)
@@ -46,13 +56,13 @@ class JsonDecoder:
             if parsed is None:  # cannot happen: each value alone parsed
                 raise RuntimeError("JSON values that parse one by one do not parse together")
             present = keep
-        return Decoded(_scatter(parsed, present), bad)
+        return Decoded(scatter(parsed, present), bad)
 
     def _parse(self, dense: pa.Array) -> pa.StructArray | None:
         """The values (no nulls) as one struct row each, or None when they do not parse so."""
         n = len(dense)
         if n == 0:
-            return pa.array([], self.arrow_type)  # type: ignore[no-any-return]
+            return pa.array([], self.arrow_type)
         joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), dense), b"\n")[0]
         longest = pc.max(pc.binary_length(dense)).as_py() or 0
         options = pj.ParseOptions(explicit_schema=self._read_schema(), unexpected_field_behavior="ignore",
@@ -64,7 +74,7 @@ class JsonDecoder:
             return None
         if table.num_rows != n:  # a value that is not one object (two, or none)
             return None
-        table = table.select([n for n, _ in self.fields]).combine_chunks()
+        table = table.select([f.name for f in self.arrow_type]).combine_chunks()
         try:  # the types Arrow's JSON reader reads as text (dates) become their declared type
             return pa.StructArray.from_arrays(
                 [(table.column(i).chunk(0) if table.column(i).num_chunks else pa.array([], table.schema.field(i).type))
@@ -103,7 +113,7 @@ class JsonDecoder:
         return Failure("json_invalid", "not one JSON object")
 
 
-def _scatter(dense: pa.Array, present: pa.Array) -> pa.Array:
+def scatter(dense: pa.Array, present: pa.Array) -> pa.Array:
     """``dense`` (one row per true in ``present``) spread to ``present``'s length, null where it is false."""
     if len(dense) == len(present):
         return dense

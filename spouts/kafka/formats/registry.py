@@ -75,7 +75,7 @@ class RegistrySettings:
 
 
 def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | None, version: int | None,
-                  schema_type: str) -> Any:
+                  schema_type: str, fmt: str | None = None) -> Any:
     """The schema records are read as (a registry ``Schema``): by id, by version, else the subject's latest.
 
     ValueError when the registry has no such schema or it is of another type; connection errors raise as they are.
@@ -88,11 +88,11 @@ def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | Non
         f"version {version} of subject {subject!r}" if version is not None else f"schema under subject {subject!r}"
     try:
         if schema_id is not None:
-            schema = client.get_schema(schema_id)
+            schema = client.get_schema(schema_id, fmt=fmt)
         elif version is not None:
-            schema = client.get_version(subject, version).schema
+            schema = client.get_version(subject, version, fmt=fmt).schema
         else:
-            schema = client.get_latest_version(subject).schema
+            schema = client.get_latest_version(subject, fmt=fmt).schema
     except SchemaRegistryError as e:
         if e.http_status_code == 404:
             raise ValueError(f"the schema registry has no {what}: {e.error_message}") from None
