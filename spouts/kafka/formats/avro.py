@@ -1,7 +1,10 @@
 """Avro through a Schema Registry: each record is read with its writer's schema and resolved to the
 reader schema fixed at start-up (Avro schema resolution), so a compatible change of the writers (a
-new optional field) keeps the columns as they are. confluent-kafka's AvroDeserializer (fastavro)
-decodes one record at a time (Avro has no columnar reader here); the dicts go to Arrow in one call.
+new optional field) keeps the columns as they are. The framing is checked over the whole batch
+(:func:`~.registry.framing`), each writer schema fetched once with confluent-kafka's registry client
+and parsed once; then fastavro reads one record at a time (Avro has no columnar reader here: this is
+the per-record loop, kept to one ``schemaless_reader`` call per record), and the dicts go to Arrow
+in one call. Schemas with references to other subjects are not read.
 
 Types: record → struct, array → list, map → map<string, …>, enum → string, fixed/bytes → binary,
 int/long → int32/int64, float/double, boolean, string; ``["null", T]`` → nullable T; logical
@@ -11,6 +14,7 @@ types has no Spark column type and is refused at start-up.
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from dataclasses import dataclass
@@ -18,10 +22,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from spouts.kafka.formats.registry import RegistrySettings, decode_each, reader_schema
-from spouts.kafka.formats.spec import Decoded, RecordFormat
+from spouts.kafka.formats.registry import RegistrySettings, framing, reader_schema
+from spouts.kafka.formats.spec import Decoded, Failure, RecordFormat
 
-_DESERIALIZERS: dict[tuple[RegistrySettings, str], Any] = {}
+_PARSED: dict[str, Any] = {}
 _LOCK = threading.Lock()
 _PRIMITIVES = {"null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
                "double": pa.float64(), "bytes": pa.binary(), "string": pa.string()}
@@ -47,19 +51,39 @@ class AvroDecoder:
         return avro_type(json.loads(self.schema), {})
 
     def decode(self, values: pa.Array) -> Decoded:
-        deserialize = _deserializer(self.registry, self.schema)
-        rows, bad = decode_each(values, lambda v: deserialize(v, None), "avro_invalid")
+        from fastavro import schemaless_reader
+
+        raw_ids, bad = framing(values, self.registry)
+        reader = _parsed(self.schema)
+        client = self.registry.client()
+        writers: dict[bytes, Any] = {}
+        rows: list[Any] = []
+        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist())):
+            if raw is None or i in bad:
+                rows.append(None)
+                continue
+            writer = writers.get(raw)
+            if writer is None:
+                writer = writers[raw] = _parsed(client.get_schema(int.from_bytes(raw, "big")).schema_str)
+            payload = io.BytesIO(v)
+            payload.seek(5)
+            try:
+                rows.append(schemaless_reader(payload, writer, reader))
+            except Exception as e:  # noqa: BLE001 - whatever fastavro raises, the payload is not this schema
+                bad[i] = Failure("avro_invalid", f"{type(e).__name__}: {e}")
+                rows.append(None)
         return Decoded(pa.array(rows, self.arrow_type), bad)
 
 
-def _deserializer(registry: RegistrySettings, schema: str) -> Any:
+def _parsed(schema: str) -> Any:
+    """A schema parsed by fastavro (once per process and schema text)."""
     with _LOCK:
-        d = _DESERIALIZERS.get((registry, schema))
-        if d is None:
-            from confluent_kafka.schema_registry.avro import AvroDeserializer
+        parsed = _PARSED.get(schema)
+        if parsed is None:
+            from fastavro import parse_schema
 
-            d = _DESERIALIZERS[(registry, schema)] = AvroDeserializer(registry.client(), schema)
-        return d
+            parsed = _PARSED[schema] = parse_schema(json.loads(schema), named_schemas={})
+        return parsed
 
 
 def avro_type(schema: Any, named: dict[str, pa.DataType], namespace: str = "") -> pa.DataType:

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spouts.kafka.formats.json_fields import JsonObjects, scatter
-from spouts.kafka.formats.registry import RegistrySettings, reader_schema
-from spouts.kafka.formats.spec import Decoded, Failure, RecordFormat
+from spouts.kafka.formats.registry import RegistrySettings, framing, reader_schema
+from spouts.kafka.formats.spec import Decoded, RecordFormat
 
 _SCALARS = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_()}
 
@@ -52,7 +52,7 @@ class JsonSchemaDecoder:
         return t
 
     def decode(self, values: pa.Array) -> Decoded:
-        bad = self._framing(values)
+        _, bad = framing(values, self.registry)
         keep = pc.is_valid(values)
         if bad:
             keep = pc.and_(keep, pa.array([i not in bad for i in range(len(values))]))
@@ -61,28 +61,6 @@ class JsonSchemaDecoder:
         positions = pc.indices_nonzero(keep).to_pylist()
         bad.update({positions[j]: failure for j, failure in decoded.bad.items()})
         return Decoded(scatter(decoded.array, keep), bad)
-
-    def _framing(self, values: pa.Array) -> dict[int, Failure]:
-        """Records without Confluent framing (``wire_format``) or with an id the registry lacks (``schema_unknown``)."""
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        framed = pc.and_(pc.greater_equal(pc.binary_length(values), 5),
-                         pc.equal(pc.binary_slice(values, 0, 1), pa.scalar(b"\x00", pa.binary())))
-        unframed = pc.and_(pc.is_valid(values), pc.invert(pc.fill_null(framed, False)))
-        bad = {i: Failure("wire_format", "no Confluent framing (magic byte 0 and a schema id)")
-               for i in pc.indices_nonzero(unframed).to_pylist()}
-        ids = pc.if_else(framed, pc.binary_slice(values, 1, 5), pa.scalar(None, pa.binary()))
-        client = self.registry.client()
-        for raw in pc.unique(ids.drop_null()).to_pylist():
-            schema_id = int.from_bytes(raw, "big")
-            try:
-                client.get_schema(schema_id)
-            except SchemaRegistryError as e:
-                if e.http_status_code != 404:
-                    raise
-                for i in pc.indices_nonzero(pc.fill_null(pc.equal(ids, pa.scalar(raw, pa.binary())), False)).to_pylist():
-                    bad[i] = Failure("schema_unknown", f"schema registry: {e.error_message} (id {schema_id})")
-        return bad
 
 
 def json_schema_type(node: Any, root: Any) -> pa.DataType:

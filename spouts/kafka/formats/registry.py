@@ -141,3 +141,31 @@ def _transient(e: Exception) -> bool:
     from confluent_kafka.schema_registry.common._httpx_compat import httpx
 
     return isinstance(e, httpx.HTTPError)
+
+
+def framing(values: Any, settings: RegistrySettings) -> tuple[Any, dict[int, Failure]]:
+    """The 4 schema-id bytes of each value (a binary array, null where there are none) and the values that are bad:
+    no Confluent framing (magic byte 0 and a 4-byte id: ``wire_format``) or an id the registry does not
+    know (``schema_unknown``). Arrow compute over the batch; each distinct id is asked of the registry once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    framed = pc.fill_null(pc.and_(pc.greater(pc.binary_length(values), 5),
+                                  pc.equal(pc.binary_slice(values, 0, 1), pa.scalar(b"\x00", pa.binary()))), False)
+    unframed = pc.and_(pc.is_valid(values), pc.invert(framed))
+    bad = {i: Failure("wire_format", "no Confluent framing (magic byte 0, a 4-byte schema id, a payload)")
+           for i in pc.indices_nonzero(unframed).to_pylist()}
+    raw_ids = pc.if_else(framed, pc.binary_slice(values, 1, 5), pa.scalar(None, pa.binary()))
+    known = {raw: int.from_bytes(raw, "big") for raw in pc.unique(raw_ids.drop_null()).to_pylist()}
+    client = settings.client()
+    for raw, schema_id in known.items():
+        try:
+            client.get_schema(schema_id)
+        except SchemaRegistryError as e:
+            if e.http_status_code != 404:
+                raise
+            hit = pc.fill_null(pc.equal(raw_ids, pa.scalar(raw, pa.binary())), False)
+            for i in pc.indices_nonzero(hit).to_pylist():
+                bad[i] = Failure("schema_unknown", f"schema registry: {e.error_message} (id {schema_id})")
+    return raw_ids, bad
