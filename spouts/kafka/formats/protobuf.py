@@ -2,9 +2,10 @@
 
 Protobuf's own evolution rules resolve a writer's message to the reader's (fields are matched by
 number: a field the reader lacks is skipped, one the writer lacks has its default), so records
-of every compatible writer schema decode into the same columns. confluent-kafka's
-ProtobufDeserializer checks the framing and the writer's schema id and parses one record at a
-time (no columnar reader exists); the fields are read off each message into rows for one Arrow call.
+of every compatible writer schema decode into the same columns. The framing and the writer's schema
+id are checked over the whole batch (:func:`~.registry.framing`); then each record's message
+indexes are skipped and its payload parsed by the reader message class, one record at a time (no
+columnar reader exists), and the fields read off each message into rows for one Arrow call.
 
 Types: scalars as themselves (64-bit unsigned as uint64), enum → string (its name), message →
 struct, repeated → list, map → map. A message field or an ``optional`` scalar that is not set is
@@ -19,10 +20,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from spouts.kafka.formats.registry import RegistrySettings, decode_each, reader_schema
-from spouts.kafka.formats.spec import Decoded, RecordFormat
+from spouts.kafka.formats.registry import RegistrySettings, framing, reader_schema
+from spouts.kafka.formats.spec import Decoded, Failure, RecordFormat
 
-_DESERIALIZERS: dict[tuple[RegistrySettings, str, str | None], Any] = {}
 _CLASSES: dict[tuple[str, str | None], Any] = {}
 _LOCK = threading.Lock()
 
@@ -48,8 +48,20 @@ class ProtobufDecoder:
         return message_type(_message_class(self.schema, self.message).DESCRIPTOR, ())
 
     def decode(self, values: pa.Array) -> Decoded:
-        deserialize = _deserializer(self.registry, self.schema, self.message)
-        rows, bad = decode_each(values, lambda v: _row(deserialize(v, None)), "protobuf_invalid")
+        from google.protobuf.message import DecodeError
+
+        raw_ids, bad = framing(values, self.registry)
+        parse = _message_class(self.schema, self.message).FromString
+        rows: list[Any] = []
+        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist())):
+            if raw is None or i in bad:
+                rows.append(None)
+                continue
+            try:
+                rows.append(_row(parse(v[_payload_start(v):])))
+            except (DecodeError, IndexError, ValueError) as e:
+                bad[i] = Failure("protobuf_invalid", f"{type(e).__name__}: {e}")
+                rows.append(None)
         return Decoded(pa.array(rows, self.arrow_type), bad)
 
 
@@ -84,16 +96,27 @@ def _build_class(schema: str, message: str | None) -> Any:
     return GetMessageClass(desc)
 
 
-def _deserializer(registry: RegistrySettings, schema: str, message: str | None) -> Any:
-    cls = _message_class(schema, message)
-    with _LOCK:
-        d = _DESERIALIZERS.get((registry, schema, message))
-        if d is None:
-            from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+def _payload_start(value: bytes) -> int:
+    """Where the message starts: after the 5-byte header and the message indexes (zigzag varints:
+    their count, then each; a lone 0 byte stands for ``[0]``, the first message)."""
+    at = 5
+    if value[at] == 0:
+        return at + 1
+    count, at = _varint(value, at)
+    for _ in range(count >> 1 ^ -(count & 1)):
+        _, at = _varint(value, at)
+    return at
 
-            d = _DESERIALIZERS[(registry, schema, message)] = ProtobufDeserializer(
-                cls, {"use.deprecated.format": False}, registry.client())
-        return d
+
+def _varint(value: bytes, at: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        b = value[at]
+        out |= (b & 0x7F) << shift
+        at += 1
+        if not b & 0x80:
+            return out, at
+        shift += 7
 
 
 def _scalar_types() -> dict[int, pa.DataType]:

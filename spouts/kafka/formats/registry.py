@@ -7,7 +7,6 @@ The client is confluent-kafka's ``SchemaRegistryClient`` (REST, its own schema c
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,47 +99,6 @@ def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | Non
     if (schema.schema_type or "AVRO") != schema_type:
         raise ValueError(f"{what} is a {schema.schema_type or 'AVRO'} schema, not {schema_type}")
     return schema
-
-
-def decode_each(values: Any, decode: Callable[[bytes], Any], invalid: str) -> tuple[list[Any], dict[int, Failure]]:
-    """``decode`` applied to each non-null value (a per-record loop: the registry formats' payloads
-    have no columnar reader). A value that does not decode is None in the list and a Failure: an id
-    the registry does not know (``schema_unknown``), no Confluent framing (``wire_format``), or a
-    payload that does not read as its schema (``invalid``). A registry that cannot be reached raises:
-    that is no property of the record, and the batch is retried."""
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
-    from confluent_kafka.serialization import SerializationError
-
-    out: list[Any] = []
-    bad: dict[int, Failure] = {}
-    for i, v in enumerate(values.to_pylist()):
-        if v is None:
-            out.append(None)
-            continue
-        try:
-            out.append(decode(v))
-            continue
-        except SchemaRegistryError as e:
-            if e.http_status_code != 404:
-                raise
-            bad[i] = Failure("schema_unknown", f"schema registry: {e.error_message}")
-        except SerializationError as e:
-            framing = "magic byte" in str(e) or "framing" in str(e)
-            bad[i] = Failure("wire_format" if framing else invalid, str(e))
-        except OSError:
-            raise
-        except Exception as e:  # noqa: BLE001 - whatever the payload's reader raises, the record is bad
-            if _transient(e):
-                raise
-            bad[i] = Failure(invalid, f"{type(e).__name__}: {e}")
-        out.append(None)
-    return out, bad
-
-
-def _transient(e: Exception) -> bool:
-    from confluent_kafka.schema_registry.common._httpx_compat import httpx
-
-    return isinstance(e, httpx.HTTPError)
 
 
 def framing(values: Any, settings: RegistrySettings) -> tuple[Any, dict[int, Failure]]:

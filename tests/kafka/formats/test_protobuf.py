@@ -88,8 +88,12 @@ def test_protobuf_bad_records(schema_registry: RegistrySettings) -> None:
 
 def test_protobuf_message_named_in_the_config(schema_registry: RegistrySettings) -> None:
     topic = f"pb-{uuid.uuid4().hex[:8]}"
-    serializer(schema_registry, sale_class(1), topic)(store="a")
+    sale = sale_class(1)
+    serializer(schema_registry, sale, topic)(store="a")
+    item = message_factory.GetMessageClass(sale.DESCRIPTOR.file.pool.FindMessageTypeByName("shop.Item"))
+    written = serializer(schema_registry, item, topic)(sku="x9")  # message indexes [1] after the schema id
     d = decoder(schema_registry, topic, message="shop.Item")
     assert d.schema.field("value").type == pa.struct([("sku", pa.string())])
+    assert d.decode(raw_batch([written]), None).column("value").to_pylist() == [{"sku": "x9"}]
     with pytest.raises(ValueError, match="no message 'shop.Nope'"):
         decoder(schema_registry, topic, message="shop.Nope")
