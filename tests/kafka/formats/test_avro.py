@@ -67,11 +67,12 @@ def test_avro_bad_records_are_reported_with_coordinates_and_reason(schema_regist
     good = serializer(schema_registry, SALE_V1)(topic, {"store": "a", "amount": 1})
     other = serializer(schema_registry, OTHER)(f"{topic}-other", {"x": 1.5})  # registered, not resolvable to Sale
     unknown_id = b"\x00" + struct.pack(">I", 987_654) + good[5:]
-    values = [good, b"plain text, no framing", unknown_id, good[:7], other, good]
+    values = [good, b"plain text, no framing", unknown_id, good[:7], other, good, b"", b"\x00\x00"]
     bad = Collected()
     out = decoder(schema_registry, topic).decode(raw_batch(values, topic=topic, partition=1, first_offset=50), bad)
-    assert [(r.topic, r.partition, r.stage) for r in bad] == [(topic, 1, Stage.DECODE)] * 4
-    assert bad.by_offset() == {51: "wire_format", 52: "schema_unknown", 53: "avro_invalid", 54: "avro_invalid"}
+    assert [(r.topic, r.partition, r.stage) for r in bad] == [(topic, 1, Stage.DECODE)] * 6
+    assert bad.by_offset() == {51: "wire_format", 52: "schema_unknown", 53: "avro_invalid", 54: "avro_invalid",
+                               56: "wire_format", 57: "wire_format"}
     assert out.column("offset").to_pylist() == [50, 55]
     assert out.column("value").to_pylist() == [{"store": "a", "amount": 1}] * 2
 
