@@ -32,12 +32,17 @@ def registry_server() -> Iterator[SchemaRegistryServer]:
         yield server
 
 
-@pytest.fixture(scope="session", params=["peer", "env"])
-def schema_registry(request: pytest.FixtureRequest, registry_server: SchemaRegistryServer) -> RegistrySettings:
-    """Settings of each available registry in turn: the test peer, then SCHEMA_REGISTRY_URL's."""
-    if request.param == "peer":
-        return RegistrySettings(registry_server.url)
+def registry_settings(kind: str, server: SchemaRegistryServer) -> RegistrySettings:
+    """Settings of the test peer (``peer``) or of SCHEMA_REGISTRY_URL's registry (``env``, skipped when unset)."""
+    if kind == "peer":
+        return RegistrySettings(server.url)
     settings = env_registry()
     if settings is None:
         missing_peer(REAL_SCHEMA_REGISTRY, "real Schema Registry: SCHEMA_REGISTRY_URL is not set")
     return settings
+
+
+@pytest.fixture(scope="session", params=["peer", "env"])
+def schema_registry(request: pytest.FixtureRequest, registry_server: SchemaRegistryServer) -> RegistrySettings:
+    """Settings of each available registry in turn: the test peer, then SCHEMA_REGISTRY_URL's."""
+    return registry_settings(request.param, registry_server)

@@ -28,6 +28,7 @@ from spouts.planner import Caps
 from states import Count, Max, Sum
 from states.factory import StateFactory
 from tests.kafka.helpers import config, produce
+from tests.schemaregistry.fixtures import registry_settings
 from tests.schemaregistry.server import SchemaRegistryServer
 from tests.spark.helpers import WORDS, coordinator, sqlite_table
 
@@ -38,10 +39,16 @@ SALE_V2 = {**SALE_V1, "fields": [*SALE_V1["fields"], {"name": "note", "type": ["
 
 
 @pytest.fixture(scope="module")
-def registry_server() -> Iterator[SchemaRegistryServer]:
+def peer() -> Iterator[SchemaRegistryServer]:
     """The registry test peer on loopback: Spark's Python workers fetch writer schemas from it."""
     with SchemaRegistryServer() as server:
         yield server
+
+
+@pytest.fixture(params=["peer", "env"])
+def registry(request: pytest.FixtureRequest, peer: SchemaRegistryServer) -> RegistrySettings:
+    """The test peer, then a real registry when SCHEMA_REGISTRY_URL names one (skipped otherwise)."""
+    return registry_settings(request.param, peer)
 
 
 def sales(n: int, seed: int, *, note: bool = False) -> list[dict[str, Any]]:
@@ -64,8 +71,9 @@ def truth(docs: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
 
 
 def test_avro_through_the_registry_with_a_schema_change_mid_stream(spark: Any, spark_kafka: Any, tmp_path: Path,
-                                                                   registry_server: Any) -> None:
-    registry = RegistrySettings(registry_server.url)
+                                                                   registry: RegistrySettings,
+                                                                   peer: SchemaRegistryServer) -> None:
+    served = len(peer.registry.requests)
     topic, partitions = f"avro-{uuid.uuid4().hex[:10]}", 3
     spark_kafka.create_topic(topic, partitions)
 
@@ -95,7 +103,9 @@ def test_avro_through_the_registry_with_a_schema_change_mid_stream(spark: Any, s
         coord.close()
         executor.close()
     assert sqlite_table(tmp_path / "state.db", "avro_sales", ["store"], ["total", "n"]) == truth(first + second)
-    assert ("GET", "/schemas/ids/2") in registry_server.registry.requests  # the v2 records were resolved by id
+    if registry.url == peer.url:  # the v2 records were resolved by id, on the executors
+        v2 = registry.client().get_latest_version(f"{topic}-value").schema_id
+        assert ("GET", f"/schemas/ids/{v2}") in peer.registry.requests[served:]
 
 
 def test_json_with_declared_types(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
