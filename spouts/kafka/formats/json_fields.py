@@ -2,8 +2,10 @@
 
 The values of a batch are joined into one newline-delimited document and parsed at once with an
 explicit schema (no Python object per record). Fields not declared are ignored; a declared field
-that is absent or null is null. When the batch does not parse into exactly one row per value, it
-is split in halves until each bad value stands alone (a few parses per bad record); the bad ones
+that is absent or null is null. When the batch does not parse into exactly one row per value, the
+bad values are isolated: those Python's parser finds no JSON object in are tried alone, the rest
+split in halves until each bad value stands alone (a few parses per bad record); Arrow's reader
+has the last word on every value, so a value is good or bad whatever batch it is in. The bad ones
 are reported, the rest parsed again.
 """
 
@@ -19,6 +21,7 @@ import pyarrow.json as pj
 from spouts.kafka.formats.spec import Decoded, Failure, field_type
 
 _MIN_BLOCK = 1 << 20
+_THREADED = 4 << 20  # a smaller document is parsed on the calling thread (a thread pool costs more than it saves)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +51,8 @@ class JsonObjects:
         bad: dict[int, Failure] = {}
         if parsed is None:
             positions = pc.indices_nonzero(present).to_pylist()
-            for j in self._bad(dense, 0, len(dense)):
-                bad[positions[j]] = self._why(dense[j].as_py())
+            for j, failure in self._find_bad(dense).items():
+                bad[positions[j]] = failure
             keep = pc.and_(present, pa.array([i not in bad for i in range(len(values))]))
             dense = values.filter(keep)
             parsed = self._parse(dense)
@@ -60,57 +63,78 @@ class JsonObjects:
 
     def _parse(self, dense: pa.Array) -> pa.StructArray | None:
         """The values (no nulls) as one struct row each, or None when they do not parse so."""
+        return self._try(dense)[0]
+
+    def _try(self, dense: pa.Array) -> tuple[pa.StructArray | None, str]:
+        """:meth:`_parse`, with the reader's error when there is one."""
         n = len(dense)
         if n == 0:
-            return pa.array([], self.arrow_type)
+            return pa.array([], self.arrow_type), ""
         joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), dense), b"\n")[0]
         longest = pc.max(pc.binary_length(dense)).as_py() or 0
         options = pj.ParseOptions(explicit_schema=self._read_schema(), unexpected_field_behavior="ignore",
                                   newlines_in_values=bool(pc.any(pc.match_substring(dense, "\n")).as_py()))
+        size = joined.as_buffer().size
+        read = pj.ReadOptions(block_size=max(min(_MIN_BLOCK, size + 1), 2 * longest + 2), use_threads=size > _THREADED)
         try:
-            table = pj.read_json(pa.BufferReader(joined.as_buffer()), parse_options=options,
-                                 read_options=pj.ReadOptions(block_size=max(_MIN_BLOCK, 2 * longest + 2)))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return None
+            table = pj.read_json(pa.BufferReader(joined.as_buffer()), parse_options=options, read_options=read)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            return None, str(e)
         if table.num_rows != n:  # a value that is not one object (two, or none)
-            return None
+            return None, f"{table.num_rows} JSON objects in {n} values"
         table = table.select([f.name for f in self.arrow_type]).combine_chunks()
         try:  # the types Arrow's JSON reader reads as text (dates) become their declared type
             return pa.StructArray.from_arrays(
                 [(table.column(i).chunk(0) if table.column(i).num_chunks else pa.array([], table.schema.field(i).type))
-                 .cast(f.type) for i, f in enumerate(self.arrow_type)], fields=list(self.arrow_type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None
+                 .cast(f.type) for i, f in enumerate(self.arrow_type)], fields=list(self.arrow_type)), ""
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            return None, str(e)
 
     def _read_schema(self) -> pa.Schema:
         """What the JSON reader is asked for: the declared types, dates as text (it reads no date)."""
         return pa.schema([f.with_type(pa.string()) if pa.types.is_date(f.type) else f for f in self.arrow_type])
 
-    def _bad(self, dense: pa.Array, lo: int, hi: int) -> list[int]:
-        """Indices in ``[lo, hi)`` of the values that do not parse, by halving."""
-        if self._parse(dense.slice(lo, hi - lo)) is not None:
-            return []
-        if hi - lo == 1:
-            return [lo]
-        mid = (lo + hi) // 2
-        return self._bad(dense, lo, mid) + self._bad(dense, mid, hi)
+    def _find_bad(self, dense: pa.Array) -> dict[int, Failure]:
+        """The values Arrow's reader refuses, and why. Values in which Python's parser finds no JSON
+        object are tried alone (most likely bad: a batch of garbage is not halved); the rest are
+        halved until each bad one stands alone. One reader call settles each bad value."""
+        found: dict[int, Failure] = {}
+        rest = []
+        for j, v in enumerate(dense.to_pylist()):
+            why = _not_an_object(v)
+            if why is None:
+                rest.append(j)
+            elif self._parse(dense.slice(j, 1)) is None:
+                found[j] = why
+        if rest:
+            others = dense.take(pa.array(rest, pa.int64()))
+            for k, error in self._bad(others, 0, len(others), None):
+                found[rest[k]] = (Failure("json_invalid", f"not one JSON object: {error}") if "JSON objects in" in error
+                                  else Failure("json_type", f"a field does not fit its declared type: {error}"))
+        return dict(sorted(found.items()))
 
-    def _why(self, value: bytes) -> Failure:
-        try:
-            doc = json.loads(value)
-        except (ValueError, UnicodeDecodeError) as e:
-            return Failure("json_invalid", f"not JSON: {e}")
-        if not isinstance(doc, dict):
-            return Failure("json_not_object", f"a JSON {type(doc).__name__}, not an object")
-        try:
-            pj.read_json(pa.BufferReader(value.replace(b"\n", b" ")),
-                         parse_options=pj.ParseOptions(explicit_schema=self._read_schema(),
-                                                       unexpected_field_behavior="ignore"))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            return Failure("json_type", f"a field does not fit its declared type: {e}")
-        if self._parse(pa.array([value], pa.binary())) is None:
-            return Failure("json_type", "a field does not convert to its declared type (e.g. not a date)")
-        return Failure("json_invalid", "not one JSON object")
+    def _bad(self, dense: pa.Array, lo: int, hi: int, error: str | None) -> list[tuple[int, str]]:
+        """The values in ``[lo, hi)`` that do not parse, with the reader's error, by halving
+        (``error``: the range is known not to parse, for this reason)."""
+        if error is None:
+            parsed, error = self._try(dense.slice(lo, hi - lo))
+            if parsed is not None:
+                return []
+        if hi - lo == 1:
+            return [(lo, error)]
+        mid = (lo + hi) // 2
+        return self._bad(dense, lo, mid, None) + self._bad(dense, mid, hi, None)
+
+
+def _not_an_object(value: bytes) -> Failure | None:
+    """Why Python's parser finds no JSON object in ``value`` (None: it finds one)."""
+    try:
+        doc = json.loads(value)
+    except (ValueError, UnicodeDecodeError) as e:
+        return Failure("json_invalid", f"not JSON: {e}")
+    if not isinstance(doc, dict):
+        return Failure("json_not_object", f"a JSON {type(doc).__name__}, not an object")
+    return None
 
 
 def scatter(dense: pa.Array, present: pa.Array) -> pa.Array:

@@ -127,3 +127,22 @@ def test_all_null_and_empty_batches() -> None:
 def test_bad_format_specs_are_refused(spec: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RecordFormat.of(spec)
+
+
+def test_json_many_bad_records_mixed_through_a_batch_are_each_found() -> None:
+    import random
+
+    rng = random.Random(3)
+    kinds = {"json_invalid": b"{oops", "json_not_object": b"[1]", "json_type": b'{"n": "x"}'}
+    values, expected = [], {}
+    for i in range(400):
+        if rng.random() < 0.2:
+            reason = rng.choice(sorted(kinds))
+            values.append(kinds[reason])
+            expected[100 + i] = reason
+        else:
+            values.append(json.dumps({"n": i}).encode())
+    bad = Collected()
+    out = decoder(RecordFormat.of({"type": "json", "fields": {"n": "int"}})).decode(raw_batch(values), bad)
+    assert bad.by_offset() == expected and len(expected) > 50
+    assert [v["n"] for v in out.column("value").to_pylist()] == [o - 100 for o in range(100, 500) if o not in expected]
