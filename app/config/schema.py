@@ -170,6 +170,9 @@ class RegistryModel(Section):
 
     @model_validator(mode="after")
     def _settings(self) -> RegistryModel:
+        if self.username and self.password is None:
+            raise at("password", "required with a username: set TRIDENT_SCHEMA_REGISTRY_PASSWORD "
+                                 "(or kafka.schema_registry.password, e.g. from ${A_VARIABLE})")
         try:
             self.settings()
         except ValueError as e:

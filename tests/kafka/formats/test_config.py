@@ -58,7 +58,9 @@ def test_avro_through_the_registry_is_accepted() -> None:
     ({"kafka__schema_registry": {"url": "registry:8081"}}, "kafka.schema_registry", "http:// or https://"),
     ({"kafka__schema_registry": {"url": "http://r:8081", "cert_file": "/c.pem"}}, "kafka.schema_registry",
      "both cert_file and key_file"),
-    ({"kafka__schema_registry": {"url": "http://r:8081", "username": "u"}}, "kafka.schema_registry",
+    ({"kafka__schema_registry": {"url": "http://r:8081", "username": "u"}}, "kafka.schema_registry.password",
+     "set TRIDENT_SCHEMA_REGISTRY_PASSWORD"),
+    ({"kafka__schema_registry": {"url": "http://r:8081", "password": "p"}}, "kafka.schema_registry",
      "both username and password"),
 ])
 def test_validate_refuses_bad_format_config(changes: dict[str, Any], path: str, message: str) -> None:
