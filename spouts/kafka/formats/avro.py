@@ -109,7 +109,7 @@ def avro_type(schema: Any, named: dict[str, pa.DataType], namespace: str = "") -
     elif logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
         t = pa.timestamp("ms" if logical.endswith("millis") else "us", tz="UTC")
     elif logical in ("time-millis", "time-micros"):
-        t = pa.time32("ms") if kind == "int" else pa.time64("us")
+        t = pa.time64("us")  # Spark's TIME holds microseconds; it has no time32
     elif kind == "record":
         ns = schema.get("namespace", namespace)
         name = schema["name"] if "." in schema["name"] or not ns else f"{ns}.{schema['name']}"

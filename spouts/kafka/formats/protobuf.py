@@ -7,7 +7,8 @@ id are checked over the whole batch (:func:`~.registry.framing`); then each reco
 indexes are skipped and its payload parsed by the reader message class, one record at a time (no
 columnar reader exists), and the fields read off each message into rows for one Arrow call.
 
-Types: scalars as themselves (64-bit unsigned as uint64), enum → string (its name), message →
+Types: scalars as themselves (Spark has no unsigned types: uint32 as int64, uint64 as
+decimal(20,0)), enum → string (its name), message →
 struct, repeated → list, map → map. A message field or an ``optional`` scalar that is not set is
 null; a plain proto3 scalar that is not set is its default (0, "", false), as Protobuf defines.
 """
@@ -24,6 +25,7 @@ from spouts.kafka.formats.registry import RegistrySettings, framing, reader_sche
 from spouts.kafka.formats.spec import Decoded, Failure, RecordFormat
 
 _CLASSES: dict[tuple[str, str | None], Any] = {}
+_UINT64 = pa.decimal128(20, 0)  # Spark has no unsigned types: uint32 widens to int64, uint64 to decimal(20,0)
 _LOCK = threading.Lock()
 
 
@@ -123,9 +125,9 @@ def _scalar_types() -> dict[int, pa.DataType]:
     from google.protobuf.descriptor import FieldDescriptor as F
 
     return {F.TYPE_DOUBLE: pa.float64(), F.TYPE_FLOAT: pa.float32(), F.TYPE_INT64: pa.int64(),
-            F.TYPE_SINT64: pa.int64(), F.TYPE_SFIXED64: pa.int64(), F.TYPE_UINT64: pa.uint64(),
-            F.TYPE_FIXED64: pa.uint64(), F.TYPE_INT32: pa.int32(), F.TYPE_SINT32: pa.int32(),
-            F.TYPE_SFIXED32: pa.int32(), F.TYPE_UINT32: pa.uint32(), F.TYPE_FIXED32: pa.uint32(),
+            F.TYPE_SINT64: pa.int64(), F.TYPE_SFIXED64: pa.int64(), F.TYPE_UINT64: _UINT64,
+            F.TYPE_FIXED64: _UINT64, F.TYPE_INT32: pa.int32(), F.TYPE_SINT32: pa.int32(),
+            F.TYPE_SFIXED32: pa.int32(), F.TYPE_UINT32: pa.int64(), F.TYPE_FIXED32: pa.int64(),
             F.TYPE_BOOL: pa.bool_(), F.TYPE_STRING: pa.string(), F.TYPE_BYTES: pa.binary(), F.TYPE_ENUM: pa.string()}
 
 

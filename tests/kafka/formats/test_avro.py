@@ -92,11 +92,16 @@ def test_avro_types_map_to_arrow() -> None:
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
         {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
         {"name": "inner", "type": ["null", {"type": "record", "name": "In", "fields": [{"name": "c", "type": "Color"}]}]},
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
     ]}
     assert avro_type(schema, {}) == pa.struct([
         ("b", pa.bool_()), ("i", pa.int32()), ("f", pa.float32()), ("raw", pa.binary()), ("tags", pa.list_(pa.string())),
         ("attrs", pa.map_(pa.string(), pa.int64())), ("color", pa.string()), ("day", pa.date32()),
-        ("at", pa.timestamp("ms", tz="UTC")), ("price", pa.decimal128(9, 2)), ("inner", pa.struct([("c", pa.string())]))])
+        ("at", pa.timestamp("ms", tz="UTC")), ("price", pa.decimal128(9, 2)), ("inner", pa.struct([("c", pa.string())])),
+        ("t", pa.time64("us"))])
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from_arrow_type(avro_type(schema, {}))  # Spark holds every column type the mapping makes
     with pytest.raises(ValueError, match="union"):
         avro_type({"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]}, {})
 

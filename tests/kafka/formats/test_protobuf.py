@@ -97,3 +97,24 @@ def test_protobuf_message_named_in_the_config(schema_registry: RegistrySettings)
     assert d.decode(raw_batch([written]), None).column("value").to_pylist() == [{"sku": "x9"}]
     with pytest.raises(ValueError, match="no message 'shop.Nope'"):
         decoder(schema_registry, topic, message="shop.Nope")
+
+
+def test_unsigned_and_every_scalar_type_fit_spark(schema_registry: RegistrySettings) -> None:
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    fdp = descriptor_pb2.FileDescriptorProto(name=f"all_{uuid.uuid4().hex[:6]}.proto", package="all", syntax="proto3")
+    m = fdp.message_type.add(name="All")
+    kinds = [F.TYPE_DOUBLE, F.TYPE_FLOAT, F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_INT32, F.TYPE_FIXED64, F.TYPE_FIXED32,
+             F.TYPE_BOOL, F.TYPE_STRING, F.TYPE_BYTES, F.TYPE_UINT32, F.TYPE_SFIXED32, F.TYPE_SFIXED64, F.TYPE_SINT32,
+             F.TYPE_SINT64]
+    for i, kind in enumerate(kinds, 1):
+        m.field.add(name=f"f{i}", number=i, type=kind, label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("all.All"))
+    topic = f"pb-{uuid.uuid4().hex[:8]}"
+    written = serializer(schema_registry, cls, topic)(f4=2**64 - 1, f11=2**32 - 1, f3=-5)
+    d = decoder(schema_registry, topic)
+    from_arrow_type(d.schema.field("value").type)  # Spark holds it
+    [row] = d.decode(raw_batch([written]), None).column("value").to_pylist()
+    assert (row["f4"], row["f11"], row["f3"]) == (2**64 - 1, 2**32 - 1, -5)
