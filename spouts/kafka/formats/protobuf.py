@@ -8,8 +8,7 @@ indexes are skipped and its payload parsed by the reader message class, one reco
 columnar reader exists), and the fields read off each message into rows for one Arrow call.
 
 Types: scalars as themselves (Spark has no unsigned types: uint32 as int64, uint64 as
-decimal(20,0)), enum → string (its name), message →
-struct, repeated → list, map → map. A message field or an ``optional`` scalar that is not set is
+decimal(20,0)), enum → string (its name), message → struct, repeated → list, map → map. A message field or an ``optional`` scalar that is not set is
 null; a plain proto3 scalar that is not set is its default (0, "", false), as Protobuf defines.
 """
 
