@@ -127,3 +127,17 @@ def test_the_decoder_pickles_without_a_client(registry_server: Any) -> None:
     registry.client().register_schema(f"{topic}-value", Schema(json.dumps(SALE_V1), "AVRO"))
     d = pickle.loads(pickle.dumps(decoder(registry, topic)))
     assert d.value.schema == json.dumps(SALE_V1) or json.loads(d.value.schema) == SALE_V1
+
+
+def test_avro_keys_read_from_the_key_subject(schema_registry: RegistrySettings) -> None:
+    topic = f"keys-{uuid.uuid4().hex[:8]}"
+    key_schema = {"type": "record", "name": "Key", "fields": [{"name": "id", "type": "long"}]}
+    ser = AvroSerializer(schema_registry.client(), json.dumps(key_schema))
+    keys = [ser({"id": i}, SerializationContext(topic, MessageField.KEY)) for i in range(3)]
+    assert schema_registry.client().get_versions(f"{topic}-key") == [1]
+    key = resolve(RecordFormat.of("avro"), (topic,), "key", schema_registry)
+    value = resolve(RecordFormat.of("string"), (topic,), "value", schema_registry)
+    out = BatchDecoder(key, value, decoded_schema(SCHEMA, key, value)).decode(
+        raw_batch([b"a", b"b", None], keys=[keys[0], None, keys[2]]), None)
+    assert out.column("key").to_pylist() == [{"id": 0}, None, {"id": 2}]
+    assert out.column("value").to_pylist() == ["a", "b", None]
