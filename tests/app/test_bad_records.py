@@ -124,3 +124,31 @@ def test_dead_letter_headers_name_the_source_and_keep_the_records_own() -> None:
     assert h["trident.source.timestamp"] == b"1700000000000" and h["trident.error.class"] == b"DIVIDE_BY_ZERO"
     assert coordinates_of(headers) == ("p", ("orders", 2, 41))
     assert coordinates_of([("other", b"x")]) == (None, None)
+
+
+@pytest.mark.parametrize(("errors", "policy"), [
+    (None, ErrorPolicy()),
+    ("skip", ErrorPolicy.skip()),
+    ({"dead_letter": {"topic": "sales-dead-letters"}}, ErrorPolicy.dead_letter("sales-dead-letters")),
+])
+def test_errors_in_the_config_compile_to_the_topologys_policy(errors: Any, policy: ErrorPolicy) -> None:
+    from app.config import compile_pipeline, parse
+    from app.config.compile import describe
+    from tests.service.test_config import doc
+
+    config = parse(doc(pipelines__0__errors=errors) if errors is not None else doc(), {})
+    compiled = compile_pipeline(config, config.pipelines[0])
+    assert compiled.topology.errors == policy
+    assert describe(compiled.topology, compiled.coordinator)["errors"] == policy.describe()
+
+
+@pytest.mark.parametrize("errors", ["ignore", {"dead_letter": {}}, {"dead_letter": {"topic": "bad topic!"}},
+                                    {"skip": {}}])
+def test_a_bad_errors_setting_is_refused_at_its_path(errors: Any) -> None:
+    from app.config.errors import ConfigError
+    from app.config import parse
+    from tests.service.test_config import doc
+
+    with pytest.raises(ConfigError) as e:
+        parse(doc(pipelines__0__errors=errors), {})
+    assert "pipelines[0].errors" in str(e.value)
