@@ -139,6 +139,7 @@ class SparkExecutor:
         self._held: dict[tuple[int, int], SparkBatch] = {}  # persisted results not yet released
         self._counts = spark.sparkContext.accumulator({}, RangeCounts())
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
+        self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
 
     def _compile(self) -> tuple[CompiledSink, ...]:
         empty = self.spark.createDataFrame([], self.records_schema)
@@ -166,12 +167,13 @@ class SparkExecutor:
         ranges = [m for m in batch.plan if not m.empty]
         if not ranges:
             return SparkBatch(batch.txid, batch.attempt, 0, ())
-        failing: list[BadRecord] = []
+        key = tuple((m.topic, m.partition, m.first_offset, m.next_offset) for m in ranges)
+        failing = self._isolated.get(key, [])  # a replay of the same ranges meets the same bad records
         with self._job(batch, "process"):
             try:
-                results = self._process_records(self._records(batch, ranges))
+                results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
             except Exception as e:
-                if bad_records_.record_error(e) is None:
+                if failing or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault: the txid is retried whole
                 failing = self._isolate(batch, ranges)
                 if not failing:
@@ -180,6 +182,7 @@ class SparkExecutor:
                             "without them", self.topology.name, batch.txid, len(failing), failing[0].coordinates,
                             failing[0].reason)
                 results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
         counted = self._take_counts(batch)
         bad = tuple(self._take_bad(batch)) + tuple(failing)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad)
