@@ -461,7 +461,7 @@ class PipelineModel(Section):
                                             "Cassandra away) are ridden out with no commit, then the pipeline stops "
                                             "(exit 1); null: for ever")
     retention: Annotated[Int, Field(ge=2)] = 16
-    errors: ErrorsModel = "fail"
+    errors: ErrorsModel = "fail"  # type: ignore[valid-type]
     idle_sleep_s: Annotated[Number, Field(ge=0)] = 0.5
 
     def table(self) -> str:

@@ -25,7 +25,10 @@ from tests.service.test_kill import drain_then_terminate, kill_at_random_moments
 KILLS = int(os.environ.get("TRIDENT_DEAD_LETTER_KILLS", "10"))
 SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
 USERS = ("ann", "bob", "cy", "dee", "eve")
-POISON = (b'{"user": "bob", "amount": "lots"}',  # transform: the CAST of amount fails (ANSI)
+POISON = (b'{"user": "bob", "amount": 1',  # decode: not JSON
+          b'{"user": "cy", "amount": "lots"}',  # decode: amount is not the declared bigint
+          b'{"user": "bob", "amount": -7}',  # transform: the CAST of a negative amount fails (ANSI)
+          b'not json at all',  # decode
           b'{"amount": 5}')  # aggregate: no user, a null group-by key
 Coordinates = tuple[str, int, int]
 
@@ -39,9 +42,11 @@ def sales_config(path: Path, *, bootstrap: str, port: int, db: Path, errors: Any
         "pipelines": [{
             "id": pipeline,
             "spout": {"topics": ["sales"], "first_poll": "earliest", "discovery_interval_s": 1,
-                      "caps": {"per_partition": 150, "per_batch": 400}},
-            "transforms": [{"each": ["get_json_object(CAST(value AS STRING), '$.user') AS user",
-                                     "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) AS amount"]}],
+                      "caps": {"per_partition": 60, "per_batch": 200},
+                      "value_format": {"type": "json", "fields": {"user": "string", "amount": "bigint"}}},
+            "transforms": [{"map": ["value.user AS user",
+                                    "CAST(IF(value.amount >= 0, CAST(value.amount AS STRING), 'negative') AS BIGINT) "
+                                    "AS amount"]}],
             "group_by": ["user"],
             "aggregates": [{"sum": {"field": "amount", "as": "total"}}, {"count": {"as": "n"}}],
             "state": {"backend": "sqlite", "sqlite_path": str(db), "table": "sales"},
@@ -57,7 +62,7 @@ def sales_config(path: Path, *, bootstrap: str, port: int, db: Path, errors: Any
 class SalesProducer(threading.Thread):
     """Produces sales records (one in ``poison_every`` poison) until stopped; keeps the truth of the good ones."""
 
-    def __init__(self, bootstrap: str, partitions: int, rate: float, seed: int, poison_every: int = 40) -> None:
+    def __init__(self, bootstrap: str, partitions: int, rate: float, seed: int, poison_every: int = 50) -> None:
         super().__init__(name="sales-producer", daemon=True)
         self.partitions, self.rate, self.poison_every = partitions, rate, poison_every
         self.rng = random.Random(seed)
@@ -81,7 +86,7 @@ class SalesProducer(threading.Thread):
             value, good = POISON[(self.sent // self.poison_every) % len(POISON)], None
         else:
             good = (self.rng.choice(USERS), self.rng.randint(1, 99))
-            value = json.dumps({"user": good[0], "amount": str(good[1])}).encode()
+            value = json.dumps({"user": good[0], "amount": good[1]}).encode()
         self._producer.produce("sales", value, partition=self.sent % self.partitions,
                                on_delivery=lambda err, msg, g=good: self._acked(err, msg, g))
         self.sent += 1
@@ -128,7 +133,7 @@ def dead_letter_coordinates(bootstrap: str, topic: str) -> list[tuple[str | None
     try:
         parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
         c.assign([TopicPartition(topic, p, 0) for p in parts])
-        out, eof, deadline = [], set(), time.monotonic() + 60
+        out, eof, deadline = [], set[int](), time.monotonic() + 60
         while len(eof) < len(parts) and time.monotonic() < deadline:
             for m in c.consume(500, timeout=1.0):
                 err = m.error()
@@ -146,8 +151,9 @@ def dead_letter_coordinates(bootstrap: str, topic: str) -> list[tuple[str | None
 @pytest.mark.timeout(1200)
 def test_sigkills_leave_each_bad_record_in_the_dead_letter_topic_exactly_once(kafka: MockKafkaCluster,
                                                                                tmp_path: Path) -> None:
-    """10 SIGKILLs of the whole service at random moments (a quarter in the freeze window) while sales flow
-    with a poison record in every 40 (a failing CAST, a null group-by key); then a drain and SIGTERM: the
+    """10 SIGKILLs of the whole service at random moments (a quarter in the freeze window) while JSON sales
+    flow with a poison record in every 50 (not JSON, a mistyped field, a failing CAST, a null group-by
+    key: the decode, transform and aggregate stages); then a drain and SIGTERM: the
     dead-letter topic holds each poison record once (by source coordinates, read_committed) and the stored
     (total, count) per user equals the ground truth over the good records."""
     started = time.monotonic()
@@ -157,7 +163,7 @@ def test_sigkills_leave_each_bad_record_in_the_dead_letter_topic_exactly_once(ka
     config = sales_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), port=port, db=db,
                           errors={"dead_letter": {"topic": "sales-dead"}})
     service = ServiceProcess(config, tmp_path / "service.log", port)
-    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=150, seed=SEED)
+    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=20, seed=SEED)
     producer.start()
     try:
         landed = kill_at_random_moments(service, lambda: state_documents(db, "sales"), random.Random(SEED), KILLS)
@@ -184,10 +190,10 @@ def test_errors_fail_exits_1_within_the_txid_naming_the_record(kafka: MockKafkaC
     on the txid's first attempt; the message names the topic, partition, offset and the error class."""
     kafka.create_topic("sales", 2, 3)
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers()})
-    good = json.dumps({"user": "ann", "amount": "3"}).encode()
+    good = json.dumps({"user": "ann", "amount": 3}).encode()
     for _ in range(30):
         producer.produce("sales", good, partition=0)
-    producer.produce("sales", POISON[0], partition=1)
+    producer.produce("sales", POISON[2], partition=1)
     assert producer.flush(30) == 0
     db, port = tmp_path / "state.db", free_port()
     config = sales_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), port=port, db=db,
