@@ -4,6 +4,7 @@ truth over the good records; with ``errors: fail`` the service exits 1 within th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from app.dead_letters import coordinates_of
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.service.helpers import ServiceProcess, free_port, state_documents
+from tests.service import test_kill
 from tests.service.test_kill import drain_then_terminate, kill_at_random_moments
 
 KILLS = int(os.environ.get("TRIDENT_DEAD_LETTER_KILLS", "10"))
@@ -27,8 +29,8 @@ SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
 USERS = ("ann", "bob", "cy", "dee", "eve")
 POISON = (b'{"user": "bob", "amount": 1',  # decode: not JSON
           b'{"user": "cy", "amount": "lots"}',  # decode: amount is not the declared bigint
-          b'{"user": "bob", "amount": -7}',  # transform: the CAST of a negative amount fails (ANSI)
-          b'not json at all',  # decode
+          b'not json at all')  # decode
+COSTLY = (b'{"user": "bob", "amount": -7}',  # transform: the CAST of a negative amount fails (ANSI)
           b'{"amount": 5}')  # aggregate: no user, a null group-by key
 Coordinates = tuple[str, int, int]
 
@@ -62,9 +64,11 @@ def sales_config(path: Path, *, bootstrap: str, port: int, db: Path, errors: Any
 class SalesProducer(threading.Thread):
     """Produces sales records (one in ``poison_every`` poison) until stopped; keeps the truth of the good ones."""
 
-    def __init__(self, bootstrap: str, partitions: int, rate: float, seed: int, poison_every: int = 50) -> None:
+    def __init__(self, bootstrap: str, partitions: int, rate: float, seed: int, poison_every: int = 50,
+                 costly_every: int = 400) -> None:
         super().__init__(name="sales-producer", daemon=True)
-        self.partitions, self.rate, self.poison_every = partitions, rate, poison_every
+        self.partitions, self.rate = partitions, rate
+        self.poison_every, self.costly_every = poison_every, costly_every
         self.rng = random.Random(seed)
         self.truth: dict[str, tuple[int, int]] = {}
         self.poison: set[Coordinates] = set()
@@ -82,7 +86,9 @@ class SalesProducer(threading.Thread):
         self._producer.flush(30)
 
     def produce_one(self) -> None:
-        if self.sent % self.poison_every == self.poison_every - 1:
+        if self.sent % self.costly_every == self.costly_every - 1:  # found by bisection: a few Spark jobs each
+            value, good = COSTLY[(self.sent // self.costly_every) % len(COSTLY)], None
+        elif self.sent % self.poison_every == self.poison_every - 1:  # found while decoding: free
             value, good = POISON[(self.sent // self.poison_every) % len(POISON)], None
         else:
             good = (self.rng.choice(USERS), self.rng.randint(1, 99))
@@ -148,22 +154,26 @@ def dead_letter_coordinates(bootstrap: str, topic: str) -> list[tuple[str | None
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1500)
 def test_sigkills_leave_each_bad_record_in_the_dead_letter_topic_exactly_once(kafka: MockKafkaCluster,
-                                                                               tmp_path: Path) -> None:
+                                                                               tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """10 SIGKILLs of the whole service at random moments (a quarter in the freeze window) while JSON sales
-    flow with a poison record in every 50 (not JSON, a mistyped field, a failing CAST, a null group-by
-    key: the decode, transform and aggregate stages); then a drain and SIGTERM: the
+    flow with a poison record in every 50 (not JSON, a mistyped field: stage decode) and in every 800 (a
+    failing CAST, a null group-by key: stages transform and aggregate); then a drain and SIGTERM: the
     dead-letter topic holds each poison record once (by source coordinates, read_committed) and the stored
     (total, count) per user equals the ground truth over the good records."""
     started = time.monotonic()
+    # a txid with a transform or aggregate poison record runs a few more Spark jobs (the bisection)
+    monkeypatch.setattr(test_kill, "wait_for_first_commit", functools.partial(test_kill.wait_for_first_commit,
+                                                                              timeout=300))
     kafka.create_topic("sales", 4, 3)
     kafka.create_topic("sales-dead", 2, 3)
     db, port = tmp_path / "state.db", free_port()
     config = sales_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), port=port, db=db,
                           errors={"dead_letter": {"topic": "sales-dead"}})
     service = ServiceProcess(config, tmp_path / "service.log", port)
-    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=20, seed=SEED)
+    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=10, seed=SEED, costly_every=800)
     producer.start()
     try:
         landed = kill_at_random_moments(service, lambda: state_documents(db, "sales"), random.Random(SEED), KILLS)
@@ -193,7 +203,7 @@ def test_errors_fail_exits_1_within_the_txid_naming_the_record(kafka: MockKafkaC
     good = json.dumps({"user": "ann", "amount": 3}).encode()
     for _ in range(30):
         producer.produce("sales", good, partition=0)
-    producer.produce("sales", POISON[2], partition=1)
+    producer.produce("sales", COSTLY[0], partition=1)
     assert producer.flush(30) == 0
     db, port = tmp_path / "state.db", free_port()
     config = sales_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), port=port, db=db,
