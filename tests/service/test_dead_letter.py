@@ -44,7 +44,7 @@ def sales_config(path: Path, *, bootstrap: str, port: int, db: Path, errors: Any
         "pipelines": [{
             "id": pipeline,
             "spout": {"topics": ["sales"], "first_poll": "earliest", "discovery_interval_s": 1,
-                      "caps": {"per_partition": 60, "per_batch": 200},
+                      "caps": {"per_partition": 30, "per_batch": 100},
                       "value_format": {"type": "json", "fields": {"user": "string", "amount": "bigint"}}},
             "transforms": [{"map": ["value.user AS user",
                                     "CAST(IF(value.amount >= 0, CAST(value.amount AS STRING), 'negative') AS BIGINT) "
@@ -65,10 +65,10 @@ class SalesProducer(threading.Thread):
     """Produces sales records (one in ``poison_every`` poison) until stopped; keeps the truth of the good ones."""
 
     def __init__(self, bootstrap: str, partitions: int, rate: float, seed: int, poison_every: int = 50,
-                 costly_every: int = 400) -> None:
+                 costly_at: tuple[int, ...] = ()) -> None:
         super().__init__(name="sales-producer", daemon=True)
         self.partitions, self.rate = partitions, rate
-        self.poison_every, self.costly_every = poison_every, costly_every
+        self.poison_every, self.costly_at = poison_every, costly_at
         self.rng = random.Random(seed)
         self.truth: dict[str, tuple[int, int]] = {}
         self.poison: set[Coordinates] = set()
@@ -86,8 +86,8 @@ class SalesProducer(threading.Thread):
         self._producer.flush(30)
 
     def produce_one(self) -> None:
-        if self.sent % self.costly_every == self.costly_every - 1:  # found by bisection: a few Spark jobs each
-            value, good = COSTLY[(self.sent // self.costly_every) % len(COSTLY)], None
+        if self.sent in self.costly_at:  # found by bisection: a few Spark jobs each
+            value, good = COSTLY[self.costly_at.index(self.sent) % len(COSTLY)], None
         elif self.sent % self.poison_every == self.poison_every - 1:  # found while decoding: free
             value, good = POISON[(self.sent // self.poison_every) % len(POISON)], None
         else:
@@ -154,26 +154,28 @@ def dead_letter_coordinates(bootstrap: str, topic: str) -> list[tuple[str | None
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(2700)
 def test_sigkills_leave_each_bad_record_in_the_dead_letter_topic_exactly_once(kafka: MockKafkaCluster,
                                                                                tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """10 SIGKILLs of the whole service at random moments (a quarter in the freeze window) while JSON sales
-    flow with a poison record in every 50 (not JSON, a mistyped field: stage decode) and in every 800 (a
-    failing CAST, a null group-by key: stages transform and aggregate); then a drain and SIGTERM: the
+    flow with a poison record in every 50 (not JSON, a mistyped field: stage decode) and two that are
+    found by bisection (a failing CAST, a null group-by key: stages transform and aggregate); then a drain and SIGTERM: the
     dead-letter topic holds each poison record once (by source coordinates, read_committed) and the stored
     (total, count) per user equals the ground truth over the good records."""
     started = time.monotonic()
     # a txid with a transform or aggregate poison record runs a few more Spark jobs (the bisection)
     monkeypatch.setattr(test_kill, "wait_for_first_commit", functools.partial(test_kill.wait_for_first_commit,
-                                                                              timeout=300))
+                                                                              timeout=400))
+    monkeypatch.setattr(test_kill, "stop_in_freeze_window", functools.partial(test_kill.stop_in_freeze_window,
+                                                                              timeout=400))
     kafka.create_topic("sales", 4, 3)
     kafka.create_topic("sales-dead", 2, 3)
     db, port = tmp_path / "state.db", free_port()
     config = sales_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), port=port, db=db,
                           errors={"dead_letter": {"topic": "sales-dead"}})
     service = ServiceProcess(config, tmp_path / "service.log", port)
-    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=10, seed=SEED, costly_every=800)
+    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=10, seed=SEED, costly_at=(150, 450))
     producer.start()
     try:
         landed = kill_at_random_moments(service, lambda: state_documents(db, "sales"), random.Random(SEED), KILLS)
