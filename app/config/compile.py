@@ -48,7 +48,7 @@ def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *,
 
     p = config.pipeline(pipeline) if isinstance(pipeline, str) else pipeline
     spout_cls = TransactionalKafkaSpout if p.spout.kind is SpoutKind.TRANSACTIONAL else KafkaSpout
-    topology = Topology(p.id)
+    topology = Topology(p.id, errors=p.errors)
     stream = topology.new_stream(spout_cls(spout_config(config, p), p.id, metrics))
     for kind, exprs in p.transforms:
         stream = stream.filter(exprs[0]) if kind == "filter" else getattr(stream, kind)(*exprs)
@@ -102,6 +102,7 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
             "schema_registry": repr(cfg.schema_registry) if cfg and cfg.schema_registry else None,
         },
         "sinks": sinks,
+        "errors": topology.errors.describe(),
         "coordinator": {"caps": {"per_partition": c.caps.per_partition, "per_batch": c.caps.per_batch},
                         "max_pending": c.max_pending, "retention": c.retention, "lease_ttl_s": c.lease_ttl_s,
                         "owner": c.owner, "idle_sleep_s": c.idle_sleep_s, "outage_limit_s": c.outage_limit_s,

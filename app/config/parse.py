@@ -28,6 +28,7 @@ from app.config.settings import (
     StateSettings,
 )
 from app.config.topics import TopicSettings
+from app.error_policy import Action, ErrorPolicy
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
@@ -206,7 +207,7 @@ def _pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> PipelineSetti
                             aggregates=tuple(aggregates), state=state, max_pending=m.max_pending,
                             accept_at_least_once=m.accept_at_least_once, lease_ttl_s=m.lease_ttl_s,
                             retention=m.retention, idle_sleep_s=m.idle_sleep_s,
-                            outage_limit_s=m.outage_limit_s)
+                            outage_limit_s=m.outage_limit_s, errors=_errors(m.errors))
 
 
 def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tuple[str, tuple[str, ...]], ...],
@@ -237,3 +238,11 @@ def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tupl
 def _resolve(path: str, name: str, columns: sql.Columns) -> None:
     if columns.missing([name]):
         raise ConfigError(path, f"unknown column {name!r} (after the transforms the columns are {columns.shown()})")
+
+
+def _errors(m: object) -> ErrorPolicy:
+    """The pipeline's ``errors:`` as an :class:`~app.error_policy.ErrorPolicy`."""
+    dead_letter = getattr(m, "dead_letter", None)
+    if dead_letter is not None:
+        return ErrorPolicy.dead_letter(dead_letter.topic)
+    return ErrorPolicy(Action(str(m)))

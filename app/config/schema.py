@@ -427,6 +427,21 @@ class StateModel(Section):
     cache_size: Annotated[Int, Field(ge=0)] = 10_000
 
 
+class DeadLetterTopicModel(Section):
+    topic: Topic = Field(description="the dead-letter topic (on the cluster the pipeline reads)")
+
+
+class DeadLetterModel(Section):
+    """``{dead_letter: {topic: ...}}``: a bad record goes to that topic with its source and error as headers."""
+
+    dead_letter: DeadLetterTopicModel
+
+
+ErrorsModel = Annotated[_choice("fail", "skip") | DeadLetterModel,  # type: ignore[valid-type]
+                        Field(description="what a bad record does: fail (stop, exit 1), skip (count it) or "
+                                          "{dead_letter: {topic: ...}}")]
+
+
 def _pipeline_id(pid: str) -> str:
     if not _PIPELINE_ID.match(pid):
         raise ValueError(f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, '-' and '_', "
@@ -449,6 +464,7 @@ class PipelineModel(Section):
                                             "Cassandra away) are ridden out with no commit, then the pipeline stops "
                                             "(exit 1); null: for ever")
     retention: Annotated[Int, Field(ge=2)] = 16
+    errors: ErrorsModel = "fail"  # type: ignore[valid-type]
     idle_sleep_s: Annotated[Number, Field(ge=0)] = 0.5
 
     def table(self) -> str:

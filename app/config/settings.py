@@ -6,10 +6,11 @@ place where a config's defaults are written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.config.topics import TopicSettings
+from app.error_policy import ErrorPolicy
 from app.coordinator import CoordinatorConfig
 from app.topology import Topology
 from spouts.kafka.config import FirstPoll, redact
@@ -99,6 +100,7 @@ class PipelineSettings:
     retention: int
     idle_sleep_s: float
     outage_limit_s: float | None
+    errors: ErrorPolicy = field(default_factory=ErrorPolicy)
 
 
 @dataclass(frozen=True, slots=True, repr=False)
