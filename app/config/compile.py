@@ -53,10 +53,11 @@ def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *,
         stream = stream.filter(exprs[0]) if kind == "filter" else getattr(stream, kind)(*exprs)
     factory = state_factory(config, p)
     aggs = [Agg(AGGREGATORS[a.function](), a.output, a.input) for a in p.aggregates]
+    upsert = {"tombstones": p.state.tombstones, "ttl_s": p.state.ttl_s}
     if p.group_by:
-        stream.group_by(*p.group_by).persistent_aggregate(factory, aggs, name=p.state.table)
+        stream.group_by(*p.group_by).persistent_aggregate(factory, aggs, name=p.state.table, **upsert)
     else:
-        stream.persistent_aggregate(factory, aggs, name=p.state.table or p.id.replace("-", "_"))
+        stream.persistent_aggregate(factory, aggs, name=p.state.table or p.id.replace("-", "_"), **upsert)
     return CompiledPipeline(topology, coordinator_config(config, p), factory)
 
 
@@ -81,6 +82,7 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
             "state": {"kind": f.kind.value, "backend": f.backend, "sqlite_path": f.sqlite_path,
                       "cassandra": None if f.cassandra is None else _cassandra_summary(f.cassandra),
                       "cache_size": f.cache_size},
+            "tombstones": getattr(sink, "tombstones", None), "ttl_s": getattr(sink, "ttl_s", None),
         })
     c = coordinator
     return {

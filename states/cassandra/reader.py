@@ -19,7 +19,7 @@ from states.cassandra.schema import check_cql_identifier
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.layout import CQL_ENCODE
-from states.reader import Progress, Row, visible_columns
+from states.reader import Progress, Row, is_deleted, visible_columns
 from states.spec import MapSpec
 
 PAGE_SIZE = 1000
@@ -55,6 +55,8 @@ class CassandraTableReader:
                 raise rs
             row = rs.one()
             found[k] = None if row is None else {n: row[n] for n, _ in cols}
+            if found[k] is not None and is_deleted(spec, found[k]):
+                found[k] = None  # a tombstone's row: kept for its txid, absent for readers
         return [found[k] for k in encoded]
 
     def top(self, spec: MapSpec, n: int, by: str, progress: Progress | None = None) -> list[Row]:
@@ -72,7 +74,7 @@ class CassandraTableReader:
             rs = self._page(bound, paging_state)
             for r in rs.current_rows:
                 row = {c: r[c] for c, _ in cols}
-                if row.get("txid", 0) is None:
+                if row.get("txid", 0) is None or is_deleted(spec, row):
                     continue  # a row without a stored value (never the case for rows the map wrote)
                 item = ((True, row[by]) if row[by] is not None else (False, 0), scanned, row)
                 if len(heap) < n:
