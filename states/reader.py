@@ -51,14 +51,14 @@ def is_deleted(spec: MapSpec, row: Row) -> bool:
 
 
 def visible_value(spec: MapSpec, value: Any) -> Any:
-    """A stored aggregate as readers see it: None for a deleted key, stamped parts as their values."""
-    if value is None:
+    """A stored aggregate as readers see it: stamped parts as their values; with tombstones, None for
+    a deleted key and the user's aggregates without the flag (a scalar when there is one)."""
+    if value is None or not spec.tombstones:
+        return unstamped(value)
+    *values, flag = value
+    if flag is not None and unstamped(flag):
         return None
-    if spec.tombstones:
-        flag = value if spec.scalar else value[-1]
-        if flag is not None and unstamped(flag):
-            return None
-    return unstamped(value)
+    return unstamped(values[0]) if len(values) == 1 else unstamped(tuple(values))
 
 
 def open_reader(factory: Any) -> TableReader:

@@ -88,7 +88,7 @@ def _model(batches: list[list[Rec]], pick: Any, tombstones: bool) -> list[Any]:
             out.append(None)
             continue
         chosen = pick(mine, key=lambda r: (r[1], r[2], r[3]))
-        out.append(None if chosen[4] is None else ((chosen[4], False) if tombstones else chosen[4]))
+        out.append(chosen[4])
     return out
 
 
