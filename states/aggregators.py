@@ -108,8 +108,8 @@ class Latest:
         return None if value is None else Stamped.of(value)
 
     def combine(self, a: Any, b: Any) -> Stamped | None:
-        a, b = self.partial_of(a), self.partial_of(b)
-        return b if a is None else a if b is None else max(a, b, key=Stamped.place)
+        x, y = self.partial_of(a), self.partial_of(b)
+        return y if x is None else x if y is None else max(x, y, key=Stamped.place)
 
     def zero(self) -> None:
         return None
@@ -136,8 +136,8 @@ class First:
         return None if column is None else Stamped.of(column)
 
     def combine(self, a: Any, b: Any) -> Stamped | None:
-        a, b = self.partial_of(a), self.partial_of(b)
-        return b if a is None else a if b is None else min(a, b, key=Stamped.place)
+        x, y = self.partial_of(a), self.partial_of(b)
+        return y if x is None else x if y is None else min(x, y, key=Stamped.place)
 
 
 STAMPED = (Latest, First)  # aggregators whose values carry their record's place (two columns each)

@@ -53,11 +53,13 @@ def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *,
         stream = stream.filter(exprs[0]) if kind == "filter" else getattr(stream, kind)(*exprs)
     factory = state_factory(config, p)
     aggs = [Agg(AGGREGATORS[a.function](), a.output, a.input) for a in p.aggregates]
-    upsert = {"tombstones": p.state.tombstones, "ttl_s": p.state.ttl_s}
+    tombstones, ttl_s = p.state.tombstones, p.state.ttl_s
     if p.group_by:
-        stream.group_by(*p.group_by).persistent_aggregate(factory, aggs, name=p.state.table, **upsert)
+        stream.group_by(*p.group_by).persistent_aggregate(factory, aggs, name=p.state.table, tombstones=tombstones,
+                                                          ttl_s=ttl_s)
     else:
-        stream.persistent_aggregate(factory, aggs, name=p.state.table or p.id.replace("-", "_"), **upsert)
+        stream.persistent_aggregate(factory, aggs, name=p.state.table or p.id.replace("-", "_"),
+                                    tombstones=tombstones, ttl_s=ttl_s)
     return CompiledPipeline(topology, coordinator_config(config, p), factory)
 
 

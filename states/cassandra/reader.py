@@ -54,9 +54,8 @@ class CassandraTableReader:
             if isinstance(rs, BaseException):
                 raise rs
             row = rs.one()
-            found[k] = None if row is None else {n: row[n] for n, _ in cols}
-            if found[k] is not None and is_deleted(spec, found[k]):
-                found[k] = None  # a tombstone's row: kept for its txid, absent for readers
+            got = None if row is None else {n: row[n] for n, _ in cols}
+            found[k] = None if got is None or is_deleted(spec, got) else got  # a tombstone's row: absent
         return [found[k] for k in encoded]
 
     def top(self, spec: MapSpec, n: int, by: str, progress: Progress | None = None) -> list[Row]:

@@ -154,10 +154,11 @@ def test_refused_at_compile_time(spark: Any, tmp_path: Path) -> None:
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "s.db"))
     topology = Topology("upsert-refused")
     stream = topology.new_stream(KafkaSpout(config("127.0.0.1:1", topics=["t"]), topology.name))
-    dropped = stream.apply(lambda df: df.select("key", "value"))
-    dropped.group_by("key").persistent_aggregate(factory, [Agg(Latest(), "value", "value")], name="dropped")
+    typed = stream.map("CAST(key AS STRING) AS id", "value AS v")
+    dropped = typed.apply(lambda df: df.select("id", "v"))
+    dropped.group_by("id").persistent_aggregate(factory, [Agg(Latest(), "v", "v")], name="dropped")
     with pytest.raises(TopologyCompileError, match="_place"):
         SparkExecutor(spark, topology)
     with pytest.raises(ValueError, match="every aggregate to be latest"):
-        stream.group_by("key").persistent_aggregate(factory, [Agg(Latest(), "v", "value"), Agg(Count(), "n")],
-                                                    name="mixed", tombstones="delete")
+        typed.group_by("id").persistent_aggregate(factory, [Agg(Latest(), "v", "v"), Agg(Count(), "n")],
+                                                  name="mixed", tombstones="delete")
