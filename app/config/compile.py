@@ -21,7 +21,8 @@ def spout_config(config: ServiceConfig, p: PipelineSettings) -> KafkaSpoutConfig
                             data_loss=s.data_loss, isolation_level=k.isolation_level,
                             discovery_interval_s=s.discovery_interval_s, group_id=s.group_id,
                             request_timeout_s=k.request_timeout_s, read_timeout_s=k.read_timeout_s,
-                            properties=dict(k.properties))
+                            properties=dict(k.properties), key_format=s.key_format, value_format=s.value_format,
+                            schema_registry=k.schema_registry)
 
 
 def state_factory(config: ServiceConfig, p: PipelineSettings) -> StateFactory:
@@ -100,6 +101,9 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
             "discovery_interval_s": cfg.discovery_interval_s if cfg else None,
             "group_id": cfg.group(topology.name) if cfg else None,
             "properties": redact(dict(cfg.properties)) if cfg else None,
+            "key_format": cfg.key_format.describe() if cfg else None,
+            "value_format": cfg.value_format.describe() if cfg else None,
+            "schema_registry": repr(cfg.schema_registry) if cfg and cfg.schema_registry else None,
         },
         "sinks": sinks,
         "coordinator": {"caps": {"per_partition": c.caps.per_partition, "per_batch": c.caps.per_batch},

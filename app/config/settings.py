@@ -13,6 +13,7 @@ from app.config.topics import TopicSettings
 from app.coordinator import CoordinatorConfig
 from app.topology import Topology
 from spouts.kafka.config import FirstPoll, redact
+from spouts.kafka.formats import RecordFormat, RegistrySettings
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.settings import CassandraSettings
@@ -62,6 +63,8 @@ class SpoutSettings:
     data_loss: DataLossPolicy
     discovery_interval_s: float
     group_id: str | None
+    key_format: RecordFormat
+    value_format: RecordFormat
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,7 @@ class KafkaSettings:
     isolation_level: str
     request_timeout_s: float
     read_timeout_s: float
+    schema_registry: RegistrySettings | None
 
     def __repr__(self) -> str:
         return (f"KafkaSettings(bootstrap_servers={self.bootstrap_servers!r}, "

@@ -6,7 +6,8 @@
 
 Modules: :mod:`.config` (settings), :mod:`.discovery` (coordinator side), :mod:`.emitter`
 (planning and reading), :mod:`.reader` (the exact-range read loop), :mod:`.arrow` (Arrow batches
-for Spark), :mod:`.consumers` (the per-process client pool), :mod:`.spout` (the spouts).
+for Spark), :mod:`.consumers` (the per-process client pool), :mod:`.spout` (the spouts),
+:mod:`.formats` (record formats: keys and values decoded into typed columns).
 """
 
 from spouts.kafka.arrow import SCHEMA, read_arrow

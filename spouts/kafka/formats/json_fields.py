@@ -1,0 +1,145 @@
+"""JSON objects with declared fields and types, parsed by Arrow's JSON reader into a struct column.
+
+The values of a batch are joined into one newline-delimited document and parsed at once with an
+explicit schema (no Python object per record). Fields not declared are ignored; a declared field
+that is absent or null is null. When the batch does not parse into exactly one row per value, the
+bad values are isolated: those Python's parser finds no JSON object in are tried alone, the rest
+split in halves until each bad value stands alone (a few parses per bad record); Arrow's reader
+has the last word on every value, so a value is good or bad whatever batch it is in. The bad ones
+are reported, the rest parsed again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from spouts.kafka.formats.spec import Decoded, Failure, field_type
+
+_MIN_BLOCK = 1 << 20
+_THREADED = 4 << 20  # a smaller document is parsed on the calling thread (a thread pool costs more than it saves)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonDecoder:
+    """Decodes JSON objects into ``struct<declared fields>``; a null value stays null."""
+
+    fields: tuple[tuple[str, str], ...]
+
+    @property
+    def arrow_type(self) -> pa.StructType:
+        return pa.struct([(n, field_type(t)) for n, t in self.fields])
+
+    def decode(self, values: pa.Array) -> Decoded:
+        return JsonObjects(self.arrow_type).decode(values)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonObjects:
+    """JSON objects read into ``arrow_type`` (a struct) by Arrow's JSON reader."""
+
+    arrow_type: pa.StructType
+
+    def decode(self, values: pa.Array) -> Decoded:
+        present = pc.is_valid(values)
+        dense = values.filter(present)
+        parsed = self._parse(dense)
+        bad: dict[int, Failure] = {}
+        if parsed is None:
+            positions = pc.indices_nonzero(present).to_pylist()
+            for j, failure in self._find_bad(dense).items():
+                bad[positions[j]] = failure
+            keep = pc.and_(present, pa.array([i not in bad for i in range(len(values))]))
+            dense = values.filter(keep)
+            parsed = self._parse(dense)
+            if parsed is None:  # cannot happen: each value alone parsed
+                raise RuntimeError("JSON values that parse one by one do not parse together")
+            present = keep
+        return Decoded(scatter(parsed, present), bad)
+
+    def _parse(self, dense: pa.Array) -> pa.StructArray | None:
+        """The values (no nulls) as one struct row each, or None when they do not parse so."""
+        return self._try(dense)[0]
+
+    def _try(self, dense: pa.Array) -> tuple[pa.StructArray | None, str]:
+        """:meth:`_parse`, with the reader's error when there is one."""
+        n = len(dense)
+        if n == 0:
+            return pa.array([], self.arrow_type), ""
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), dense), b"\n")[0]
+        longest = pc.max(pc.binary_length(dense)).as_py() or 0
+        options = pj.ParseOptions(explicit_schema=self._read_schema(), unexpected_field_behavior="ignore",
+                                  newlines_in_values=bool(pc.any(pc.match_substring(dense, "\n")).as_py()))
+        size = joined.as_buffer().size
+        read = pj.ReadOptions(block_size=max(min(_MIN_BLOCK, size + 1), 2 * longest + 2), use_threads=size > _THREADED)
+        try:
+            table = pj.read_json(pa.BufferReader(joined.as_buffer()), parse_options=options, read_options=read)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            return None, str(e)
+        if table.num_rows != n:  # a value that is not one object (two, or none)
+            return None, f"{table.num_rows} JSON objects in {n} values"
+        table = table.select([f.name for f in self.arrow_type]).combine_chunks()
+        try:  # the types Arrow's JSON reader reads as text (dates) become their declared type
+            return pa.StructArray.from_arrays(
+                [(table.column(i).chunk(0) if table.column(i).num_chunks else pa.array([], table.schema.field(i).type))
+                 .cast(f.type) for i, f in enumerate(self.arrow_type)], fields=list(self.arrow_type)), ""
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            return None, str(e)
+
+    def _read_schema(self) -> pa.Schema:
+        """What the JSON reader is asked for: the declared types, dates as text (it reads no date)."""
+        return pa.schema([f.with_type(pa.string()) if pa.types.is_date(f.type) else f for f in self.arrow_type])
+
+    def _find_bad(self, dense: pa.Array) -> dict[int, Failure]:
+        """The values Arrow's reader refuses, and why. Values in which Python's parser finds no JSON
+        object are tried alone (most likely bad: a batch of garbage is not halved); the rest are
+        halved until each bad one stands alone. One reader call settles each bad value."""
+        found: dict[int, Failure] = {}
+        rest = []
+        for j, v in enumerate(dense.to_pylist()):
+            why = _not_an_object(v)
+            if why is None:
+                rest.append(j)
+            elif self._parse(dense.slice(j, 1)) is None:
+                found[j] = why
+        if rest:
+            others = dense.take(pa.array(rest, pa.int64()))
+            for k, error in self._bad(others, 0, len(others), None):
+                found[rest[k]] = (Failure("json_invalid", f"not one JSON object: {error}") if "JSON objects in" in error
+                                  else Failure("json_type", f"a field does not fit its declared type: {error}"))
+        return dict(sorted(found.items()))
+
+    def _bad(self, dense: pa.Array, lo: int, hi: int, error: str | None) -> list[tuple[int, str]]:
+        """The values in ``[lo, hi)`` that do not parse, with the reader's error, by halving
+        (``error``: the range is known not to parse, for this reason)."""
+        if error is None:
+            parsed, error = self._try(dense.slice(lo, hi - lo))
+            if parsed is not None:
+                return []
+        if hi - lo == 1:
+            return [(lo, error)]
+        mid = (lo + hi) // 2
+        return self._bad(dense, lo, mid, None) + self._bad(dense, mid, hi, None)
+
+
+def _not_an_object(value: bytes) -> Failure | None:
+    """Why Python's parser finds no JSON object in ``value`` (None: it finds one)."""
+    try:
+        doc = json.loads(value)
+    except (ValueError, UnicodeDecodeError) as e:
+        return Failure("json_invalid", f"not JSON: {e}")
+    if not isinstance(doc, dict):
+        return Failure("json_not_object", f"a JSON {type(doc).__name__}, not an object")
+    return None
+
+
+def scatter(dense: pa.Array, present: pa.Array) -> pa.Array:
+    """``dense`` (one row per true in ``present``) spread to ``present``'s length, null where it is false."""
+    if len(dense) == len(present):
+        return dense
+    positions = pc.subtract(pc.cumulative_sum(present.cast(pa.int64())), 1)
+    return pc.take(dense, pc.if_else(present, positions, pa.scalar(None, pa.int64())))
