@@ -23,7 +23,11 @@ def _identity(record: Record) -> Iterable[Any]:
 
 @dataclass(frozen=True)
 class Sink:
-    """``group_by(...).persistent_aggregate(state, aggregator)``: ``key`` None means a global aggregate."""
+    """``group_by(...).persistent_aggregate(state, aggregator)``: ``key`` None means a global aggregate.
+
+    For ``Latest``/``First`` the ``value`` function stamps each item with its record's place:
+    ``value=lambda r: Stamped.of_record(r, r.value)`` (the Spark plan carries the place itself).
+    """
 
     state: Any  # MapState, or Snapshottable when key is None
     aggregator: CombinerAggregator

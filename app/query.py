@@ -3,7 +3,8 @@
     query(counts, [("the",), ("fox",)])   # -> [12, 3]  (None for a key never written)
     query(total)                           # a global aggregate -> its value
 
-Values are what readers see: an opaque state's ``curr``, a transactional state's value. The
+Values are what readers see: an opaque state's ``curr``, a transactional state's value (a
+``latest``/``first`` column's value without its record place; None for a key a tombstone deleted). The
 table's spec (typed key and value columns) comes from, in order: ``spec=``; the SparkExecutor that
 compiled the sink in this process; the stored table itself (its backend's :mod:`states.reader`). The
 state is opened through the sink's factory, once per process, like every other state. The command
@@ -17,7 +18,8 @@ from typing import Any
 
 from app.spark.plan import registered_spec
 from app.topology import PartitionPersist, PersistentAggregate
-from states.reader import open_reader
+from app.upserts import is_stamped
+from states.reader import open_reader, visible_value
 from states.snapshottable import GLOBAL_KEY, GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec
 
@@ -34,7 +36,7 @@ def query(sink: Sink, keys: Sequence[Any] | None = None, *, spec: MapSpec | None
     if isinstance(sink, PersistentAggregate) and sink.is_global:
         if keys is not None:
             raise ValueError(f"sink {sink.name!r} is a global aggregate: query it without keys")
-        return state.multi_get([GLOBAL_KEY])[0]
+        return visible_value(spec, state.multi_get([GLOBAL_KEY])[0])
     if keys is None:
         raise ValueError(f"sink {sink.name!r} is keyed: give the keys to read")
     width = len(spec.key)
@@ -42,7 +44,7 @@ def query(sink: Sink, keys: Sequence[Any] | None = None, *, spec: MapSpec | None
     for k in wanted:
         if len(k) != width:
             raise ValueError(f"key {k!r} of sink {sink.name!r} needs {width} field(s): {[c.name for c in spec.key]}")
-    return state.multi_get(wanted)
+    return [visible_value(spec, v) for v in state.multi_get(wanted)]
 
 
 def stored_spec(sink: Sink) -> MapSpec:
@@ -56,15 +58,20 @@ def stored_spec(sink: Sink) -> MapSpec:
     types = open_reader(f).column_types(sink.name)
     if not types:
         raise LookupError(f"sink {sink.name!r}: table {sink.name!r} does not exist yet (nothing committed)")
+    stamped: set[str] = set()
     if isinstance(sink, PersistentAggregate):
-        keys, values = sink.group_by or (GLOBAL_KEY_COLUMN,), tuple(a.output for a in sink.aggregates)
+        keys, values = sink.group_by or (GLOBAL_KEY_COLUMN,), tuple(a.output for a in sink.stored_aggregates)
+        stamped = {a.output for a in sink.stored_aggregates if is_stamped(a)}
     else:
         keys, values = sink.key_columns, sink.value_columns
     missing = [n for n in (*keys, *values) if n not in types]
     if missing:
         raise LookupError(f"table {sink.name!r} has no column(s) {missing} of sink {sink.name!r}")
-    return MapSpec(sink.name, f.kind, tuple(Column(n, types[n]) for n in keys),
-                   tuple(Column(n, types[n]) for n in values))
+    value_columns = tuple(Column(n, types[n], n in stamped) for n in values)
+    if isinstance(sink, PartitionPersist):
+        return MapSpec(sink.name, f.kind, tuple(Column(n, types[n]) for n in keys), value_columns)
+    return MapSpec(sink.name, f.kind, tuple(Column(n, types[n]) for n in keys), value_columns,
+                   sink.tombstones == "delete", sink.ttl_s)
 
 
 __all__ = ["GLOBAL_KEY_COLUMN", "query", "stored_spec"]

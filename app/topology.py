@@ -15,6 +15,8 @@ Records enter as columns ``topic, partition, offset, timestamp, key, value, head
 
 ``Topology(name, errors=ErrorPolicy.dead_letter("topic"))`` says what happens to a record the
 pipeline cannot decode, transform or store (:mod:`app.error_policy`; default: fail).
+``Latest``/``First`` aggregates also see each row's record place, carried through the transforms
+(:mod:`app.upserts`).
 """
 
 from __future__ import annotations
@@ -64,16 +66,36 @@ class Agg:
 
 @dataclass(frozen=True, slots=True)
 class PersistentAggregate:
-    """``group_by(keys).persistent_aggregate(...)``; no keys means a global aggregate (one row)."""
+    """``group_by(keys).persistent_aggregate(...)``; no keys means a global aggregate (one row).
+
+    ``tombstones`` says what a record with a null value does: None, it is aggregated like any
+    other; ``ignore``, it is skipped; ``delete``, it deletes its key (every aggregate must then be
+    ``Latest``: the key reads as absent until a newer record comes, see :mod:`app.upserts`).
+    ``ttl_s``: rows expire that long after their key's last write (Cassandra only).
+    """
 
     name: str  # the state's table
     factory: StateFactory
     group_by: tuple[str, ...]
     aggregates: tuple[Agg, ...]
+    tombstones: str | None = None
+    ttl_s: int | None = None
+
+    def __post_init__(self) -> None:
+        from app.upserts import check_sink
+
+        check_sink(self)
 
     @property
     def is_global(self) -> bool:
         return not self.group_by
+
+    @property
+    def stored_aggregates(self) -> tuple[Agg, ...]:
+        """The aggregates the table stores: the user's, then the tombstone flag when tombstones delete."""
+        from app.upserts import stored_aggregates
+
+        return stored_aggregates(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +139,11 @@ class Stream:
         return GroupedStream(self, tuple(fields))
 
     def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
-                             output: str | None = None, input: str | None = None, name: str) -> PersistentAggregate:
+                             output: str | None = None, input: str | None = None, name: str,
+                             tombstones: str | None = None, ttl_s: int | None = None) -> PersistentAggregate:
         """A global aggregate (no grouping) into a snapshottable state, in table ``name``."""
         return self.topology._add(PersistentAggregate(check_identifier(name, "table name"), factory, (),
-                                                      _aggs(aggregates, output, input), ), self)
+                                                      _aggs(aggregates, output, input), tombstones, ttl_s), self)
 
     def partition_persist(self, factory: StateFactory, key_columns: Sequence[str], value_columns: Sequence[str],
                           updater: Callable[[Any, list[dict[str, Any]]], None], *, name: str) -> PartitionPersist:
@@ -138,11 +161,15 @@ class GroupedStream:
 
     def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
                              output: str | None = None, input: str | None = None,
-                             name: str | None = None) -> PersistentAggregate:
-        """Keyed aggregates into a map state; table ``name`` (default: the topology's name + the fields)."""
+                             name: str | None = None, tombstones: str | None = None,
+                             ttl_s: int | None = None) -> PersistentAggregate:
+        """Keyed aggregates into a map state; table ``name`` (default: the topology's name + the fields).
+
+        ``tombstones`` and ``ttl_s``: see :class:`PersistentAggregate`.
+        """
         table = name or "_".join((self.stream.topology.name.replace("-", "_"), *self.fields))
         sink = PersistentAggregate(check_identifier(table, "table name"), factory, self.fields,
-                                   _aggs(aggregates, output, input))
+                                   _aggs(aggregates, output, input), tombstones, ttl_s)
         return self.stream.topology._add(sink, self.stream)
 
 

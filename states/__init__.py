@@ -19,7 +19,7 @@ kinds above wrap any backing map, and so do caches: ``OpaqueMap(CasCachedMap(Cas
 The rules themselves live in the value objects :class:`OpaqueValue` and :class:`TransactionalValue`.
 """
 
-from states.aggregators import CombinerAggregator, Count, Max, Min, Sum, combiner
+from states.aggregators import CombinerAggregator, Count, First, Latest, Max, Min, Sum, combiner
 from states.cached import CachedMap, CasCachedMap
 from states.errors import (
     CasRetriesExhaustedError,
@@ -44,6 +44,7 @@ from states.protocols import (
 )
 from states.rotating import RotatingTransactionalState
 from states.snapshottable import SnapshottableMap
+from states.stamped import Stamped
 from states.transactional import TransactionalMap
 from states.values import OpaqueValue, TransactionalValue
 
@@ -57,8 +58,10 @@ __all__ = [
     "CombinerAggregator",
     "CoordinatorStore",
     "Count",
+    "First",
     "LeaseHeldError",
     "LeaseInfo",
+    "Latest",
     "LeaseLostError",
     "MapState",
     "Max",
@@ -70,6 +73,7 @@ __all__ = [
     "Snapshottable",
     "SnapshottableMap",
     "StaleBatchError",
+    "Stamped",
     "State",
     "StateError",
     "Sum",

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from states.stamped import Stamped
+
 
 @runtime_checkable
 class CombinerAggregator(Protocol):
@@ -92,6 +94,56 @@ class Max:
 
 
 @dataclass(frozen=True, slots=True)
+class Latest:
+    """The value of the record with the highest ``(timestamp, partition, offset)``: an upsert.
+
+    Inputs and partials are :class:`~states.stamped.Stamped` values (a record's place and a
+    value); the stored value keeps its place, so a later batch's partial wins only if its record
+    is newer, and the choice is the same whichever way partials are grouped.
+    """
+
+    name: str = "latest"
+
+    def init(self, value: Any) -> Stamped | None:
+        return None if value is None else Stamped.of(value)
+
+    def combine(self, a: Any, b: Any) -> Stamped | None:
+        x, y = self.partial_of(a), self.partial_of(b)
+        return y if x is None else x if y is None else max(x, y, key=Stamped.place)
+
+    def zero(self) -> None:
+        return None
+
+    def partial_of(self, column: Any) -> Stamped | None:
+        """A partial as it arrives from a Spark result column (a struct row) or from Python."""
+        return None if column is None else Stamped.of(column)
+
+
+@dataclass(frozen=True, slots=True)
+class First:
+    """The value of the record with the lowest ``(timestamp, partition, offset)``: the first one seen."""
+
+    name: str = "first"
+
+    def init(self, value: Any) -> Stamped | None:
+        return None if value is None else Stamped.of(value)
+
+    def zero(self) -> None:
+        return None
+
+    def partial_of(self, column: Any) -> Stamped | None:
+        """A partial as it arrives from a Spark result column (a struct row) or from Python."""
+        return None if column is None else Stamped.of(column)
+
+    def combine(self, a: Any, b: Any) -> Stamped | None:
+        x, y = self.partial_of(a), self.partial_of(b)
+        return y if x is None else x if y is None else min(x, y, key=Stamped.place)
+
+
+STAMPED = (Latest, First)  # aggregators whose values carry their record's place (two columns each)
+
+
+@dataclass(frozen=True, slots=True)
 class _Combiner:
     name: str
     init_fn: Callable[[Any], Any]
@@ -114,5 +166,12 @@ def combiner(name: str, init: Callable[[Any], Any], combine: Callable[[Any, Any]
 
 
 def combine_updater(aggregator: CombinerAggregator, partial: Any) -> Callable[[Any], Any]:
-    """The updater that merges a batch's ``partial`` into a stored value (None = nothing yet)."""
+    """The updater that merges a batch's ``partial`` into a stored value (None = nothing yet).
+
+    An aggregator with a ``partial_of`` method (``latest``/``first``) first turns the partial as
+    it arrives from a result column (a Spark struct row) into its own value type.
+    """
+    convert = getattr(aggregator, "partial_of", None)
+    if convert is not None:
+        partial = convert(partial)
     return lambda stored: partial if stored is None else aggregator.combine(stored, partial)

@@ -90,6 +90,9 @@ class StateFactory:
         if self.backend == "memory":
             from states.memory import MemoryBackingMap
 
+            if spec.ttl_s is not None:
+                raise ValueError(f"table {spec.table}: ttl_s needs the cassandra backend (memory rows do not expire)")
+
             return self._once(("backing", spec), MemoryBackingMap)
         if self.backend == "sqlite":
             from states.sqlite import SqliteBackingMap

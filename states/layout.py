@@ -7,7 +7,8 @@ Shared by the durable backends (this module imports no driver). A stored value b
 * non-transactional: ``<v1>, <v2>, ...``
 
 Keys become the key columns, in order. A value with one value column is a scalar, otherwise a
-tuple. Traps: a tuple value whose fields are all None reads back as None (there is no column to
+tuple. A stamped value column (``latest``/``first``, :mod:`states.stamped`) is two columns,
+``<v>`` and ``<v>_at`` (and ``prev_<v>``, ``prev_<v>_at``), and reads back as a ``Stamped``. Traps: a tuple value whose fields are all None reads back as None (there is no column to
 tell them apart), and so does a non-transactional value of None (the row reads as absent).
 Compare-and-set compares *encoded rows*, never Python values, so these collapses are harmless.
 """
@@ -19,6 +20,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from states.spec import MapSpec, StateKind
+from states.stamped import AT_SUFFIX, Stamped
 from states.values import OpaqueValue, TransactionalValue
 
 Row = tuple[Any, ...]
@@ -49,7 +51,9 @@ class RowLayout:
     def __init__(self, spec: MapSpec, encode: Mapping[str, Convert] = CQL_ENCODE,
                  decode: Mapping[str, Convert] = CQL_DECODE) -> None:
         self.spec, self._enc, self._dec = spec, encode, decode
-        values = [(c.name, c.type) for c in spec.value]
+        values = [p for c in spec.value
+                  for p in ([(c.name, c.type), (c.name + AT_SUFFIX, "text")] if c.stamped else [(c.name, c.type)])]
+        self._width = len(values)
         if spec.kind is StateKind.OPAQUE:
             stored = [("txid", "bigint"), *values, *((f"prev_{n}", t) for n, t in values)]
         elif spec.kind is StateKind.TRANSACTIONAL:
@@ -89,7 +93,7 @@ class RowLayout:
         if row is None:
             return None
         row = tuple(self._convert(self._dec, t, v) for (_, t), v in zip(self.stored_columns, row, strict=True))
-        kind, n = self.spec.kind, len(self.spec.value)
+        kind, n = self.spec.kind, self._width
         if kind is StateKind.OPAQUE:
             if row[0] is None:
                 return None
@@ -100,17 +104,35 @@ class RowLayout:
 
     def _fields(self, v: Any) -> tuple[Any, ...]:
         if self.spec.scalar:
-            return (v,)
-        if v is None:
-            return (None,) * len(self.spec.value)
-        if not isinstance(v, tuple) or len(v) != len(self.spec.value):
+            parts: tuple[Any, ...] = (v,)
+        elif v is None:
+            parts = (None,) * len(self.spec.value)
+        elif not isinstance(v, tuple) or isinstance(v, Stamped) or len(v) != len(self.spec.value):
             raise TypeError(f"table {self.spec.table}: value {v!r} must be a tuple of {len(self.spec.value)}")
-        return v
+        else:
+            parts = v
+        out: list[Any] = []
+        for c, p in zip(self.spec.value, parts, strict=True):
+            if c.stamped:
+                stamped = None if p is None else Stamped.of(p)
+                out += (None, None) if stamped is None else (stamped.value, stamped.at)
+            else:
+                out.append(p)
+        return tuple(out)
 
     def _value(self, fields: Row) -> Any:
+        parts, i = [], 0
+        for c in self.spec.value:
+            if c.stamped:
+                value, at = fields[i], fields[i + 1]
+                parts.append(None if at is None else Stamped.parse_at(value, at))
+                i += 2
+            else:
+                parts.append(fields[i])
+                i += 1
         if self.spec.scalar:
-            return fields[0]
-        return None if all(f is None for f in fields) else tuple(fields)
+            return parts[0]
+        return None if all(f is None for f in parts) else tuple(parts)
 
     @staticmethod
     def _convert(table: Mapping[str, Convert], type_: str, v: Any) -> Any:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from states.errors import InvalidIdentifierError
+from states.stamped import AT_SUFFIX
 
 # Column types a state may use, named as in CQL. Backends map them to their own types.
 COLUMN_TYPES = frozenset({"text", "bigint", "int", "double", "boolean", "blob", "timestamp"})
@@ -38,10 +39,16 @@ def check_identifier(name: str, what: str = "identifier") -> str:
     return name
 
 
+DELETED_COLUMN = "deleted"  # the tombstone flag of a table whose tombstones delete (a stamped boolean)
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
+    """A typed column; a ``stamped`` one (``latest``/``first``) is stored with ``<name>_at`` beside it."""
+
     name: str
     type: str
+    stamped: bool = False
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "column name")
@@ -53,20 +60,33 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class MapSpec:
-    """A map state's table: name, kind, key columns and value columns."""
+    """A map state's table: name, kind, key columns and value columns.
+
+    ``tombstones``: the last value column is the stamped :data:`DELETED_COLUMN` flag, and a key
+    whose flag is true reads as absent (its row stays, with its txid). ``ttl_s``: every write of
+    a key sets its row to expire that long after (backends without TTL refuse it).
+    """
 
     table: str
     kind: StateKind
     key: tuple[Column, ...]
     value: tuple[Column, ...]
+    tombstones: bool = False
+    ttl_s: int | None = None
 
     def __post_init__(self) -> None:
         check_identifier(self.table, "table name")
         if not self.key or not self.value:
             raise ValueError(f"table {self.table!r} needs at least one key column and one value column")
-        names = [c.name for c in self.key + self.value]
+        names = [c.name for c in self.key + self.value] + [c.name + AT_SUFFIX for c in self.value if c.stamped]
         if len(set(names)) != len(names):
             raise ValueError(f"table {self.table!r}: duplicate column names in {names}")
+        if self.tombstones and (self.value[-1].name != DELETED_COLUMN or self.value[-1].type != "boolean"
+                                or not self.value[-1].stamped):
+            raise ValueError(f"table {self.table!r}: with tombstones the last value column is the stamped boolean "
+                             f"{DELETED_COLUMN!r}")
+        if self.ttl_s is not None and self.ttl_s < 1:
+            raise ValueError(f"table {self.table!r}: ttl_s must be at least 1 second, got {self.ttl_s}")
 
     @property
     def scalar(self) -> bool:

@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         missing = [k for k, r in zip(args.key, found) if r is None]
         rows = [r for r in found if r is not None]
         for k in missing:
-            progress(f"key {k!r}: not in table {spec.table!r} (never written)")
+            progress(f"key {k!r}: not in table {spec.table!r} (never written{', or deleted' if spec.tombstones else ''})")
     elif [c.name for c in spec.key] == [GLOBAL_KEY_COLUMN] and args.top is None:
         rows = [r for r in reader.get(spec, [GLOBAL_KEY]) if r is not None]
     else:

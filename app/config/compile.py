@@ -54,10 +54,13 @@ def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *,
         stream = stream.filter(exprs[0]) if kind == "filter" else getattr(stream, kind)(*exprs)
     factory = state_factory(config, p)
     aggs = [Agg(AGGREGATORS[a.function](), a.output, a.input) for a in p.aggregates]
+    tombstones, ttl_s = p.state.tombstones, p.state.ttl_s
     if p.group_by:
-        stream.group_by(*p.group_by).persistent_aggregate(factory, aggs, name=p.state.table)
+        stream.group_by(*p.group_by).persistent_aggregate(factory, aggs, name=p.state.table, tombstones=tombstones,
+                                                          ttl_s=ttl_s)
     else:
-        stream.persistent_aggregate(factory, aggs, name=p.state.table or p.id.replace("-", "_"))
+        stream.persistent_aggregate(factory, aggs, name=p.state.table or p.id.replace("-", "_"),
+                                    tombstones=tombstones, ttl_s=ttl_s)
     return CompiledPipeline(topology, coordinator_config(config, p), factory)
 
 
@@ -82,6 +85,7 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
             "state": {"kind": f.kind.value, "backend": f.backend, "sqlite_path": f.sqlite_path,
                       "cassandra": None if f.cassandra is None else _cassandra_summary(f.cassandra),
                       "cache_size": f.cache_size},
+            "tombstones": getattr(sink, "tombstones", None), "ttl_s": getattr(sink, "ttl_s", None),
         })
     c = coordinator
     return {

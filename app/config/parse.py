@@ -32,7 +32,7 @@ from app.error_policy import Action, ErrorPolicy
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
-from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
+from states.aggregators import CombinerAggregator, Count, First, Latest, Max, Min, Sum
 from states.cassandra.settings import CassandraSettings, Secret, TlsSettings
 from states.spec import StateKind
 
@@ -49,7 +49,8 @@ SECRET_ENV: Mapping[str, tuple[str, str]] = {
     "TRIDENT_SCHEMA_REGISTRY_PASSWORD": ("schema_registry", "password"),
     "TRIDENT_SCHEMA_REGISTRY_KEY_PASSWORD": ("schema_registry", "key_password"),
 }
-AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max}
+AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max,
+                                                      "latest": Latest, "first": First}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _FILE_PROPERTIES = frozenset({"sasl.kerberos.keytab", "plugin.library.paths", "ssl.engine.location"})
@@ -202,7 +203,7 @@ def _pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> PipelineSetti
                           discovery_interval_s=s.discovery_interval_s, group_id=s.group_id,
                           key_format=s.key_format.format(), value_format=s.value_format.format())
     state = StateSettings(kind=StateKind(st.kind), backend=st.backend, table=st.table, sqlite_path=st.sqlite_path,
-                          cache_size=st.cache_size)
+                          cache_size=st.cache_size, tombstones=st.tombstones, ttl_s=st.ttl_s)
     return PipelineSettings(id=m.id, spout=spout, transforms=transforms, group_by=tuple(m.group_by),
                             aggregates=tuple(aggregates), state=state, max_pending=m.max_pending,
                             accept_at_least_once=m.accept_at_least_once, lease_ttl_s=m.lease_ttl_s,

@@ -42,7 +42,7 @@ from states.spec import StateKind, check_identifier
 ENV_REF = r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}"
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _PIPELINE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
-AGGREGATORS = ("count", "sum", "min", "max")
+AGGREGATORS = ("count", "sum", "min", "max", "latest", "first")
 
 
 def at(field: str, message: str) -> PydanticCustomError:
@@ -393,7 +393,7 @@ def _one_key_or_name(schema: dict[str, Any]) -> None:
 
 
 class AggregateModel(Section):
-    """``- count``, ``{count: {as: n}}`` or ``{sum|min|max: {field: f, as: out}}``."""
+    """``- count``, ``{count: {as: n}}`` or ``{sum|min|max|latest|first: {field: f, as: out}}``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, json_schema_extra=_one_key_or_name)
 
@@ -401,6 +401,9 @@ class AggregateModel(Section):
     sum: FieldAggregateModel | None = None
     min: FieldAggregateModel | None = None
     max: FieldAggregateModel | None = None
+    latest: FieldAggregateModel | None = Field(default=None, description="the value of the newest record "
+                                               "(timestamp, partition, offset) per key: an upsert")
+    first: FieldAggregateModel | None = Field(default=None, description="the value of the oldest record per key")
 
     @model_validator(mode="before")
     @classmethod
@@ -425,6 +428,17 @@ class StateModel(Section):
     table: _identifier("table name") | None = Field(default=None, description="default: <id>_<group_by...>")  # type: ignore[valid-type]
     sqlite_path: Text = "data/trident.db"
     cache_size: Annotated[Int, Field(ge=0)] = 10_000
+    tombstones: _choice("delete", "ignore") | None = Field(  # type: ignore[valid-type]
+        default=None, description="records with a null value: delete (the key; every aggregate latest), ignore "
+                                  "(skip them); null: aggregated like any record")
+    ttl_s: Annotated[Int, Field(ge=1)] | None = Field(default=None, description="rows expire this long after their "
+                                                      "key's last write (backend cassandra only)")
+
+    @model_validator(mode="after")
+    def _ttl(self) -> StateModel:
+        if self.ttl_s is not None and self.backend != "cassandra":
+            raise at("ttl_s", f"needs backend cassandra (backend {self.backend} keeps rows for ever)")
+        return self
 
 
 class DeadLetterTopicModel(Section):
@@ -474,6 +488,14 @@ class PipelineModel(Section):
     @model_validator(mode="after")
     def _consistent(self) -> PipelineModel:
         outputs = [a.function()[2] for a in self.aggregates]
+        if self.state.tombstones == "delete":
+            for i, a in enumerate(self.aggregates):
+                if a.function()[0] != "latest":
+                    raise at(f"aggregates[{i}]", "state.tombstones: delete needs every aggregate to be latest (a "
+                                                 "deleted key forgets its values; other aggregates cannot be rebuilt)")
+                if a.function()[2] == "deleted":
+                    raise at(f"aggregates[{i}]", "output column 'deleted' holds the tombstone flag with "
+                                                 "state.tombstones: delete; name it otherwise (as: ...)")
         for i, out in enumerate(outputs):
             if outputs.count(out) > 1 or out in self.group_by:
                 raise at(f"aggregates[{i}]", f"output column {out!r} is used twice (group-by fields and aggregate "

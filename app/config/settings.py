@@ -84,6 +84,8 @@ class StateSettings:
     table: str | None  # None: the topology id (with '-' as '_') + the group-by fields
     sqlite_path: str
     cache_size: int
+    tombstones: str | None  # "delete" | "ignore" | None (a null value is aggregated like any record)
+    ttl_s: int | None
 
 
 @dataclass(frozen=True, slots=True)

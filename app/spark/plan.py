@@ -7,8 +7,9 @@ aggregate outputs).
 
 How a sink aggregates a batch:
 
-* ``builtin``: every aggregator is Count, Sum, Min or Max: Spark's own ``count``/``sum``/``min``/
-  ``max`` (map-side combine, no Python).
+* ``builtin``: every aggregator is Count, Sum, Min, Max, Latest or First: Spark's own ``count``/
+  ``sum``/``min``/``max`` (map-side combine, no Python); ``latest``/``first`` are ``max``/``min``
+  of ``struct(timestamp, partition, offset, value)`` over the record place :mod:`app.upserts` carries.
 * ``fold``: some aggregator is a custom ``combiner(...)``: a Python fold on executors, Arrow in and
   out: ``init``+``combine`` per input partition, shuffle the partials by key, ``combine`` again.
   A custom aggregate's values have its input column's type (``bigint`` without an input column).
@@ -26,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.topology import Agg, PartitionPersist, PersistentAggregate, Transform
-from states.aggregators import CombinerAggregator, Count, Max, Min, Sum
+from app.upserts import PLACE_COLUMN, hidden_columns, is_stamped, upsert_transforms
+from states.aggregators import STAMPED, CombinerAggregator, Count, First, Max, Min, Sum
 from states.snapshottable import GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec
 
 COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't start with "_")
-BUILTIN = (Count, Sum, Min, Max)
+BUILTIN = (Count, Sum, Min, Max, *STAMPED)
 
 
 class Mode(enum.StrEnum):
@@ -85,6 +87,14 @@ class TupleAggregator:
 
     def zero(self) -> tuple[Any, ...]:
         return tuple(a.zero() for a in self.aggregators)
+
+    def partial_of(self, column: Any) -> tuple[Any, ...]:
+        """Each element as its aggregator takes it from a result column (see ``combine_updater``)."""
+        return tuple(getattr(a, "partial_of", _same)(v) for a, v in zip(self.aggregators, column, strict=True))
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def value_aggregator(aggs: Sequence[Agg]) -> CombinerAggregator:
@@ -149,7 +159,7 @@ class CompiledSink:
     @property
     def values(self) -> tuple[str, ...]:
         s = self.sink
-        return tuple(a.output for a in s.aggregates) if isinstance(s, PersistentAggregate) else s.value_columns
+        return tuple(a.output for a in s.stored_aggregates) if isinstance(s, PersistentAggregate) else s.value_columns
 
     def transform(self, records: Any) -> Any:
         for step in self.steps:
@@ -165,7 +175,7 @@ class CompiledSink:
         sink = self.sink
         assert isinstance(sink, PersistentAggregate)
         if self.mode is Mode.BUILTIN:
-            exprs = [_builtin_expr(a) for a in sink.aggregates]
+            exprs = [_builtin_expr(a) for a in sink.stored_aggregates]
             if self.is_global:
                 return df.agg(*exprs, F.count(F.lit(1)).alias(COUNT_COLUMN))
             return df.groupBy(*self.keys).agg(*exprs)
@@ -187,6 +197,10 @@ def _builtin_expr(a: Agg) -> Any:
         return F.count(F.lit(1)).alias(a.output)
     assert a.input is not None  # only Count has no input column
     col = F.col(a.input)
+    if is_stamped(a):  # the value of the newest / oldest record place (struct order: field by field)
+        place = [F.col(f"{PLACE_COLUMN}.{f}").alias(f) for f in ("timestamp", "partition", "offset")]
+        stamped = F.struct(*place, col.alias("value"))
+        return (F.min(stamped) if isinstance(agg, First) else F.max(stamped)).alias(a.output)
     if isinstance(agg, Sum):
         return F.coalesce(F.sum(col), F.lit(0)).alias(a.output)
     return (F.min(col) if isinstance(agg, Min) else F.max(col)).alias(a.output)
@@ -197,6 +211,8 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
     """Compile one sink against ``records``, an empty DataFrame with the spout's schema."""
     from pyspark.errors import AnalysisException
 
+    if isinstance(sink, PersistentAggregate):
+        transforms = upsert_transforms(tuple(transforms), sink)
     try:
         steps, df = compile_steps(records, transforms)
     except AnalysisException as e:  # a bad expression: say which sink's stream has it
@@ -215,21 +231,34 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
         value_types = [(v, typed(v, "value column")) for v in sink.value_columns]
         mode, aggregator = Mode.ROWS, None
     else:
-        for a in sink.aggregates:
+        for h in hidden_columns(sink):
+            typed(h, "hidden column (a function transform must keep it)")
+        for a in sink.stored_aggregates:
             if a.input is not None:
                 typed(a.input, "aggregate input")
         mode = Mode.BUILTIN if all(type(a.aggregator) in BUILTIN for a in sink.aggregates) else Mode.FOLD
-        value_types = [(a.output, _value_type(a, fields)) for a in sink.aggregates]
-        aggregator = value_aggregator(sink.aggregates)
+        if mode is Mode.FOLD and any(is_stamped(a) for a in sink.stored_aggregates):
+            raise TopologyCompileError(f"sink {sink.name!r}: latest/first cannot share a sink with a custom "
+                                       "combiner; give them a sink of their own")
+        value_types = [(a.output, _value_type(a, fields)) for a in sink.stored_aggregates]
+        aggregator = value_aggregator(sink.stored_aggregates)
     from pyspark.sql.types import StructField, StructType
 
     output = StructType([StructField(n, t, True) for n, t in (*key_types, *value_types)])
     compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
     if mode is Mode.BUILTIN:  # Spark's own result types (sum of an int is a bigint...)
         output = compiled.aggregate(df, partitions).schema
-        value_types = [(n, output[n].dataType) for n, _ in value_types]
+        value_types = [(n, _unstamped_type(output[n].dataType, t)) for n, t in value_types]
         compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
     return compiled
+
+
+def _unstamped_type(result: Any, declared: Any) -> Any:
+    """A result column's value type: a latest/first struct's ``value`` field, else the column's own type."""
+    from pyspark.sql.types import StructType
+
+    return result["value"].dataType if isinstance(result, StructType) and not isinstance(declared, StructType) \
+        else result
 
 
 def _value_type(a: Agg, fields: dict[str, Any]) -> Any:
@@ -253,5 +282,9 @@ def _spec(sink: PersistentAggregate | PartitionPersist, key_types: list[tuple[st
     keys = tuple(Column(n, column_type(t, f"sink {sink.name!r}: key {n!r}")) for n, t in key_types)
     if not keys:
         keys = (Column(GLOBAL_KEY_COLUMN, "text"),)
-    values = tuple(Column(n, column_type(t, f"sink {sink.name!r}: value {n!r}")) for n, t in value_types)
-    return MapSpec(sink.name, sink.factory.kind, keys, values)
+    stamped = {a.output for a in sink.stored_aggregates if is_stamped(a)} if isinstance(sink, PersistentAggregate) \
+        else set()
+    values = tuple(Column(n, column_type(t, f"sink {sink.name!r}: value {n!r}"), n in stamped) for n, t in value_types)
+    if isinstance(sink, PartitionPersist):
+        return MapSpec(sink.name, sink.factory.kind, keys, values)
+    return MapSpec(sink.name, sink.factory.kind, keys, values, sink.tombstones == "delete", sink.ttl_s)

@@ -48,11 +48,12 @@ class CassandraBackingMap:
         where = " AND ".join(f"{n} = ?" for n, _ in layout.key_columns)
         select = f"SELECT {', '.join(self._stored)} FROM {shape.name} WHERE {where}"
         insert = f"INSERT INTO {shape.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        ttl = "" if spec.ttl_s is None else f" USING TTL {int(spec.ttl_s)}"  # every write restarts the key's clock
         prepare = self.client.prepare
         self._select = prepare(select, idempotent=True)
-        self._put = prepare(insert, idempotent=True)
-        self._insert_if_absent = prepare(insert + " IF NOT EXISTS", idempotent=False)
-        self._update_if = prepare(f"UPDATE {shape.name} SET {', '.join(f'{n} = ?' for n in self._stored)} "
+        self._put = prepare(insert + ttl, idempotent=True)
+        self._insert_if_absent = prepare(insert + " IF NOT EXISTS" + ttl, idempotent=False)
+        self._update_if = prepare(f"UPDATE {shape.name}{ttl} SET {', '.join(f'{n} = ?' for n in self._stored)} "
                                   f"WHERE {where} IF {' AND '.join(f'{n} = ?' for n in self._stored)}",
                                   idempotent=False)
 

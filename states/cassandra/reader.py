@@ -19,7 +19,7 @@ from states.cassandra.schema import check_cql_identifier
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.layout import CQL_ENCODE
-from states.reader import Progress, Row, visible_columns
+from states.reader import Progress, Row, is_deleted, visible_columns
 from states.spec import MapSpec
 
 PAGE_SIZE = 1000
@@ -54,7 +54,8 @@ class CassandraTableReader:
             if isinstance(rs, BaseException):
                 raise rs
             row = rs.one()
-            found[k] = None if row is None else {n: row[n] for n, _ in cols}
+            got = None if row is None else {n: row[n] for n, _ in cols}
+            found[k] = None if got is None or is_deleted(spec, got) else got  # a tombstone's row: absent
         return [found[k] for k in encoded]
 
     def top(self, spec: MapSpec, n: int, by: str, progress: Progress | None = None) -> list[Row]:
@@ -72,7 +73,7 @@ class CassandraTableReader:
             rs = self._page(bound, paging_state)
             for r in rs.current_rows:
                 row = {c: r[c] for c, _ in cols}
-                if row.get("txid", 0) is None:
+                if row.get("txid", 0) is None or is_deleted(spec, row):
                     continue  # a row without a stored value (never the case for rows the map wrote)
                 item = ((True, row[by]) if row[by] is not None else (False, 0), scanned, row)
                 if len(heap) < n:

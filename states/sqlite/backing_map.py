@@ -35,6 +35,8 @@ class SqliteBackingMap:
 
     def __init__(self, path: str | Path, spec: MapSpec, *, busy_timeout_s: float = 30.0,
                  synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS) -> None:
+        if spec.ttl_s is not None:
+            raise ValueError(f"table {spec.table}: ttl_s needs the cassandra backend (SQLite rows do not expire)")
         self.path, self.spec, self.metrics = str(path), spec, metrics
         self._conns = Connections(path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
         self._layout = RowLayout(spec, SQLITE_ENCODE, SQLITE_DECODE)

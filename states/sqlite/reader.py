@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from states.reader import Progress, Row, visible_columns
-from states.spec import MapSpec, check_identifier
+from states.reader import Progress, Row, is_deleted, visible_columns
+from states.spec import DELETED_COLUMN, MapSpec, check_identifier
 from states.sqlite.backing_map import SQLITE_DECODE, SQLITE_ENCODE
 from states.sqlite.connection import quote
 
@@ -58,7 +58,7 @@ class SqliteTableReader:
             conn.execute("COMMIT")
         finally:
             conn.close()
-        return [found.get(k) for k in encoded]
+        return [None if r is None or is_deleted(spec, r) else r for r in (found.get(k) for k in encoded)]
 
     def top(self, spec: MapSpec, n: int, by: str, progress: Progress | None = None) -> list[Row]:
         cols = visible_columns(spec)
@@ -68,7 +68,7 @@ class SqliteTableReader:
         try:
             rows = [_row(cols, r) for r in conn.execute(
                 f"SELECT {', '.join(quote(c) for c, _ in cols)} FROM {quote(spec.table)} "
-                f"ORDER BY {quote(by)} IS NULL, {quote(by)} DESC LIMIT ?", (n,))]
+                f"{_live(spec)}ORDER BY {quote(by)} IS NULL, {quote(by)} DESC LIMIT ?", (n,))]
         finally:
             conn.close()
         if progress is not None:
@@ -89,6 +89,11 @@ class SqliteTableReader:
         finally:
             conn.close()
         return done
+
+
+def _live(spec: MapSpec) -> str:
+    """The WHERE clause leaving out keys deleted by a tombstone (empty when tombstones are not kept)."""
+    return f"WHERE {quote(DELETED_COLUMN)} IS NOT 1 " if spec.tombstones else ""
 
 
 def _row(cols: list[tuple[str, str]], r: Sequence[Any]) -> Row:

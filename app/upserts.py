@@ -1,0 +1,96 @@
+"""Latest-value upserts in a topology: record places carried to ``latest``/``first``, tombstones.
+
+A ``Latest``/``First`` aggregate needs each row's record place ``(timestamp, partition, offset)``
+after the user's transforms, which may have selected other columns. The place is carried
+implicitly: :func:`upsert_transforms` adds a hidden column :data:`PLACE_COLUMN` (and, when
+tombstones delete, :data:`TOMBSTONE_COLUMN`: the record's value was null) before the first
+transform and appends both to every ``map`` (``select``) step. A Python function transform must
+keep them (the Spark compiler refuses a sink whose rows lost them).
+
+Tombstones (records with a null value): ``ignore`` filters them out before the transforms;
+``delete`` lets them through the transforms (so the key can still be computed from the record's
+key; a filter that drops null values drops tombstones too) and stores the stamped boolean
+``deleted`` beside the sink's ``latest`` values: a key whose newest record is a tombstone reads
+as absent, yet its row and txid stay, so a replay of the txid is recognised like any other update.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from states.aggregators import STAMPED, Latest
+from states.spec import DELETED_COLUMN
+
+if TYPE_CHECKING:
+    from app.topology import Agg, PersistentAggregate, Transform
+
+TOMBSTONE_POLICIES = ("delete", "ignore")
+PLACE_COLUMN = "_place"  # struct<timestamp: bigint ms, partition: bigint, offset: bigint>; "_": no user name
+TOMBSTONE_COLUMN = "_tombstone"  # boolean: the record's value was null
+PLACE_SQL = ("named_struct('timestamp', coalesce(unix_millis(`timestamp`), -1), "
+             "'partition', CAST(`partition` AS BIGINT), 'offset', `offset`)")
+
+
+def is_stamped(agg: Agg) -> bool:
+    """Whether ``agg`` keeps a record's value with its place (``latest``/``first``)."""
+    return isinstance(agg.aggregator, STAMPED)
+
+
+def check_sink(sink: PersistentAggregate) -> None:
+    """Refuse a sink whose upsert settings cannot work, saying why (ValueError)."""
+    where = f"table {sink.name!r}"
+    if sink.tombstones is not None and sink.tombstones not in TOMBSTONE_POLICIES:
+        raise ValueError(f"{where}: tombstones must be one of {', '.join(TOMBSTONE_POLICIES)} (or None: a null "
+                         f"value is aggregated like any record), got {sink.tombstones!r}")
+    for a in sink.aggregates:
+        if is_stamped(a) and a.input is None:
+            raise ValueError(f"{where}: {a.aggregator.name}() needs an input column")
+    if sink.tombstones == "delete":
+        others = [a.output for a in sink.aggregates if not isinstance(a.aggregator, Latest)]
+        if others:
+            raise ValueError(f"{where}: tombstones: delete needs every aggregate to be latest (a deleted key forgets "
+                             f"its values; {', '.join(others)} cannot be rebuilt after a delete)")
+        if any(a.output == DELETED_COLUMN for a in sink.aggregates):
+            raise ValueError(f"{where}: with tombstones: delete the column {DELETED_COLUMN!r} holds the tombstone "
+                             "flag; name the aggregate otherwise")
+    if sink.ttl_s is not None and (isinstance(sink.ttl_s, bool) or not isinstance(sink.ttl_s, int) or sink.ttl_s < 1):
+        raise ValueError(f"{where}: ttl_s must be a whole number of seconds >= 1, got {sink.ttl_s!r}")
+
+
+def stored_aggregates(sink: PersistentAggregate) -> tuple[Agg, ...]:
+    """The sink's aggregates, then ``latest(_tombstone) AS deleted`` when tombstones delete."""
+    from app.topology import Agg
+
+    if sink.tombstones != "delete":
+        return sink.aggregates
+    return (*sink.aggregates, Agg(Latest(), DELETED_COLUMN, TOMBSTONE_COLUMN))
+
+
+def hidden_columns(sink: PersistentAggregate) -> tuple[str, ...]:
+    """The hidden columns the sink's rows must carry to its aggregation."""
+    if not any(is_stamped(a) for a in stored_aggregates(sink)):
+        return ()
+    return (PLACE_COLUMN, TOMBSTONE_COLUMN) if sink.tombstones == "delete" else (PLACE_COLUMN,)
+
+
+def upsert_transforms(transforms: tuple[Transform, ...], sink: PersistentAggregate) -> tuple[Transform, ...]:
+    """``transforms`` with the tombstone filter, and the hidden columns added first and kept by every select."""
+    from app.topology import Transform
+
+    out: list[Transform] = []
+    if sink.tombstones == "ignore":
+        out.append(Transform("filter", ("`value` IS NOT NULL",)))
+    hidden = hidden_columns(sink)
+    if hidden:
+        exprs = {PLACE_COLUMN: f"{PLACE_SQL} AS {PLACE_COLUMN}", TOMBSTONE_COLUMN: f"`value` IS NULL AS {TOMBSTONE_COLUMN}"}
+        out.append(Transform("with", tuple(exprs[h] for h in hidden)))
+    for t in transforms:
+        if t.kind == "select" and hidden and not any(_is_star(e) for e in t.exprs):
+            t = Transform("select", (*t.exprs, *hidden))
+        out.append(t)
+    return tuple(out)
+
+
+def _is_star(expr: str) -> bool:
+    e = expr.strip()
+    return e == "*" or e.endswith(".*")
