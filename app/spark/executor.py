@@ -114,8 +114,9 @@ class SparkExecutor:
     ``spark``: a SparkSession (:func:`app.spark.session.spark_session`). The topology's spout must
     be an :class:`~spouts.protocols.ArrowSpout` (KafkaSpout is): picklable, read on executors with
     ``read_arrow(meta)`` in its ``arrow_schema``.
-    ``commit_partitions``: commit tasks per keyed sink (default: ``spark.sql.shuffle.partitions``, the
-    aggregation's own partitions; another number costs one more shuffle in process).
+    ``commit_partitions``: commit tasks per keyed sink (default: Spark's default parallelism; when it
+    differs from ``spark.sql.shuffle.partitions``, as on a cluster that does not set both, the
+    aggregate is shuffled once more in process, still in the same job).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
     """
@@ -134,9 +135,7 @@ class SparkExecutor:
                                  "executors need a shared one (sqlite or cassandra)")
         self.spark, self.topology, self.spout = spark, topology, spout
         self.chunk_size, self.faults, self.metrics = chunk_size, faults, metrics
-        # Commit tasks per keyed sink: by default the aggregation's own shuffle partitions, so that the
-        # aggregated result is already where the commit needs it.
-        self.commit_partitions = commit_partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+        self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
         self.arrow_schema = spark_arrow_schema(spout.arrow_schema)
         from pyspark.sql.pandas.types import from_arrow_schema
 
