@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,8 @@ from tests.bench.workload import PARTITIONS, Topic
 from tests.kafka.bench_read_rate import bare_consume
 
 PEER_PYTHON = Path(".venv-peer/bin/python")
-WARM_UP = 2  # txids before measuring (Python workers start, the JIT warms up)
+WARM_UP = 2  # txids before measuring (Python workers start, the JIT warms up)...
+WARM_UP_TXID = 5_000  # ...of at most this many records
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Figure:
     jobs_per_txid: float = 0.0
     load: str = ""
     extra: dict[str, float] = field(default_factory=dict)
-
+    throughput: bool = True  # False: a cost or a latency, compared with nothing
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
@@ -169,8 +170,12 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
     """Records/s of the product at ``per_txid`` records per txid, after :data:`WARM_UP` txids, over at most
     ``budget`` records (at least 3 txids) or the rest of the topic."""
     p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending)
-    try:
+    measured = p.coordinator.config
+    try:  # warm up on small txids, so that the large sizes keep the topic for measuring
+        small = min(per_txid, WARM_UP_TXID)
+        p.coordinator.config = replace(measured, caps=Caps(max(1, small // PARTITIONS), small))
         assert p.coordinator.run(max_batches=WARM_UP) == WARM_UP
+        p.coordinator.config = measured
         first, warm = p.coordinator.committed_txid + 1, p.records()
         txids = max(3, budget // per_txid)
         start = time.perf_counter()
@@ -191,7 +196,11 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
         producer = Producer({"bootstrap.servers": topic.bootstrap})
         times = []
         first = p.coordinator.committed_txid + 1
-        for _ in range(repeats + 1):
+        phases = ("plan", "process", "freeze", "commit")
+        before: dict[str, float] = {}
+        for i in range(repeats + 1):
+            if i == 1:  # the first is not measured
+                before = {ph: p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) for ph in phases}
             producer.produce(topic.name, b"w1 w2 w3", partition=0)
             producer.flush(10)
             start = time.perf_counter()
@@ -200,9 +209,12 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
         topic.records += repeats + 1
         topic.words += 3 * (repeats + 1)
         jobs = p.jobs(range(first + 1, first + repeats + 1))
+        spent = {f"{ph}_ms": (p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) - before[ph])
+                 / repeats * 1000 for ph in phases}
     finally:
         p.close()
-    return Figure("product, 1-record txid (fixed cost)", 1, statistics.median(times[1:]), 1, 1, jobs / repeats)
+    return Figure("product, 1-record txid (fixed cost)", 1, statistics.median(times[1:]), 1, 1, jobs / repeats,
+                  extra=spent, throughput=False)
 
 
 def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds: float, caps: Caps) -> Figure:
@@ -259,7 +271,7 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds:
                     lat.append(at - sent[part.partition][off])
     lat.sort()
     records = sum(len(s) for s in sent)
-    fig = Figure(f"product, steady {rate:,} records/s (latency)", records, seconds, 0, len(sizes))
+    fig = Figure(f"product, steady {rate:,} records/s (latency)", records, seconds, 0, len(sizes), throughput=False)
     fig.extra = {"p50_s": lat[len(lat) // 2], "p99_s": lat[int(len(lat) * 0.99)], "max_s": lat[-1],
                  "mean_txid_records": statistics.mean(sizes) if sizes else 0.0}
     return fig

@@ -1,6 +1,6 @@
 """The throughput suite: the product against a raw consume loop and Quix Streams, in one run.
 
-    python -m tests.bench suite [--records 300000] [--sizes 1000,10000,50000,200000] [--repeat 3]
+    python -m tests.bench suite [--records 300000] [--sizes 1000,10000,50000,100000] [--repeat 3]
 
 Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, 4 partitions):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
@@ -40,7 +40,8 @@ def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.N
     def add(fig: Figure) -> Figure:
         fig.load = load()
         figures.append(fig)
-        print(f"  {fig.name:<58} {fig.rate:>10,.0f} records/s  [{fig.load}]", flush=True)
+        shown = f"{fig.rate:>10,.0f} records/s" if fig.throughput else f"{fig.txid_s * 1000:>8,.0f} ms/txid"
+        print(f"  {fig.name:<58} {shown}  {fig.extra or ''} [{fig.load}]", flush=True)
         return fig
 
     raw = add(runs.raw_consume(topic))
@@ -84,7 +85,7 @@ def table(reps: list[list[Figure]]) -> list[str]:
                 ratios[f.name]["raw"].append(f.rate / raw)
             if quix:
                 ratios[f.name]["quix"].append(f.rate / quix)
-    lines = [f"| system | records/txid | records/s | x raw consume | x Quix EOS | s per txid | Spark jobs/txid | notes |",
+    lines = ["| system | records/txid | records/s | x raw consume | x Quix EOS | s per txid | Spark jobs/txid | notes |",
              "|---|---|---|---|---|---|---|---|"]
     for name, figs in by_name.items():
         med = statistics.median
@@ -97,6 +98,9 @@ def table(reps: list[list[Figure]]) -> list[str]:
             notes.append(f"{k} {med(f.extra[k] for f in figs if k in f.extra):.3g}")
         txid = f"{med(f.txid_s for f in figs) * 1000:.0f} ms" if figs[0].txids else ""
         jobs = f"{med(f.jobs_per_txid for f in figs):.1f}" if figs[0].txids else ""
+        if not figs[0].throughput:
+            lines.append(f"| {name} | {per_txid or ''} | | | | {txid} | {jobs} | {'; '.join(notes)} |")
+            continue
         lines.append(f"| {name} | {per_txid or ''} | {rate:,.0f} | {med(r['raw']):.3f} | "
                      f"{med(r['quix']) if r['quix'] else float('nan'):.2f} | {txid} | {jobs} | {'; '.join(notes)} |")
     return lines
@@ -134,7 +138,7 @@ def plot(reps: list[list[Figure]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=300_000, help="sentences on the topic")
-    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10_000, 50_000, 200_000])
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10_000, 50_000, 100_000])
     parser.add_argument("--budget", type=int, default=200_000, help="measured records per product run at most")
     parser.add_argument("--pending-size", type=int, default=50_000, help="records per txid of the max_pending and CQL runs")
     parser.add_argument("--repeat", type=int, default=1)
