@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -103,7 +104,9 @@ def quix(topic: Topic, guarantee: str) -> Figure:
                           topic.name, str(topic.records), str(topic.words), guarantee],
                          capture_output=True, text=True, timeout=1800)
     if out.returncode:
-        raise RuntimeError(f"quix {guarantee} failed: {out.stderr[-2000:]}")
+        last = [line for line in out.stderr.splitlines() if line.strip()][-1:] or ["no output"]
+        print(out.stderr[-3000:], file=sys.stderr)
+        raise RuntimeError(f"quix {guarantee} failed: {last[0]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return Figure(f"Quix Streams word count, {guarantee}", result["records"], result["seconds"],
                   extra={k: result[k] for k in ("input_read_s", "counted_s") if k in result})
