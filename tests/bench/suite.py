@@ -1,6 +1,6 @@
 """The throughput suite: the product against a raw consume loop and Quix Streams, in one run.
 
-    python -m tests.bench suite [--records 300000] [--sizes 1000,10000,50000,100000] [--repeat 3]
+    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--repeat 3]
 
 Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, 4 partitions):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
@@ -143,7 +143,7 @@ def plot(reps: list[list[Figure]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=300_000, help="sentences on the topic")
+    parser.add_argument("--records", type=int, default=200_000, help="sentences on the topic (the mock keeps about 5 MB a partition)")
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10_000, 50_000, 100_000])
     parser.add_argument("--budget", type=int, default=200_000, help="measured records per product run at most")
     parser.add_argument("--pending-size", type=int, default=50_000, help="records per txid of the max_pending and CQL runs")
