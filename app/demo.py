@@ -89,8 +89,8 @@ def count_words(bootstrap: str, db: str, master: str) -> tuple[dict[str, int], d
         "spark": {"master": master, "app_name": "trident-demo"},
         "pipelines": [{
             "id": "demo-word-count",
-            "spout": {"topics": [TOPIC], "first_poll": "earliest", "caps": {"per_partition": 2_500,
-                                                                             "per_batch": 10_000}},
+            "spout": {"topics": [TOPIC], "first_poll": "earliest", "caps": {"per_partition": 12_500,
+                                                                             "per_batch": 50_000}},
             "transforms": [{"map": ["explode(split(CAST(value AS STRING), ' ')) AS word"]},
                            {"filter": "word <> ''"}],
             "group_by": ["word"],

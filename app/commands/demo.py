@@ -13,7 +13,8 @@ SUMMARY = "word count on Spark over an in-process Kafka, checked against the inp
 
 def add(sub: Any) -> None:
     p = parser(sub, "demo", SUMMARY, "python -m app demo --records 10000 --partitions 4")
-    p.add_argument("--records", type=int, default=100_000, help="sentences to produce (default 100000)")
+    p.add_argument("--records", type=int, default=200_000, help="sentences to produce (default 200000: four txids "
+                   "of 50000, the size where a txid's fixed cost stops dominating)")
     p.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
     p.add_argument("--db", help="SQLite state file (default: in a temporary directory)")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")

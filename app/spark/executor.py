@@ -15,16 +15,25 @@
 4. The result is persisted and materialised (one ``count()`` job per keyed sink, which also gives
    the number of keys). With several sinks the records are persisted too, so Kafka is read once.
    If Spark loses a cached block it recomputes it from the same frozen ranges: deterministic.
+   A keyed result comes out of the aggregation already hash-partitioned by its keys into the commit
+   partitions (:meth:`CompiledSink.aggregate`).
 
 **commit(batch, processed)**:
 
-1. Keyed sinks: ``repartition(n, *keys)`` then ``mapInArrow`` tasks that open the state once per
-   worker process, ``begin_commit``, ``multi_update`` in chunks with ``combine_updater``,
-   ``commit``, and return one stats row (keys written, metric deltas for the driver, and the
-   fatal state error that stopped the task, if any: the driver raises it, see :mod:`app.spark.fatal`).
+1. Keyed sinks: ``mapInArrow`` over the persisted result's partitions (no shuffle: one stage, one
+   task per commit partition, and a key meets the same partition every txid). The tasks open the
+   state once per worker process, ``begin_commit``, ``multi_update`` in chunks with
+   ``combine_updater``, ``commit``, and return one stats row (keys written, metric deltas for the
+   driver, and the fatal state error that stopped the task, if any: the driver raises it, see
+   :mod:`app.spark.fatal`).
 2. Global sinks: on the driver, through a ``SnapshottableMap`` (one key, one value).
 3. ``partition_persist`` sinks: tasks call the user's updater with their rows.
 4. The persisted results are unpersisted (in every case: a failed commit is replayed from process).
+
+So a txid of one keyed sink is two Spark jobs: process (read and partial aggregates, shuffle by key,
+final aggregates cached and counted) and commit. The plan is frozen between them, before the commit
+job starts: the batch protocol's order holds (adaptive query execution is off, see
+:mod:`app.spark.session`, or every shuffle stage would be a job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
 raises, and the coordinator replays the txid. Jobs carry the job group ``<topology>:txid-<N>``
@@ -36,7 +45,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +61,7 @@ from app.spark import fatal
 from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     META_FIELDS,
+    STATS_SCHEMA,
     CommitAggregates,
     PersistRows,
     ReadRanges,
@@ -109,8 +118,9 @@ class SparkExecutor:
     ``spark``: a SparkSession (:func:`app.spark.session.spark_session`). The topology's spout must
     be an :class:`~spouts.protocols.ArrowSpout` (KafkaSpout is): picklable, read on executors with
     ``read_arrow(meta)`` in its ``arrow_schema``.
-    ``commit_partitions``: at most this many commit tasks per sink (default: Spark's default
-    parallelism; fewer when a batch has fewer than ``chunk_size`` keys per task).
+    ``commit_partitions``: commit tasks per keyed sink (default: Spark's default parallelism; when it
+    differs from ``spark.sql.shuffle.partitions``, as on a cluster that does not set both, the
+    aggregate is shuffled once more in process, still in the same job).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
     """
@@ -134,6 +144,7 @@ class SparkExecutor:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         self.records_schema = from_arrow_schema(self.arrow_schema, prefer_timestamp_ntz=False)
+        self._stats_schema = from_arrow_schema(STATS_SCHEMA)
         self.sinks = self._compile()
         self._lock = threading.Lock()
         self._held: dict[tuple[int, int], SparkBatch] = {}  # persisted results not yet released
@@ -308,17 +319,13 @@ class SparkExecutor:
             return 1
         if not r.keys:
             return 0
-        tasks = max(1, min(self.commit_partitions, math.ceil(r.keys / self.chunk_size)))
         if isinstance(c.sink, PartitionPersist):
             task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults)
-        else:  # a key goes to the same of ``tasks`` partitions, and so to the same cache, every txid
+        else:  # the frame is partitioned by key: a key meets the same commit partition, and cache, every txid
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    self.chunk_size, self.faults, tasks)
-        from app.spark.tasks import STATS_SCHEMA
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        stats = r.frame.repartition(tasks, *c.keys).mapInArrow(task, from_arrow_schema(STATS_SCHEMA)).collect()
+                                    self.chunk_size, self.faults, self.commit_partitions)
+        stats = r.frame.mapInArrow(task, self._stats_schema).collect()  # one stage: no shuffle after process
         for row in stats:
             self._add_metrics(row["metrics"])
         for row in stats:

@@ -167,18 +167,25 @@ class CompiledSink:
         return records
 
     def aggregate(self, df: Any, partitions: int) -> Any:
-        """The batch's result DataFrame (``output``): aggregates per key, or the rows to persist."""
+        """The batch's result DataFrame (``output``): aggregates per key, or the rows to persist.
+
+        Keyed results come hash-partitioned by the keys into ``partitions``, the commit tasks: a key
+        lands in the same partition every txid, and the commit runs on them without another shuffle.
+        """
         from pyspark.sql import functions as F
 
         if self.mode is Mode.ROWS:
-            return df.select(*self.keys, *self.values)
+            return df.select(*self.keys, *self.values).repartition(partitions, *self.keys)
         sink = self.sink
         assert isinstance(sink, PersistentAggregate)
         if self.mode is Mode.BUILTIN:
             exprs = [_builtin_expr(a) for a in sink.stored_aggregates]
             if self.is_global:
                 return df.agg(*exprs, F.count(F.lit(1)).alias(COUNT_COLUMN))
-            return df.groupBy(*self.keys).agg(*exprs)
+            grouped = df.groupBy(*self.keys).agg(*exprs)  # map-side partial aggregates, one shuffle by key
+            if partitions != int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")):
+                grouped = grouped.repartition(partitions, *self.keys)
+            return grouped
         from app.spark.tasks import Fold
 
         inputs = tuple(a.input for a in sink.aggregates)

@@ -49,6 +49,10 @@ def default_conf(master: str) -> dict[str, str]:
         "spark.python.worker.reuse": "true",  # clients (Kafka consumers, DB sessions) live per worker process
         "spark.scheduler.mode": "FAIR",  # process N+1 and commit N share the executors (pools per phase)
         "spark.sql.session.timeZone": "UTC",
+        # Off, as Structured Streaming has it: adaptive execution runs every shuffle stage as a job of its
+        # own and re-sizes shuffle partitions per batch (a key's commit partition would move with the
+        # batch size). Off, a txid is two jobs: process (read, aggregate, cache) and commit.
+        "spark.sql.adaptive.enabled": "false",
     }
     pools = Path(__file__).with_name("fairscheduler.xml")
     if pools.is_file():  # the pools' weights; without it Spark makes them with defaults (and a warning)

@@ -1,10 +1,12 @@
 """The Arrow read path for Spark executors: one planned range as ``pyarrow.RecordBatch`` es.
 
 Schema (:data:`SCHEMA`): ``topic`` string, ``partition`` int32, ``offset`` int64, ``timestamp``
-timestamp[ms] (UTC; null when the broker reports none), ``key`` and ``value`` binary (null for a
+timestamp[us] (UTC; null when the broker reports none; microseconds because that is what Spark
+takes from Arrow, so batches reach it without a cast), ``key`` and ``value`` binary (null for a
 null key/value), ``headers`` list<struct<key: string, value: binary>> (empty list when none).
-Columns are built per ``consume`` chunk from confluent-kafka's messages; no other per-record
-Python object is made. Consumers come from the per-process pool (assign + seek per read).
+Columns are built per ``consume`` chunk from confluent-kafka's messages, one pass per column;
+offsets and the constant columns without any per-record Python object. Consumers come from the
+per-process pool (assign + seek per read).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import Message
 
@@ -28,7 +31,7 @@ SCHEMA = pa.schema([
     ("topic", pa.string()),
     ("partition", pa.int32()),
     ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("ms", tz="UTC")),
+    ("timestamp", pa.timestamp("us", tz="UTC")),
     ("key", pa.binary()),
     ("value", pa.binary()),
     ("headers", pa.list_(HEADER_TYPE)),
@@ -60,15 +63,22 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
 
 
 def to_batch(topic: str, partition: int, msgs: list[Message]) -> pa.RecordBatch:
-    """One record batch from messages of one partition."""
+    """One record batch from messages of one partition, in offset order."""
     n = len(msgs)
-    stamps = [m.timestamp() for m in msgs]
+    first, last = msgs[0].offset(), msgs[-1].offset()
+    if first is not None and last is not None and last - first == n - 1:  # no gaps (transaction markers, aborted records): the offsets are a range
+        offsets = pa.array(np.arange(first, last + 1, dtype=np.int64))
+    else:
+        offsets = pa.array([m.offset() for m in msgs], pa.int64())
+    stamps = np.array([m.timestamp() for m in msgs], dtype=np.int64).reshape(n, 2)  # (type, ms)
+    missing = stamps[:, 0] == 0  # TIMESTAMP_NOT_AVAILABLE
+    timestamps = pa.array(stamps[:, 1] * 1000, SCHEMA.field("timestamp").type, mask=missing if missing.any() else None)
     headers: list[Any] = [m.headers() for m in msgs]
     columns = [
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array([m.offset() for m in msgs], pa.int64()),
-        pa.array([ts if kind else None for kind, ts in stamps], SCHEMA.field("timestamp").type),
+        offsets,
+        timestamps,
         pa.array([m.key() for m in msgs], pa.binary()),
         pa.array([m.value() for m in msgs], pa.binary()),
         _headers(headers, n),

@@ -48,6 +48,12 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
             if msgs and (msgs[0].partition() != meta.partition or msgs[0].topic() != meta.topic):
                 # librdkafka drops messages of an earlier assignment (fetch versions); never trust it blindly
                 msgs = [m for m in msgs if m.partition() == meta.partition and m.topic() == meta.topic]
+            last = _last_offset_within(msgs, pos, end)
+            if last is not None:  # the common chunk: one check per record, no loop
+                pos = last + 1
+                yield msgs
+                deadline = time.monotonic() + read_timeout_s
+                continue
             out: list[Message] = []
             for m in msgs:
                 err, offset = m.error(), m.offset()
@@ -79,6 +85,18 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
             consumer.unassign()  # stop prefetching past the range
         except KafkaException:
             pass
+
+
+def _last_offset_within(msgs: list[Message], pos: int, end: int) -> int | None:
+    """The last offset of ``msgs`` when every message is a record (no event, no error) at an offset in
+    ``[pos, end)``; otherwise None. Offsets of one partition's messages increase: the first and the
+    last bound them all."""
+    if not msgs:
+        return None
+    first, last = msgs[0].offset(), msgs[-1].offset()
+    if first is None or last is None or first < pos or last >= end:
+        return None
+    return last if all(m.error() is None for m in msgs) else None
 
 
 def _range_error(consumer: Consumer, meta: PartitionMetadata, pos: int, err: KafkaError) -> Exception:

@@ -1,13 +1,25 @@
-"""``python -m tests.bench``: the commit-path benchmark (:mod:`tests.bench.commit_path`);
-``python -m tests.bench decode``: the record formats' decode cost (:mod:`tests.bench.decode`)."""
+"""``python -m tests.bench [suite|commit|all] [options]``: the benchmarks.
 
+* ``suite`` (default): throughput against raw consume and Quix Streams, fixed cost, latency
+  (:mod:`tests.bench.suite`);
+* ``commit``: the commit path against the raw LWT ceiling (:mod:`tests.bench.commit_path`);
+* ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
+* ``all``: each of them with its defaults (options go to the suite).
+"""
+
+import importlib
 import sys
 
-from tests.bench.commit_path import main
+BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode"}
 
-if sys.argv[1:2] == ["decode"]:
-    from tests.bench.decode import main as decode
-
-    decode(sys.argv[2:])
-else:
-    main(sys.argv[1:])
+args = sys.argv[1:]
+which = args.pop(0) if args and args[0] in (*BENCHES, "all") else "suite"
+for name in BENCHES if which == "all" else [which]:
+    try:
+        module = importlib.import_module(BENCHES[name])
+    except ModuleNotFoundError as e:
+        if which == "all" and e.name == BENCHES[name]:
+            continue
+        raise
+    print(f"== {name} ==", flush=True)
+    module.main(args if name == "suite" or which != "all" else [])

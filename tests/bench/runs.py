@@ -1,0 +1,281 @@
+"""One measurement each: the raw consume loop, Quix Streams, the product at a batch size, its fixed cost, its latency.
+
+The product runs the word count (``explode(split(value))``, Count per word) through
+:class:`~app.coordinator.Coordinator` and :class:`~app.spark.SparkExecutor` into an opaque state
+(SQLite, or the CQL test server), each run under its own topology id reading the topic from its start.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from prometheus_client import CollectorRegistry
+
+from app.batch import Batch, CommitStats
+from app.coordinator import Coordinator, CoordinatorConfig
+from app.metrics import Metrics
+from app.spark import SparkExecutor
+from app.topology import Topology
+from spouts.kafka import KafkaSpout, KafkaSpoutConfig
+from spouts.planner import Caps
+from states import Count
+from states.factory import StateFactory
+from tests.bench.workload import PARTITIONS, Topic
+from tests.kafka.bench_read_rate import bare_consume
+
+PEER_PYTHON = Path(".venv-peer/bin/python")
+WARM_UP = 2  # txids before measuring (Python workers start, the JIT warms up)...
+WARM_UP_TXID = 5_000  # ...of at most this many records
+
+
+@dataclass
+class Figure:
+    """One row of the table: a system's records/s (and, for the product, what a txid cost)."""
+
+    name: str
+    records: int
+    seconds: float
+    per_txid: int = 0  # records per txid (0: not the product)
+    txids: int = 0
+    jobs_per_txid: float = 0.0
+    load: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+    throughput: bool = True  # False: a cost or a latency, compared with nothing
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def txid_s(self) -> float:
+        return self.seconds / self.txids if self.txids else 0.0
+
+
+def raw_consume(topic: Topic, repeats: int = 3) -> Figure:
+    """The best of ``repeats`` bare ``Consumer.consume`` loops over the whole topic, touching key and value."""
+    metas = topic.ranges()
+    consumer = Consumer(KafkaSpoutConfig(topic.bootstrap, topics=(topic.name,)).consumer_config("bench-bare"))
+    try:
+        bare_consume_topic(consumer, metas)  # warm up
+        best = float("inf")
+        cpu = float("inf")
+        for _ in range(repeats):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            assert bare_consume_topic(consumer, metas) == topic.records
+            best = min(best, time.perf_counter() - start)
+            cpu = min(cpu, time.process_time() - start_cpu)
+    finally:
+        consumer.close()
+    return Figure("raw Consumer.consume", topic.records, best, extra={"cpu_us_per_record": cpu / topic.records * 1e6})
+
+
+def bare_consume_topic(consumer: Consumer, metas: list[Any]) -> int:
+    import tests.kafka.bench_read_rate as rr
+
+    rr.TOPIC = metas[0].topic  # the helper reads its module's topic name
+    return bare_consume(consumer, metas)
+
+
+def read_arrow_cpu(topic: Topic) -> float:
+    """CPU-µs per record of ``KafkaSpout.read_arrow`` over the whole topic (best of 3, this process)."""
+    spout = KafkaSpout(KafkaSpoutConfig(topic.bootstrap, topics=(topic.name,)), "bench-read")
+    metas = topic.ranges()
+    best = float("inf")
+    for _ in range(4):  # the first warms up the pooled consumer
+        start = time.process_time()
+        n = sum(b.num_rows for m in metas for b in spout.read_arrow(m))
+        best = min(best, time.process_time() - start)
+        assert n == topic.records
+    return best / topic.records * 1e6
+
+
+def quix(topic: Topic, guarantee: str) -> Figure:
+    """Quix Streams' word count (:mod:`tests.bench.quix_peer`, in its own virtualenv)."""
+    out = subprocess.run([str(PEER_PYTHON), str(Path(__file__).with_name("quix_peer.py")), topic.bootstrap,
+                          topic.name, str(topic.records), str(topic.words), guarantee],
+                         capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        last = [line for line in out.stderr.splitlines() if line.strip()][-1:] or ["no output"]
+        print(out.stderr[-3000:], file=sys.stderr)
+        raise RuntimeError(f"quix {guarantee} failed: {last[0]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return Figure(f"Quix Streams word count, {guarantee}", result["records"], result["seconds"],
+                  extra={k: result[k] for k in ("input_read_s", "counted_s") if k in result})
+
+
+class Pipeline:
+    """The product's word count over ``topic`` with caps of ``per_txid`` records (a quarter per partition)."""
+
+    def __init__(self, spark: Any, topic: Topic, factory: StateFactory, per_txid: int, *, max_pending: int = 1,
+                 caps: Caps | None = None) -> None:
+        self.name = f"bench-{uuid.uuid4().hex[:8]}"
+        self.spark, self.topic = spark, topic
+        self.spout = KafkaSpout(KafkaSpoutConfig(topic.bootstrap, topics=(topic.name,)), self.name)
+        t = Topology(self.name)
+        (t.new_stream(self.spout).map("explode(split(CAST(value AS STRING), ' ')) AS word")
+         .group_by("word").persistent_aggregate(factory, Count(), output="count", name=f"wc_{self.name[6:]}"))
+        self.metrics = Metrics(CollectorRegistry())
+        self.executor = SparkExecutor(spark, t, metrics=self.metrics)
+        self.commits = Commits(self.executor)
+        caps = caps or Caps(per_partition=max(1, per_txid // PARTITIONS), per_batch=per_txid)
+        cfg = CoordinatorConfig(caps=caps, max_pending=max_pending, owner="bench", idle_sleep_s=0.01)
+        self.coordinator = Coordinator(self.name, self.spout, self.commits, factory.txstate_store(self.name), cfg,
+                                       metrics=self.metrics)
+        self.coordinator.start()
+
+    def records(self) -> float:
+        return self.metrics.value("trident_records_total", pipeline=self.name)
+
+    def jobs(self, txids: range) -> int:
+        tracker = self.spark.sparkContext.statusTracker()
+        return sum(len(tracker.getJobIdsForGroup(f"{self.name}:txid-{t}")) for t in txids)
+
+    def close(self) -> None:
+        self.coordinator.close()
+
+
+class Commits:
+    """The executor, noting when each txid's commit returned (its records are then visible in the state)."""
+
+    def __init__(self, executor: SparkExecutor) -> None:
+        self.executor = executor
+        self.visible: list[tuple[float, Batch]] = []
+
+    def state_kinds(self) -> Any:
+        return self.executor.state_kinds()
+
+    def process(self, batch: Batch) -> Any:
+        return self.executor.process(batch)
+
+    def commit(self, batch: Batch, processed: Any) -> CommitStats:
+        stats = self.executor.commit(batch, processed)
+        self.visible.append((time.time(), batch))
+        return stats
+
+    def cancel(self, txid: int) -> None:
+        self.executor.cancel(txid)
+
+    def close(self) -> None:
+        self.executor.close()
+
+
+def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label: str, *, max_pending: int = 1,
+           budget: int = 150_000) -> Figure:
+    """Records/s of the product at ``per_txid`` records per txid, after :data:`WARM_UP` txids, over at most
+    ``budget`` records (at least 3 txids) or the rest of the topic."""
+    p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending)
+    measured = p.coordinator.config
+    try:  # warm up on small txids, so that the large sizes keep the topic for measuring
+        small = min(per_txid, WARM_UP_TXID)
+        p.coordinator.config = replace(measured, caps=Caps(max(1, small // PARTITIONS), small))
+        assert p.coordinator.run(max_batches=WARM_UP) == WARM_UP
+        p.coordinator.config = measured
+        first, warm = p.coordinator.committed_txid + 1, p.records()
+        txids = max(3, budget // per_txid)
+        start = time.perf_counter()
+        done = p.coordinator.run(max_batches=txids, until_idle=True)
+        seconds = time.perf_counter() - start
+        records = int(p.records() - warm)
+        jobs = p.jobs(range(first, first + done))
+    finally:
+        p.close()
+    return Figure(label, records, seconds, per_txid, done, jobs / done if done else 0.0)
+
+
+def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5) -> Figure:
+    """The median wall time of a warm 1-record txid (plan, process, freeze, commit, mark) and its Spark jobs."""
+    p = Pipeline(spark, topic, factory, 1_000_000)
+    try:
+        p.coordinator.run_until_idle()  # everything already in the topic
+        producer = Producer({"bootstrap.servers": topic.bootstrap})
+        times = []
+        first = p.coordinator.committed_txid + 1
+        phases = ("plan", "process", "freeze", "commit")
+        before: dict[str, float] = {}
+        for i in range(repeats + 1):
+            if i == 1:  # the first is not measured
+                before = {ph: p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) for ph in phases}
+            producer.produce(topic.name, b"w1 w2 w3", partition=0)
+            producer.flush(10)
+            start = time.perf_counter()
+            assert p.coordinator.run(max_batches=1) == 1 and p.coordinator.last_stats.records == 1
+            times.append(time.perf_counter() - start)
+        topic.records += repeats + 1
+        topic.words += 3 * (repeats + 1)
+        jobs = p.jobs(range(first + 1, first + repeats + 1))
+        spent = {f"{ph}_ms": (p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) - before[ph])
+                 / repeats * 1000 for ph in phases}
+    finally:
+        p.close()
+    return Figure("product, 1-record txid (fixed cost)", 1, statistics.median(times[1:]), 1, 1, jobs / repeats,
+                  extra=spent, throughput=False)
+
+
+def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds: float, caps: Caps) -> Figure:
+    """End-to-end latency (produce -> its count visible in the state table) at a steady ``rate`` records/s.
+
+    A producer thread writes ``rate`` sentences a second to ``topic`` (fresh: offset k of partition p is
+    the k-th record produced to p) while the coordinator runs with ``caps``; each record's latency is
+    the time its txid's commit returned minus the time it was produced.
+    """
+    p = Pipeline(spark, topic, factory, caps.per_batch, caps=caps)
+    sent: list[list[float]] = [[] for _ in range(PARTITIONS)]
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": topic.bootstrap, "linger.ms": 5})
+        tick, start, i = 0.01, time.time(), 0
+        while not stop.is_set():
+            due = int((time.time() - start) * rate)
+            while i < due:
+                part = i % PARTITIONS
+                producer.produce(topic.name, b"w1 w2 w3 w4", partition=part)
+                sent[part].append(time.time())
+                i += 1
+            producer.poll(0)
+            time.sleep(tick)
+        producer.flush(10)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    run_stop = threading.Event()
+    runner = threading.Thread(target=lambda: p.coordinator.run(run_stop), daemon=True)
+    try:
+        runner.start()
+        thread.start()
+        time.sleep(seconds)
+        stop.set()
+        thread.join()
+        deadline = time.time() + 60
+        while p.records() < sum(len(s) for s in sent) and time.time() < deadline:
+            time.sleep(0.05)
+        run_stop.set()
+        runner.join(60)
+    finally:
+        stop.set()
+        run_stop.set()
+        p.close()
+    warm = seconds / 5  # the first fifth: workers start, the backlog of the start-up clears
+    t0 = min(s[0] for s in sent if s)
+    lat, sizes = [], []
+    for at, batch in p.commits.visible:
+        sizes.append(batch.plan.offset_count)
+        for part, m in batch.plan.partitions.items():
+            for off in range(m.first_offset, m.next_offset):
+                if sent[part.partition][off] - t0 >= warm:
+                    lat.append(at - sent[part.partition][off])
+    lat.sort()
+    records = sum(len(s) for s in sent)
+    fig = Figure(f"product, steady {rate:,} records/s (latency)", records, seconds, 0, len(sizes), throughput=False)
+    fig.extra = {"p50_s": lat[len(lat) // 2], "p99_s": lat[int(len(lat) * 0.99)], "max_s": lat[-1],
+                 "mean_txid_records": statistics.mean(sizes) if sizes else 0.0}
+    return fig
+

@@ -1,0 +1,181 @@
+"""The throughput suite: the product against a raw consume loop and Quix Streams, in one run.
+
+    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--repeat 3]
+
+Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, 4 partitions):
+raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
+and exactly-once; the product's word count at each records-per-txid size into SQLite (sizes in
+rotated order), at 50k per txid with ``max_pending`` 1 and 2 (rotated), and into the CQL test
+server; the fixed cost of a warm 1-record txid and the Spark jobs per txid; end-to-end latency at a
+steady 10k records/s with the default caps. Prints the table (medians over repetitions, ratios
+taken within each repetition) and writes a PNG of throughput and seconds per txid against records
+per txid. Every figure carries the machine load measured when it was taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from spouts.kafka import POOL
+from spouts.kafka.mock_cluster import MockKafkaCluster
+from spouts.planner import Caps
+from states.factory import StateFactory
+from tests.bench import runs
+from tests.bench.runs import Figure
+from tests.bench.workload import Topic, load
+
+MAX_TXIDS = 20  # measured txids per size at most
+
+
+def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    topic = Topic.filled(cluster, f"bench-{rep}", args.records, seed=rep)
+    figures: list[Figure] = []
+
+    def add(fig: Figure) -> Figure:
+        fig.load = load()
+        figures.append(fig)
+        shown = f"{fig.rate:>10,.0f} records/s" if fig.throughput else f"{fig.txid_s * 1000:>8,.0f} ms/txid"
+        print(f"  {fig.name:<58} {shown}  {fig.extra or ''} [{fig.load}]", flush=True)
+        return fig
+
+    raw = add(runs.raw_consume(topic))
+    raw.extra["read_arrow_cpu_us_per_record"] = runs.read_arrow_cpu(topic)
+    if not args.no_quix:  # on a topic of its own: Quix Streams is slow enough that the whole topic would take minutes
+        peer_topic = Topic.filled(cluster, f"bench-peer-{rep}", min(args.peer_records, args.records), seed=rep)
+        for guarantee in ("at-least-once", "exactly-once"):
+            try:
+                add(runs.quix(peer_topic, guarantee))
+            except RuntimeError as e:  # the peer's failure is reported, not the end of the run
+                print(f"  {e}".splitlines()[0][:300], flush=True)
+                failed = Figure(f"Quix Streams word count, {guarantee} (FAILED, see the log)", 0, 0.0, throughput=False)
+                add(failed)
+    sqlite = StateFactory(backend="sqlite", sqlite_path=str(tmp / f"bench-{rep}.db"))
+    sizes = args.sizes[rep % len(args.sizes):] + args.sizes[:rep % len(args.sizes)]
+    budget = {s: s * max(2, min(MAX_TXIDS, args.budget // s)) for s in sizes}
+    for size in sizes:
+        add(runs.steady(spark, topic, sqlite, size, f"product, {size:,} per txid, SQLite", budget=budget[size]))
+    pending = (1, 2) if rep % 2 else (2, 1)
+    for n in pending:
+        add(runs.steady(spark, topic, sqlite, args.pending_size, f"product, {args.pending_size:,} per txid, "
+                        f"max_pending {n}", max_pending=n, budget=args.budget))
+    if not args.no_cql:
+        from tests.bench.commit_path import cassandra
+
+        with cassandra() as settings:
+            cql = StateFactory(backend="cassandra", cassandra=settings)
+            add(runs.steady(spark, topic, cql, args.pending_size, f"product, {args.pending_size:,} per txid, "
+                            "CQL test server", budget=args.budget))
+    add(runs.fixed_cost(spark, topic, sqlite))
+    if args.latency_s:
+        fresh = Topic.filled(cluster, f"latency-{rep}", 0)
+        add(runs.latency(spark, fresh, sqlite, args.rate, args.latency_s, Caps()))
+    return figures
+
+
+def table(reps: list[list[Figure]]) -> list[str]:
+    """The median of every figure over repetitions; ratios to raw consume and Quix exactly-once per repetition."""
+    by_name: dict[str, list[Figure]] = defaultdict(list)
+    ratios: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for figures in reps:
+        base = {f.name: f.rate for f in figures}
+        raw, quix = base.get("raw Consumer.consume"), base.get("Quix Streams word count, exactly-once")
+        for f in figures:
+            by_name[f.name].append(f)
+            if raw:
+                ratios[f.name]["raw"].append(f.rate / raw)
+            if quix:
+                ratios[f.name]["quix"].append(f.rate / quix)
+    lines = ["| system | records/txid | records/s | x raw consume | x Quix EOS | s per txid | Spark jobs/txid | notes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, figs in by_name.items():
+        med = statistics.median
+        per_txid = figs[0].per_txid
+        rate = med(f.rate for f in figs)
+        r = ratios[name]
+        notes = []
+        extra_keys = {k for f in figs for k in f.extra}
+        for k in sorted(extra_keys):
+            notes.append(f"{k} {med(f.extra[k] for f in figs if k in f.extra):.3g}")
+        txid = f"{med(f.txid_s for f in figs) * 1000:.0f} ms" if figs[0].txids else ""
+        jobs = f"{med(f.jobs_per_txid for f in figs):.1f}" if figs[0].txids else ""
+        if not figs[0].throughput:
+            lines.append(f"| {name} | {per_txid or ''} | | | | {txid} | {jobs} | {'; '.join(notes)} |")
+            continue
+        lines.append(f"| {name} | {per_txid or ''} | {rate:,.0f} | {med(r['raw']):.3f} | "
+                     f"{med(r['quix']) if r['quix'] else float('nan'):.2f} | {txid} | {jobs} | {'; '.join(notes)} |")
+    return lines
+
+
+def plot(reps: list[list[Figure]], path: Path) -> None:
+    """Throughput and seconds per txid against records per txid (SQLite runs at max_pending 1), with the peers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, figures in enumerate(reps):
+        points = sorted((f.per_txid, f.rate, f.txid_s) for f in figures if f.name.endswith("SQLite"))
+        if not points:
+            continue
+        xs = [p[0] for p in points]
+        left.plot(xs, [p[1] for p in points], "o-", color="C0", alpha=0.7, label="product (SQLite)" if not i else None)
+        right.plot(xs, [p[2] for p in points], "o-", color="C0", alpha=0.7, label="product (SQLite)" if not i else None)
+        for f, color in ((next((f for f in figures if f.name == "raw Consumer.consume"), None), "C2"),
+                         (next((f for f in figures if f.name.endswith("exactly-once")), None), "C3")):
+            if f is not None:
+                left.axhline(f.rate, color=color, ls="--", alpha=0.6, label=f.name if not i else None)
+    left.set(xscale="log", yscale="log", xlabel="records per txid", ylabel="records/s", title="throughput")
+    right.set(xscale="log", yscale="log", xlabel="records per txid", ylabel="seconds per txid",
+              title="latency of a txid (plan to commit)")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    fig.suptitle(f"word count, librdkafka mock cluster, Spark local[*]; {load()}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> list[list[Figure]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=200_000, help="sentences on the topic (the mock keeps about 5 MB a partition)")
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10_000, 50_000, 100_000])
+    parser.add_argument("--budget", type=int, default=200_000, help="measured records per product run at most")
+    parser.add_argument("--pending-size", type=int, default=50_000, help="records per txid of the max_pending and CQL runs")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--rate", type=int, default=10_000, help="records/s of the latency run")
+    parser.add_argument("--latency-s", type=float, default=20.0, help="seconds of the latency run (0: skip)")
+    parser.add_argument("--plot", type=Path, default=Path("bench.png"))
+    parser.add_argument("--peer-records", type=int, default=50_000, help="sentences on the Quix Streams topic")
+    parser.add_argument("--no-quix", action="store_true")
+    parser.add_argument("--no-cql", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.no_quix and not runs.PEER_PYTHON.exists():
+        parser.error(f"{runs.PEER_PYTHON} is missing: `make bench` makes it (or pass --no-quix)")
+    from app.spark import spark_session
+
+    print(f"start: {load()}", flush=True)
+    spark = spark_session("local[*]", app_name="bench")
+    cluster = MockKafkaCluster(3)
+    reps: list[list[Figure]] = []
+    started = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            for rep in range(args.repeat):
+                print(f"repetition {rep + 1} of {args.repeat}", flush=True)
+                reps.append(repetition(spark, cluster, rep, args, Path(d)))
+    finally:
+        POOL.close_all()
+        spark.stop()
+        cluster.close()
+    print(f"\nword count over {args.records:,} sentences, 4 partitions, librdkafka mock cluster, Spark local[*]; "
+          f"medians of {args.repeat}; {time.perf_counter() - started:.0f} s; end: {load()}")
+    print("\n".join(table(reps)))
+    plot(reps, args.plot)
+    print(f"plot: {args.plot}")
+    return reps

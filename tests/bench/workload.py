@@ -1,0 +1,78 @@
+"""The bench's workload: short sentences on a 4-partition topic of librdkafka's mock cluster, and the machine's load.
+
+Every system of a run reads the same topic from its start: the raw consume loop, Quix Streams and
+the product. A word count over 1000 distinct words (3-8 words a sentence).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from spouts.kafka import KafkaSpoutConfig
+from spouts.kafka.mock_cluster import MockKafkaCluster
+from spouts.metadata import PartitionMetadata
+
+PARTITIONS = 4
+VOCABULARY = [f"w{i}" for i in range(1000)]
+
+
+def load() -> str:
+    """The machine's load average (1/5/15 min) and cores: every figure is quoted with it."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+@dataclass
+class Topic:
+    """A topic filled with ``records`` sentences, round robin over its partitions."""
+
+    cluster: MockKafkaCluster
+    name: str
+    records: int = 0
+    words: int = 0
+    value_bytes: int = 0
+
+    @classmethod
+    def filled(cls, cluster: MockKafkaCluster, name: str, records: int, seed: int = 1) -> Topic:
+        cluster.create_topic(name, PARTITIONS, 1)
+        topic = cls(cluster, name)
+        topic.produce(records, seed)
+        return topic
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap_servers()
+
+    def produce(self, records: int, seed: int = 1) -> None:
+        rng = random.Random(seed)
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
+                      "queue.buffering.max.messages": 1_000_000})
+        for i in range(records):
+            words = rng.choices(VOCABULARY, k=rng.randint(3, 8))
+            value = " ".join(words).encode()
+            self.words += len(words)
+            self.value_bytes += len(value)
+            p.produce(self.name, value, partition=(self.records + i) % PARTITIONS)
+            if i % 50_000 == 0:
+                p.poll(0)
+        assert p.flush(60) == 0
+        self.records += records
+
+    def ranges(self) -> list[PartitionMetadata]:
+        """Every partition's whole range; raises when the mock dropped the oldest records (its log is bounded)."""
+        consumer = Consumer(KafkaSpoutConfig(self.bootstrap, topics=(self.name,)).consumer_config("bench-ranges"))
+        try:
+            metas = []
+            for p in range(PARTITIONS):
+                low, high = consumer.get_watermark_offsets(TopicPartition(self.name, p), timeout=10)
+                if low != 0:
+                    raise RuntimeError(f"the mock dropped records of partition {p}: use fewer records")
+                metas.append(PartitionMetadata(self.name, p, low, high, high - low, "bench"))
+            assert sum(m.record_count for m in metas) == self.records
+            return metas
+        finally:
+            consumer.close()
