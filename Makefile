@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools demo test test-fast bench lint clean
+.PHONY: venv tools demo test test-fast bench lint clean chaos chaos-short
 
 venv: $(STAMP)
 
@@ -34,6 +34,26 @@ lint: venv
 
 bench: venv  ## the commit path against the raw LWT ceiling, 3 repetitions (BENCH_ARGS="--keys 20000")
 	$(PY) -m tests.bench $(BENCH_ARGS)
+
+# The chaos suite (not part of `make test`): SIGKILLs at every protocol point, Kafka and Cassandra faults,
+# standby and zombie, retention; compares with the producer's truth and writes docs/reliability.md.
+CHAOS_SEED    ?= $(shell date +%s)
+CHAOS_KILLS   ?= 200
+CHAOS_MINUTES ?= 25
+CHAOS_SCENARIOS ?= random-kills,protocol-points,cassandra-faults,retention
+CHAOS_STAMP := $(VENV)/.chaos-installed
+
+$(CHAOS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,chaos]'
+	touch $(CHAOS_STAMP)
+
+chaos: $(CHAOS_STAMP)
+	$(PY) -m tests.chaos --seed $(CHAOS_SEED) --kills $(CHAOS_KILLS) --minutes $(CHAOS_MINUTES) \
+		--scenarios $(CHAOS_SCENARIOS) --report docs/reliability.md
+
+# The short seeded version CI runs (about 10 minutes): fails on any difference from the truth.
+chaos-short: $(CHAOS_STAMP)
+	$(PY) -m tests.chaos --seed 14 --kills 24 --minutes 3 --scenarios $(CHAOS_SCENARIOS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks
