@@ -16,7 +16,8 @@ from pathlib import Path
 
 from tests.chaos.lane import Lane
 from tests.chaos.report import load, save, write_report
-from tests.chaos.scenarios import SCENARIOS, Budget
+from tests.chaos.catalog import SCENARIOS, error_policy_built, lane_class
+from tests.chaos.scenarios import Budget
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,9 +52,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, names: list[str], workdir: Path, lanes: list[Lane], started: float,
          load_before: tuple[float, float, float], argv: list[str] | None) -> int:
+    if "bad-records" in names and not error_policy_built():
+        print("chaos: bad-records NOT RUN: this build has no error policy (errors: dead_letter)", flush=True)
+        names.remove("bad-records")
     for name in names:
         _, options, _ = SCENARIOS[name]
-        lanes.append(Lane(name, args.seed * 1000 + list(SCENARIOS).index(name), workdir, **options))  # type: ignore[arg-type]
+        seed = args.seed * 1000 + list(SCENARIOS).index(name)
+        lanes.append(lane_class(name)(name, seed, workdir, **options))  # type: ignore[arg-type]
     budget = Budget(time.monotonic(), time.monotonic() + args.minutes * 60, args.kills, lambda: sum(len(lane.kills) for lane in lanes))
     loads: list[tuple[float, float]] = []
     sampling = threading.Event()

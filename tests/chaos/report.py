@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.chaos.lane import FaultEvent, Kill, Lane, Outcome
-from tests.chaos.scenarios import SCENARIOS
+from tests.chaos.catalog import SCENARIOS
 
 
 def percentile(values: list[float], q: float) -> float | None:
