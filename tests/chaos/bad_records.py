@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from tests.chaos.lane import PIPELINE, Lane
-from tests.chaos.scenarios import Budget, exited, wait_commit
+from tests.chaos.scenarios import Budget, exited, start_up_delay, wait_commit
 from tests.chaos.truth import VOCABULARY, TruthProducer, compare
 from tests.service.helpers import ServiceProcess, free_port
 
@@ -191,7 +191,7 @@ def bad_records(lane: Lane, budget: Budget) -> None:
     while budget.more() or len(getattr(lane.producer, "bad", ())) < getattr(lane, "malformed", 0):
         s.start()
         if rng.random() < 0.3:
-            time.sleep(rng.uniform(0.3, 8.0))
+            time.sleep(start_up_delay(rng))
             aimed = "start-up"
         else:
             if not wait_commit(s):

@@ -33,6 +33,20 @@ class Kill:
     baseline_txid: int = 0  # committed txid once the kill settled
     recovered_s: float | None = None
     another_kill_first: bool = False
+    stage: str = ""  # how far the killed process had got, from its log
+
+
+def stage_of(log: str) -> str:
+    """How far a service run had got, from what it logged."""
+    if "committed txid" in log:
+        return "committing txids"
+    if "lease epoch" in log:
+        return "lease taken, before its first commit"
+    if "standby; " in log:
+        return "standby"
+    if "starting Spark" in log:
+        return "Spark starting, store connecting"
+    return "Python starting, config read"
 
 
 @dataclass
@@ -147,13 +161,13 @@ class Lane:
     def kill(self, service: ServiceProcess, aimed: str, before_settle: Callable[[], None] = lambda: None) -> Kill:
         """SIGKILL ``service``'s process group; ``before_settle`` then runs (e.g. releasing a held request);
         where it landed is read from the store."""
-        k = Kill(time.monotonic(), aimed)
+        k = Kill(time.monotonic(), aimed, stage=stage_of(service.run_log()))
         service.kill()
         before_settle()
         time.sleep(0.3)
         k.landed, k.baseline_txid = self.landed()
         self.kills.append(k)
-        self.say(f"SIGKILL {len(self.kills)} aimed at {aimed}: {k.landed} (committed txid {k.baseline_txid})")
+        self.say(f"SIGKILL {len(self.kills)} aimed at {aimed} ({k.stage}): {k.landed}, committed txid {k.baseline_txid}")
         return k
 
     def landed(self) -> tuple[str, int]:

@@ -130,6 +130,7 @@ def write_report(path: Path, lanes: list[Any], summary: dict[str, Any]) -> None:
         aimed = Counter(k.aimed if not k.aimed.startswith("commit write") else "commit write" for k in lane.kills)
         writes = sorted({int(k.aimed.split()[-1]) for k in lane.kills if k.aimed.startswith("commit write")})
         landed = Counter(k.landed for k in lane.kills)
+        stages = Counter(k.stage for k in lane.kills)
         kinds = Counter(f.kind for f in lane.faults)
         lines += [
             f"## {lane.name}",
@@ -143,6 +144,8 @@ def write_report(path: Path, lanes: list[Any], summary: dict[str, Any]) -> None:
             "",
             f"- SIGKILLs: {len(lane.kills)}; aimed at: " + ", ".join(f"{k} {n}" for k, n in aimed.most_common())
             + (f" (commit writes number {', '.join(map(str, writes))})" if writes else ""),
+            "- how far the killed process had got (from its log): "
+            + ", ".join(f"{k} {n}" for k, n in stages.most_common()),
             "- where they left the txid after the committed one (read from the store after each kill): "
             + ", ".join(f"{k} {n}" for k, n in landed.most_common()),
             "- other faults: " + (", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none"),

@@ -6,6 +6,7 @@ timing of the machine decides the rest, so a seed reproduces the schedule, not t
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import threading
@@ -37,6 +38,11 @@ class Budget:
         return self.counter() < self.kills * min(1.0, done + 0.1)
 
 
+def start_up_delay(rng: random.Random) -> float:
+    """0.3-40 s, log-uniform: kills land in every stage of a start-up (Python, Spark, the store, the lease)."""
+    return math.exp(rng.uniform(math.log(0.3), math.log(40.0)))
+
+
 def wait_commit(service: ServiceProcess, timeout: float = 300.0, at_least: int = 1) -> bool:
     deadline = time.monotonic() + timeout
     while service.commits_this_run() < at_least:
@@ -65,7 +71,7 @@ def random_kills(lane: Lane, budget: Budget) -> None:
         while budget.more():
             s.start()
             if budget.behind() or rng.random() < 0.25:
-                time.sleep(rng.uniform(0.3, 8.0))
+                time.sleep(start_up_delay(rng))
                 aimed = "start-up"
             else:
                 if not wait_commit(s):
@@ -244,7 +250,7 @@ def retention(lane: Lane, budget: Budget) -> None:
     while budget.more():
         s.start()
         if budget.behind() and rng.random() < 0.7:
-            time.sleep(rng.uniform(0.3, 8.0))
+            time.sleep(start_up_delay(rng))
             if not exited(lane, s, "in start-up"):
                 lane.kill(s, "start-up")
             continue
