@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace, names: list[str], workdir: Path, lanes: list[
               f"({o.records} records, {o.keys} keys, {len(lane.kills)} kills, {len(lane.faults)} faults) "
               f"{o.notes[:3]} {o.error or ''}", flush=True)
 
-    threads = [threading.Thread(target=run, args=(lane,), name=lane.name) for lane in lanes]
+    threads = [threading.Thread(target=run, args=(lane,), name=lane.name, daemon=True) for lane in lanes]
     for t in threads:
         t.start()
     for t in threads:
