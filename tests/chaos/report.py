@@ -16,6 +16,36 @@ from tests.chaos.lane import FaultEvent, Kill, Lane, Outcome
 from tests.chaos.catalog import SCENARIOS
 
 
+METHOD = [
+    "## How the faults are placed",
+    "",
+    "- **SIGKILL** always goes to the whole process group: the service, Spark's JVM and its Python workers. "
+    "Each kill records how far the process had got (from its log) and, read from the store once it settled, "
+    "where it left the txid after the committed one: not frozen, frozen with no state written, or frozen "
+    "with part of its state written (the window the freeze exists for).",
+    "- **Protocol points.** The CQL peer holds the next request that matches (a hold: the request waits "
+    "in the server until released). Per txid the coordinator writes the freeze (`UPDATE trident_state SET "
+    "value ... IF epoch` of `batches/<txid>`), then one LWT per key on the state table, then the mark "
+    "(the same UPDATE of `coordinator`). The harness holds the freeze (checking the store that it is one), "
+    "then either kills there, or arms a hold on the k-th state LWT and kills when it arrives, or holds "
+    "the mark and kills there; the held request is then released, so it lands after its sender died, as "
+    "a request in flight may on a real cluster. Plan and process send no request of their own: a kill "
+    "right after a released mark lands in the next txid's plan, one 0.15-1.5 s later in its processing.",
+    "- **Standby and zombie.** The protocol lane runs three instances of one pipeline (lease TTL 4 s); "
+    "each kill of the active one is followed by a takeover. A zombie is the active instance SIGSTOPped until "
+    "a standby has taken the lease and committed, then SIGCONTed: it must stop without committing.",
+    "- **Retention.** The producer pauses, the service drains (every acknowledged record counted, no txid "
+    "frozen), it is SIGKILLed, 50 records go to one partition and the first 30 of them are deleted "
+    "(`rd_kafka_mock_partition_delete_records`): exactly those 30 leave the truth.",
+    "- **Recovery** is the time from a SIGKILL to the next commit of a txid beyond the one committed when "
+    "the kill settled (the store polled every 0.2 s), over kills whose restart was not itself killed first.",
+    "- **Not covered here:** aborted transactions. librdkafka's mock serves aborted records to "
+    "`read_committed` consumers (a known gap, checked by `tests/kafka/test_mock_cluster.py`), so the "
+    "producer writes committed transactions only; against a real Kafka the spout's read_committed path is "
+    "tested by the integration tests.",
+]
+
+
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -112,6 +142,8 @@ def write_report(path: Path, lanes: list[Any], summary: dict[str, Any]) -> None:
         "",
         f"**Reproduce:** `{command}` (the seed fixes every choice of moment, point, fault and duration; the "
         "machine's timing decides the interleaving).",
+        "",
+        *METHOD,
         "",
         "| scenario | result | SIGKILLs | other faults | records | keys | lost | counted twice | recovery p50 | "
         "recovery p99 |",
