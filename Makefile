@@ -40,6 +40,7 @@ bench: venv  ## the commit path against the raw LWT ceiling, 3 repetitions (BENC
 CHAOS_SEED    ?= $(shell date +%s)
 CHAOS_KILLS   ?= 200
 CHAOS_MINUTES ?= 25
+CHAOS_MALFORMED ?= 10000
 CHAOS_SCENARIOS ?= random-kills,protocol-points,cassandra-faults,retention
 CHAOS_STAMP := $(VENV)/.chaos-installed
 
@@ -49,7 +50,7 @@ $(CHAOS_STAMP): $(STAMP)
 
 chaos: $(CHAOS_STAMP)
 	$(PY) -m tests.chaos --seed $(CHAOS_SEED) --kills $(CHAOS_KILLS) --minutes $(CHAOS_MINUTES) \
-		--scenarios $(CHAOS_SCENARIOS) --report docs/reliability.md
+		--malformed $(CHAOS_MALFORMED) --scenarios $(CHAOS_SCENARIOS) --report docs/reliability.md
 
 # The short seeded version CI runs (about 10 minutes): fails on any difference from the truth.
 chaos-short: $(CHAOS_STAMP)

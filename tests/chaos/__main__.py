@@ -30,10 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma separated: " + ", ".join(SCENARIOS))
     parser.add_argument("--report", type=Path, help="write the markdown report here (plots beside it)")
     parser.add_argument("--workdir", type=Path, help="logs and configs (default: a fresh temporary directory)")
-    parser.add_argument("--report-from", type=Path, help="only write --report from the run.json of an earlier run")
+    parser.add_argument("--malformed", type=int, default=10_000, help="malformed records of the bad-records scenario")
+    parser.add_argument("--report-from", type=Path, nargs="+", help="only write --report from the run.json of earlier runs")
     args = parser.parse_args(argv)
     if args.report_from is not None:
-        write_report(args.report, *load(args.report_from))
+        write_report(args.report, [load(p) for p in args.report_from])
         return 0
     names = [n for n in args.scenarios.split(",") if n]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-"))
@@ -58,7 +59,8 @@ def _run(args: argparse.Namespace, names: list[str], workdir: Path, lanes: list[
     for name in names:
         _, options, _ = SCENARIOS[name]
         seed = args.seed * 1000 + list(SCENARIOS).index(name)
-        lanes.append(lane_class(name)(name, seed, workdir, **options))  # type: ignore[arg-type]
+        extra = {"malformed": args.malformed} if name == "bad-records" else {}
+        lanes.append(lane_class(name)(name, seed, workdir, **options, **extra))  # type: ignore[arg-type]
     budget = Budget(time.monotonic(), time.monotonic() + args.minutes * 60, args.kills, lambda: sum(len(lane.kills) for lane in lanes))
     loads: list[tuple[float, float]] = []
     sampling = threading.Event()
@@ -95,11 +97,11 @@ def _run(args: argparse.Namespace, names: list[str], workdir: Path, lanes: list[
     sampling.set()
     summary = {"seed": args.seed, "kills_asked": args.kills, "minutes": args.minutes, "started": started,
                "seconds": time.time() - started, "load_before": load_before, "loads": loads,
-               "cpus": os.cpu_count(), "scenarios": names, "workdir": str(workdir)}
+               "cpus": os.cpu_count(), "scenarios": names, "malformed": args.malformed, "workdir": str(workdir)}
     record = workdir / "run.json"
     save(record, lanes, summary)
     if args.report is not None:
-        write_report(args.report, *load(record))
+        write_report(args.report, [load(record)])
     passed = all(lane.outcome.passed for lane in lanes)
     total = sum(len(lane.kills) for lane in lanes)
     print(f"chaos: {'PASS' if passed else 'FAIL'}: {total} SIGKILLs, seed {args.seed}, "
