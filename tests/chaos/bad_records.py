@@ -8,6 +8,7 @@ The malformed records' coordinates and the good records' truth come from the del
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections import Counter
@@ -30,23 +31,40 @@ def _not_json(rng: random.Random) -> bytes:
     return bytes(rng.randrange(256) for _ in range(rng.randint(1, 40))) + b"\x00"
 
 
-#: Malformed kinds -> a value (None: a record with no value). Each is bad at decode, transform or aggregate.
-MALFORMED: dict[str, Any] = {
+#: Malformed kinds -> a value (None: a record with no value). DECODE ones fail the JSON format's decoding
+#: (found record by record inside the read task); KEYLESS ones decode but have a null group-by key (found by
+#: bisecting the txid with Spark jobs: costly, so they are rare).
+DECODE: dict[str, Any] = {
     "random bytes": _not_json,
-    "invalid UTF-8, no user": lambda rng: b"\xff\xfe\xfd" + json.dumps({"amount": 1}).encode(),
+    "invalid UTF-8": lambda rng: b'{"user": "\xff\xfe", "amount": 1}',
     "amount not a number": lambda rng: json.dumps({"user": rng.choice(VOCABULARY), "amount": "lots"}).encode(),
-    "amount overflows BIGINT": lambda rng: json.dumps({"user": rng.choice(VOCABULARY),
-                                                       "amount": "9" * 30}).encode(),
-    "no user": lambda rng: json.dumps({"amount": rng.randint(1, 9)}).encode(),
-    "user null": lambda rng: json.dumps({"user": None, "amount": 2}).encode(),
+    "amount overflows bigint": lambda rng: ('{"user": "k01", "amount": ' + "9" * 30 + "}").encode(),
+    "user not a string": lambda rng: json.dumps({"user": {"nested": [1, 2]}, "amount": 1}).encode(),
     "empty value": lambda rng: b"",
-    "no value": lambda rng: None,
     "JSON array": lambda rng: b"[1, 2, 3]",
     "truncated JSON": lambda rng: b'{"user": "k01", "amo',
-    "64 KB without a user": lambda rng: json.dumps({"amount": 1, "pad": "x" * 65_000}).encode(),
+    "64 KB of garbage": lambda rng: b"{" + b"x" * 65_000,
 }
-#: How often each kind is drawn (transform-stage failures are isolated by bisection: kept rarer).
-WEIGHTS = {"amount not a number": 1, "amount overflows BIGINT": 1, "64 KB without a user": 1}
+KEYLESS: dict[str, Any] = {
+    "no user": lambda rng: json.dumps({"amount": rng.randint(1, 9)}).encode(),
+    "user null": lambda rng: json.dumps({"user": None, "amount": 2}).encode(),
+    "no value": lambda rng: None,
+}
+MALFORMED = {**DECODE, **KEYLESS}
+#: Kinds left out of runs (unless CHAOS_KNOWN_DEFECTS=1) while a product defect they show is open; the
+#: defect is pinned by tests/chaos/test_regressions.py.
+KNOWN_DEFECTS = {
+    "invalid UTF-8": "the JSON decoder accepts a string that is not UTF-8; the commit task then fails on it on every "
+                     "attempt (UnicodeDecodeError) and the txid is replayed until the outage limit, the record never "
+                     "reaching the dead-letter topic (test_a_json_string_with_invalid_utf8_is_a_bad_record_at_decode)",
+}
+
+
+def decode_kinds() -> list[str]:
+    if os.environ.get("CHAOS_KNOWN_DEFECTS") == "1":
+        return list(DECODE)
+    return [k for k in DECODE if k not in KNOWN_DEFECTS]
+KEYLESS_EVERY = 4000  # one record in this many is a keyless one
 
 
 class SalesProducer(TruthProducer):
@@ -56,19 +74,20 @@ class SalesProducer(TruthProducer):
     def __init__(self, *args: Any, malformed: int, bad_every: int = 4, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.malformed_target, self.bad_every = malformed, bad_every
-        self.kinds = [k for k in MALFORMED for _ in range(WEIGHTS.get(k, 4))]
+        self.decode_kinds = decode_kinds()
         self.bad: dict[tuple[int, int], str] = {}
         self.sales: dict[tuple[int, int], tuple[str, int]] = {}
 
     def _produce(self, partition: int, sink: Any) -> None:
-        if len(self.bad) >= self.malformed_target and self.sent % self.bad_every == 0:
-            self.sent += 1  # enough malformed ones: only good records from here on
-        if self.sent % self.bad_every == 0:
-            kind = self.kinds[(self.sent // self.bad_every) % len(self.kinds)]
-            value, good = MALFORMED[kind](self.rng), None
+        n, more = self.sent, len(self.bad) < self.malformed_target
+        if more and n % KEYLESS_EVERY == KEYLESS_EVERY - 1:
+            kind = list(KEYLESS)[(n // KEYLESS_EVERY) % len(KEYLESS)]
+        elif more and n % self.bad_every == 0:
+            kind = self.decode_kinds[(n // self.bad_every) % len(self.decode_kinds)]
         else:
-            kind, good = "", (self.rng.choice(VOCABULARY), self.rng.randint(1, 99))
-            value = json.dumps({"user": good[0], "amount": good[1]}).encode()
+            kind = ""
+        good = None if kind else (self.rng.choice(VOCABULARY), self.rng.randint(1, 99))
+        value = MALFORMED[kind](self.rng) if kind else json.dumps({"user": good[0], "amount": good[1]}).encode()
 
         def acked(err: Any, msg: Any) -> None:
             with self._lock:
@@ -116,10 +135,9 @@ class BadRecordsLane(Lane):
             "pipelines": [{
                 "id": PIPELINE,
                 "spout": {"topics": [self.topic], "first_poll": "earliest", "discovery_interval_s": 1,
-                          "caps": {"per_partition": self.caps[0], "per_batch": self.caps[1]}},
-                "transforms": [{"map": ["get_json_object(CAST(value AS STRING), '$.user') AS user",
-                                        "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) "
-                                        "AS amount"]}],
+                          "caps": {"per_partition": self.caps[0], "per_batch": self.caps[1]},
+                          "value_format": {"type": "json", "fields": {"user": "string", "amount": "bigint"}}},
+                "transforms": [{"map": ["value.user AS user", "value.amount AS amount"]}],
                 "group_by": ["user"],
                 "aggregates": [{"sum": {"field": "amount", "as": "total"}}, {"count": {"as": "n"}}],
                 "state": {"backend": "cassandra", "table": TABLE, "cache_size": 100},
@@ -181,6 +199,12 @@ class BadRecordsLane(Lane):
                        f"{len(missing)} malformed records missing from the dead-letter topic, {dup} duplicated, "
                        f"{len(strange)} dead letters of good records, {letters.count(None)} without coordinates; "
                        f"sums: {lost} short, {twice} over, {differing} users differ")
+        left_out = [f"{k} ({why})" for k, why in KNOWN_DEFECTS.items() if k not in producer.decode_kinds]
+        if left_out:
+            o.notes.append("left out while a defect is open: " + "; ".join(left_out))
+        if missing:
+            o.notes.append("missing by kind: " + ", ".join(f"{k} {n}" for k, n in
+                                                          Counter(producer.bad[c] for c in missing).most_common()))
         o.passed = o.passed and not (missing or dup or strange or None in letters or differing)
         return o
 
@@ -204,7 +228,9 @@ def bad_records(lane: Lane, budget: Budget) -> None:
 
 
 SCENARIO = (bad_records, {"rate": 200.0, "caps": (400, 1200)},
-            "JSON sales with malformed records of many kinds among them (one in four until 10,000 were acknowledged: "
-            "random bytes, invalid UTF-8, a non-numeric or overflowing amount, no user, a null user, empty and "
-            "absent values, a JSON array, truncated JSON, 64 KB records) and errors: dead_letter; SIGKILLs at random "
-            "moments; every malformed record must be in the dead-letter topic exactly once")
+            "JSON sales (value_format json with declared fields) with malformed records of twelve kinds among them "
+            "until 10,000 were acknowledged: one in four fails decoding (random bytes, invalid UTF-8, a non-numeric "
+            "or overflowing amount, a user that is not a string, an empty value, a JSON array, truncated JSON, 64 KB "
+            "of garbage), one in 4,000 decodes with a null group-by key (no user, a null user, no value: found by "
+            "bisecting the txid); errors: dead_letter; SIGKILLs at random moments; every malformed record must be in "
+            "the dead-letter topic exactly once")
