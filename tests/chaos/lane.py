@@ -36,6 +36,11 @@ class Kill:
     stage: str = ""  # how far the killed process had got, from its log
 
 
+def frozen_txids(documents: dict[str, str]) -> set[int]:
+    """The txids with a stored plan (keys ``batches/<txid, zero-padded>``)."""
+    return {int(k.split("/", 1)[1]) for k in documents if k.startswith("batches/")}
+
+
 def stage_of(log: str) -> str:
     """How far a service run had got, from what it logged."""
     if "committed txid" in log:
@@ -176,7 +181,7 @@ class Lane:
         docs = self.peer.documents(PIPELINE)
         doc = docs.get("coordinator")
         committed = 0 if doc is None else int(json.loads(doc)["committed_txid"])
-        if f"batches/{committed + 1}" not in docs:
+        if committed + 1 not in frozen_txids(docs):
             return "not frozen", committed
         written = sum(1 for r in self.peer.rows(TABLE) if int(r.get("txid") or 0) == committed + 1)
         return ("frozen, no state written" if written == 0 else "frozen, state partly written"), committed

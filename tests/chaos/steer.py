@@ -10,10 +10,11 @@ own: a kill right after a mark is released lands in the next txid's plan, a late
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
-from tests.chaos.lane import PIPELINE, TABLE, Kill, Lane
+from tests.chaos.lane import PIPELINE, TABLE, Kill, Lane, frozen_txids
 from tests.service.helpers import ServiceProcess
 
 POINTS = ("plan", "process", "freeze", "commit write", "mark")
@@ -43,9 +44,10 @@ def hold_freeze(lane: Lane, service: ServiceProcess, timeout: float = 120.0) -> 
         if not wait_fired(lane, fid, service, deadline - time.monotonic()):
             lane.peer.rpc.release(fid)
             break
-        docs = lane.peer.documents(PIPELINE)
-        committed = lane.committed_txid()
-        if f"batches/{committed + 1}" not in docs:
+        docs = lane.peer.documents(PIPELINE)  # one read: the marker and the plans together
+        marker = docs.get("coordinator")
+        committed = 0 if marker is None else int(json.loads(marker)["committed_txid"])
+        if committed + 1 not in frozen_txids(docs):
             return fid
         lane.peer.rpc.release(fid)  # a mark, or the attempt count of a replay: let it through
     raise Missed("no freeze write seen")
