@@ -83,7 +83,7 @@ def plot(lane: Any, path: Path) -> None:
         top.axvspan(f.t0 - t0, max(f.t1, f.t0 + 0.5) - t0, color=c, alpha=0.25, label=f.kind if new else None)
     top.set_xlabel("seconds since the scenario started")
     top.set_ylabel("committed txid")
-    top.set_title(f"{lane.name}: {len(lane.kills)} SIGKILLs, {len(lane.faults)} other faults")
+    top.set_title(f"{path.stem}: {len(lane.kills)} SIGKILLs, {len(lane.faults)} other faults")
     top.legend(loc="upper left", fontsize=7)
     rec = recoveries(lane)
     if rec:
@@ -112,7 +112,7 @@ def load(path: Path) -> tuple[list[Any], dict[str, Any]]:
     return lanes, doc["summary"]
 
 
-def run_paragraph(lanes: list[Any], summary: dict[str, Any]) -> list[str]:
+def run_paragraph(lanes: list[Any], summary: dict[str, Any], number: int | None) -> list[str]:
     """When, with which seed, how many kills, how loaded the machine was, and the command to run it again."""
     seed = summary["seed"]
     total = sum(len(lane.kills) for lane in lanes)
@@ -120,7 +120,8 @@ def run_paragraph(lanes: list[Any], summary: dict[str, Any]) -> list[str]:
     loads = [load for _, load in summary["loads"]]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(summary["started"]))
     return [
-        f"**Run of {', '.join(lane.name for lane in lanes)}:** {started}, seed {seed}, {total} SIGKILLs, "
+        f"**Run {'' if number is None else f'{number} '}({', '.join(lane.name for lane in lanes)}):** {started}, "
+        f"seed {seed}, {total} SIGKILLs, "
         f"{summary['seconds'] / 60:.0f} minutes, "
         f"{'every scenario passed' if passed else 'AT LEAST ONE SCENARIO FAILED'}. "
         f"Machine: {summary['cpus']} cores shared with other work; load average before the run "
@@ -143,7 +144,12 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
     images = path.parent / "reliability"
     images.mkdir(exist_ok=True)
     lanes = [lane for run_lanes, _ in runs for lane in run_lanes]
-    summaries = {lane.name: summary for run_lanes, summary in runs for lane in run_lanes}
+    summaries = {id(lane): summary for run_lanes, summary in runs for lane in run_lanes}
+    titles: dict[int, str] = {}
+    for i, (run_lanes, _) in enumerate(runs, 1):
+        for lane in run_lanes:
+            repeated = sum(other.name == lane.name for other in lanes) > 1
+            titles[id(lane)] = f"{lane.name}-run-{i}" if repeated else lane.name
     total = sum(len(lane.kills) for lane in lanes)
     passed = all(lane.outcome.passed for lane in lanes)
     lines = [
@@ -162,7 +168,8 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         "A seed fixes every choice of moment, point, fault and duration; the machine's timing decides the "
         "interleaving.",
         "",
-        *[line for run_lanes, summary in runs for line in run_paragraph(run_lanes, summary)],
+        *[line for i, (run_lanes, summary) in enumerate(runs, 1)
+          for line in run_paragraph(run_lanes, summary, i if len(runs) > 1 else None)],
         *METHOD,
         "",
         "| scenario | result | SIGKILLs | other faults | records | keys | lost | counted twice | recovery p50 | "
@@ -171,13 +178,14 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
     ]
     for lane in lanes:
         o, rec = lane.outcome, recoveries(lane)
-        lines.append(f"| [{lane.name}](#{lane.name}) | {'pass' if o.passed else '**FAIL**'} | {len(lane.kills)} | "
+        lines.append(f"| [{titles[id(lane)]}](#{titles[id(lane)]}) | {'pass' if o.passed else '**FAIL**'} | {len(lane.kills)} | "
                      f"{len(lane.faults)} | {o.records} | {o.keys} | {o.lost} | {o.twice} | "
                      f"{fmt(percentile(rec, 50))} | {fmt(percentile(rec, 99))} |")
     lines.append("")
     for lane in lanes:
         o, rec = lane.outcome, recoveries(lane)
-        image = images / f"{lane.name}.png"
+        title, summary = titles[id(lane)], summaries[id(lane)]
+        image = images / f"{title}.png"
         plot(lane, image)
         aimed = Counter(k.aimed if not k.aimed.startswith("commit write") else "commit write" for k in lane.kills)
         writes = sorted({int(k.aimed.split()[-1]) for k in lane.kills if k.aimed.startswith("commit write")})
@@ -185,9 +193,9 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         stages = Counter(k.stage for k in lane.kills)
         kinds = Counter(f.kind for f in lane.faults)
         lines += [
-            f"## {lane.name}",
+            f"## {title}",
             "",
-            f"**{'Passed' if o.passed else 'FAILED'}** with seed {summaries[lane.name]['seed']}: lost {o.lost}, counted twice {o.twice} "
+            f"**{'Passed' if o.passed else 'FAILED'}** with seed {summary['seed']}: lost {o.lost}, counted twice {o.twice} "
             f"({o.differing} keys differ) over {o.keys} keys, {o.words} words in {o.records} acknowledged records"
             + (f" ({o.excluded} of them removed by retention before they were read, so not in the truth)"
                if o.excluded else "") + ".",
@@ -199,7 +207,10 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
             "- how far the killed process had got (from its log): "
             + ", ".join(f"{k} {n}" for k, n in stages.most_common()),
             "- where they left the txid after the committed one (read from the store after each kill): "
-            + ", ".join(f"{k} {n}" for k, n in landed.most_common()),
+            + (", ".join(f"{k} {n}" for k, n in landed.most_common()) if summary.get("harness", 1) >= 2 else
+               "not known for this run (the harness then looked for plans under unpadded keys and read every kill "
+               "as 'not frozen'; its protocol-point steering took the next coordinator write, freeze or mark, as "
+               "the freeze)"),
             "- other faults: " + (", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none"),
             f"- recovery, SIGKILL to the next commit (over {len(rec)} kills whose restart was not killed "
             f"first): p50 {fmt(percentile(rec, 50))}, p99 {fmt(percentile(rec, 99))}, max "
@@ -210,6 +221,6 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         if o.error:
             lines.append(f"- **error:** {o.error}")
         lines += [f"- note: {n}" for n in o.notes]
-        lines += ["", f"![{lane.name}](reliability/{image.name})", "",
-                  f"Reproduce: `{command(summaries[lane.name], lane.name)}`", ""]
+        lines += ["", f"![{title}](reliability/{image.name})", "",
+                  f"Reproduce: `{command(summary, lane.name)}`", ""]
     path.write_text("\n".join(lines))
