@@ -41,7 +41,7 @@ CHAOS_SEED    ?= $(shell date +%s)
 CHAOS_KILLS   ?= 200
 CHAOS_MINUTES ?= 25
 CHAOS_MALFORMED ?= 10000
-CHAOS_SCENARIOS ?= random-kills,protocol-points,cassandra-faults,retention
+CHAOS_SCENARIOS ?= random-kills,protocol-points,cassandra-faults,retention,bad-records
 CHAOS_STAMP := $(VENV)/.chaos-installed
 
 $(CHAOS_STAMP): $(STAMP)
@@ -54,7 +54,7 @@ chaos: $(CHAOS_STAMP)
 
 # The short seeded version CI runs (about 10 minutes): fails on any difference from the truth.
 chaos-short: $(CHAOS_STAMP)
-	$(PY) -m tests.chaos --seed 14 --kills 24 --minutes 3 --scenarios $(CHAOS_SCENARIOS)
+	$(PY) -m tests.chaos --seed 14 --kills 24 --minutes 3 --malformed 1000 --scenarios $(CHAOS_SCENARIOS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks
