@@ -74,6 +74,7 @@ class Outcome:
     twice: int = 0
     differing: int = 0
     passed: bool = False
+    drained: bool | None = None  # the stored counts reached the truth before the drain window closed
     notes: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -211,6 +212,11 @@ class Lane:
                 service.start()
             time.sleep(1.0)
             stored = self.stored()
+        o.drained = stored == dict(truth)
+        if not o.drained:
+            behind = sum(max(0, n - stored.get(k, 0)) for k, n in truth.items())
+            o.notes.append(f"not drained within {timeout:.0f} s: the stored counts were {behind} words short of "
+                           f"the truth and {sum(max(0, v - truth.get(k, 0)) for k, v in stored.items())} over")
         code = service.terminate() if service.proc is not None and service.proc.poll() is None else None
         if code not in (0, None):
             o.notes.append(f"SIGTERM after the drain: exit {code}")

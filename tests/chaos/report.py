@@ -178,7 +178,8 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
     ]
     for lane in lanes:
         o, rec = lane.outcome, recoveries(lane)
-        lines.append(f"| [{titles[id(lane)]}](#{titles[id(lane)]}) | {'pass' if o.passed else '**FAIL**'} | {len(lane.kills)} | "
+        result = "pass" if o.passed else "**FAIL** (not drained)" if o.drained is False else "**FAIL**"
+        lines.append(f"| [{titles[id(lane)]}](#{titles[id(lane)]}) | {result} | {len(lane.kills)} | "
                      f"{len(lane.faults)} | {o.records} | {o.keys} | {o.lost} | {o.twice} | "
                      f"{fmt(percentile(rec, 50))} | {fmt(percentile(rec, 99))} |")
     lines.append("")
