@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
+from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, error_key
 from app.guarantees import check_combination
 from app.lease import LeaseKeeper, take_lease, unique_owner
@@ -91,7 +92,8 @@ class Coordinator:
     def __init__(self, topology_id: str, spout: PartitionedSpout, executor: BatchExecutor, store: CoordinatorStore,
                  config: CoordinatorConfig | None = None, *, metrics: Metrics = METRICS,
                  faults: FaultHook | None = None, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time, policy: FailurePolicy | None = None) -> None:
+                 wall_clock: Callable[[], float] = time.time, policy: FailurePolicy | None = None,
+                 bad_records: BadRecordHandler | None = None) -> None:
         self.topology_id, self.spout, self.executor, self.store = topology_id, spout, executor, store
         self.config = config or CoordinatorConfig()
         self._metrics, self._faults, self._clock = metrics, faults or (lambda point, txid: None), clock
@@ -100,6 +102,8 @@ class Coordinator:
                                               outage_limit_s=self.config.outage_limit_s)
         for kind in executor.state_kinds():
             check_combination(spout.kind, kind, accept_at_least_once=self.config.accept_at_least_once)
+        errors = getattr(getattr(executor, "topology", None), "errors", None) or ErrorPolicy()
+        self._bad_records = bad_records or handler_for(topology_id, errors, spout, metrics)  # settles each txid's
         self._partitions = spout.coordinator()
         self._emitter = spout.emitter()
         self._pool = ThreadPoolExecutor(self.config.max_pending, thread_name_prefix=f"process-{topology_id}")
@@ -167,6 +171,7 @@ class Coordinator:
         self._fail_inflight()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.executor.close()
+        self._bad_records.close()
         self._partitions.close()
         self._emitter.close()
         if release and self._epoch is not None and not lost:  # the release is conditional on owner and epoch anyway
@@ -282,6 +287,7 @@ class Coordinator:
         if not batch.frozen and self._freeze_before_commit:  # step 3
             self._freeze(batch.txid, batch.plan, batch.attempt)
             batch.frozen = True
+        self._bad_records.settle(batch.txid, getattr(batch.result, "bad_records", ()), self._progress)
         self._faults("commit", batch.txid)  # step 4
         self._check_lease()
         stats = self._timed("commit", self.executor.commit, batch, batch.result)

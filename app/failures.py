@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from app.loop import backoff
 from spouts import errors as spout_errors
+from spouts.bad_records import BadRecordError
 from states import errors as state_errors
 from states.errors import SchemaMismatchError
 
@@ -111,6 +112,8 @@ class FailurePolicy:
             return Decision(FailureClass.TRANSIENT, why, retry_in_s=0.0)
         if isinstance(e, FATAL):
             return Decision(FailureClass.PERMANENT, why, exit_code=FAILED)
+        if isinstance(e, BadRecordError):  # error policy fail: the message names the record and its error
+            return Decision(FailureClass.PERMANENT, f"{e} (errors: fail)", exit_code=FAILED)
         if isinstance(e, SchemaMismatchError | state_errors.InvalidIdentifierError):
             return Decision(FailureClass.PERMANENT, f"state table: {why}", exit_code=BAD_INPUT)
         in_task = _STATE_CONFIG_TEXT.search(str(e))

@@ -51,6 +51,9 @@ class Metrics:
         self.pipeline_state = Gauge("trident_pipeline_state",
                                     "1 for the pipeline's current state (standby, active, degraded, failed), else 0.",
                                     ["pipeline", "state"], registry=r)
+        self.bad_records = Counter("trident_bad_records_total", "Bad records by stage (decode, transform, aggregate), "
+                                   "reason and the action taken (fail, skip, dead_letter).",
+                                   ["pipeline", "stage", "reason", "action"], registry=r)
         self.lease_epoch = Gauge("trident_lease_epoch", "Epoch of the coordinator lease held.", ["pipeline"],
                                  registry=r)
 

@@ -19,6 +19,12 @@ The coordinator reads and writes its progress only through this module. The docu
   before it reads anything, so attempt numbers survive a crash. Older documents are a bare plan
   (``{"v": 1, "txid": ..., "partitions": ...}``): their attempt is unknown and read as 1.
 
+- ``dead_letters/<txid, 20 digits>`` (:data:`DEAD_LETTERS_NAMESPACE`), the dead-letter topic's end
+  offsets before the first dead letter of the txid was produced (:mod:`app.dead_letters`); only the
+  latest txid's is kept::
+
+      {"start": {"0": 17, "1": 4}}
+
 A txid at or below the marker is committed; a stored txid above it is frozen, not committed: its
 next attempt replays exactly its plan.
 """
@@ -35,6 +41,7 @@ from states.rotating import RotatingTransactionalState
 
 COMMITTED_KEY = "coordinator"
 BATCHES_NAMESPACE = "batches"
+DEAD_LETTERS_NAMESPACE = "dead_letters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,19 @@ class ProgressLog:
     def store_batch(self, batch: StoredBatch) -> None:
         """Freeze ``batch.plan`` for its txid, or record a new attempt of an already frozen txid."""
         self._batches.override_state(batch.txid, batch.to_json())
+
+    def dead_letter_start(self, txid: int) -> dict[int, int] | None:
+        """Where the dead-letter topic ended (by partition) before ``txid``'s first dead letter, if recorded."""
+        doc = self._store.get(f"{DEAD_LETTERS_NAMESPACE}/{txid:020d}")
+        return None if doc is None else {int(p): int(o) for p, o in doc["start"].items()}
+
+    def store_dead_letter_start(self, txid: int, start: Mapping[int, int]) -> None:
+        """Record ``start`` for ``txid`` (fenced) and forget older txids' records."""
+        self._store.put(f"{DEAD_LETTERS_NAMESPACE}/{txid:020d}", {"start": {str(p): o for p, o in start.items()}},
+                        epoch=self.epoch)
+        older = [k for k in self._store.keys(f"{DEAD_LETTERS_NAMESPACE}/") if int(k.rsplit("/", 1)[1]) < txid]
+        if older:
+            self._store.delete(older, epoch=self.epoch)
 
     def batch_txids(self) -> list[int]:
         """The txids with stored plans, ascending."""

@@ -12,6 +12,9 @@ compiles to the same objects (``app.config``). Transforms must be deterministic:
 must compute the same result from the same records.
 
 Records enter as columns ``topic, partition, offset, timestamp, key, value, headers``.
+
+``Topology(name, errors=ErrorPolicy.dead_letter("topic"))`` says what happens to a record the
+pipeline cannot decode, transform or store (:mod:`app.error_policy`; default: fail).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.error_policy import ErrorPolicy
 from spouts.protocols import PartitionedSpout
 from states.aggregators import CombinerAggregator
 from states.factory import StateFactory
@@ -149,6 +153,7 @@ class Topology:
     name: str
     spout: PartitionedSpout | None = None
     sinks: list[tuple[Stream, PersistentAggregate | PartitionPersist]] = field(default_factory=list)
+    errors: ErrorPolicy = field(default_factory=ErrorPolicy)  # what a bad record does (app.error_policy)
 
     def source(self) -> PartitionedSpout:
         """The spout the topology reads (set by :meth:`new_stream`)."""

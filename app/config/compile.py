@@ -21,7 +21,8 @@ def spout_config(config: ServiceConfig, p: PipelineSettings) -> KafkaSpoutConfig
                             data_loss=s.data_loss, isolation_level=k.isolation_level,
                             discovery_interval_s=s.discovery_interval_s, group_id=s.group_id,
                             request_timeout_s=k.request_timeout_s, read_timeout_s=k.read_timeout_s,
-                            properties=dict(k.properties))
+                            properties=dict(k.properties), key_format=s.key_format, value_format=s.value_format,
+                            schema_registry=k.schema_registry)
 
 
 def state_factory(config: ServiceConfig, p: PipelineSettings) -> StateFactory:
@@ -47,7 +48,7 @@ def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *,
 
     p = config.pipeline(pipeline) if isinstance(pipeline, str) else pipeline
     spout_cls = TransactionalKafkaSpout if p.spout.kind is SpoutKind.TRANSACTIONAL else KafkaSpout
-    topology = Topology(p.id)
+    topology = Topology(p.id, errors=p.errors)
     stream = topology.new_stream(spout_cls(spout_config(config, p), p.id, metrics))
     for kind, exprs in p.transforms:
         stream = stream.filter(exprs[0]) if kind == "filter" else getattr(stream, kind)(*exprs)
@@ -96,8 +97,12 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
             "discovery_interval_s": cfg.discovery_interval_s if cfg else None,
             "group_id": cfg.group(topology.name) if cfg else None,
             "properties": redact(dict(cfg.properties)) if cfg else None,
+            "key_format": cfg.key_format.describe() if cfg else None,
+            "value_format": cfg.value_format.describe() if cfg else None,
+            "schema_registry": repr(cfg.schema_registry) if cfg and cfg.schema_registry else None,
         },
         "sinks": sinks,
+        "errors": topology.errors.describe(),
         "coordinator": {"caps": {"per_partition": c.caps.per_partition, "per_batch": c.caps.per_batch},
                         "max_pending": c.max_pending, "retention": c.retention, "lease_ttl_s": c.lease_ttl_s,
                         "owner": c.owner, "idle_sleep_s": c.idle_sleep_s, "outage_limit_s": c.outage_limit_s,

@@ -28,6 +28,7 @@ from app.config.settings import (
     StateSettings,
 )
 from app.config.topics import TopicSettings
+from app.error_policy import Action, ErrorPolicy
 from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
@@ -44,6 +45,9 @@ SECRET_ENV: Mapping[str, tuple[str, str]] = {
     "TRIDENT_KAFKA_SSL_KEYSTORE_PASSWORD": ("kafka", "ssl.keystore.password"),
     "TRIDENT_CASSANDRA_USERNAME": ("cassandra", "username"),
     "TRIDENT_CASSANDRA_PASSWORD": ("cassandra", "password"),
+    "TRIDENT_SCHEMA_REGISTRY_USERNAME": ("schema_registry", "username"),
+    "TRIDENT_SCHEMA_REGISTRY_PASSWORD": ("schema_registry", "password"),
+    "TRIDENT_SCHEMA_REGISTRY_KEY_PASSWORD": ("schema_registry", "key_password"),
 }
 AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -122,6 +126,9 @@ def _with_secrets(doc: Any, env: Mapping[str, str]) -> Any:
             doc["kafka"]["properties"] = {**(props if isinstance(props, dict) else {}), key: env[name]}
         elif section == "cassandra" and isinstance(doc.get("cassandra"), dict):
             doc["cassandra"][key] = env[name]
+        elif section == "schema_registry" and isinstance(doc.get("kafka"), dict) \
+                and isinstance(doc["kafka"].get("schema_registry"), dict):
+            doc["kafka"]["schema_registry"][key] = env[name]
     return doc
 
 
@@ -141,7 +148,8 @@ def _kafka(m: KafkaModel) -> KafkaSettings:
     _librdkafka_accepts("kafka.properties", props)
     return KafkaSettings(bootstrap_servers=m.bootstrap_servers, properties=tuple(sorted(props.items())),
                          isolation_level=m.isolation_level, request_timeout_s=m.request_timeout_s,
-                         read_timeout_s=m.read_timeout_s)
+                         read_timeout_s=m.read_timeout_s,
+                         schema_registry=None if m.schema_registry is None else m.schema_registry.settings())
 
 
 def _librdkafka_accepts(path: str, props: Mapping[str, str]) -> None:
@@ -191,14 +199,15 @@ def _pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> PipelineSetti
     spout = SpoutSettings(kind=SpoutKind(s.kind), topics=tuple(s.topics), topic_pattern=s.topic_pattern,
                           first_poll=FirstPoll(s.first_poll), first_poll_timestamp_ms=s.first_poll_timestamp_ms,
                           caps=Caps(s.caps.per_partition, s.caps.per_batch), data_loss=DataLossPolicy(s.data_loss),
-                          discovery_interval_s=s.discovery_interval_s, group_id=s.group_id)
+                          discovery_interval_s=s.discovery_interval_s, group_id=s.group_id,
+                          key_format=s.key_format.format(), value_format=s.value_format.format())
     state = StateSettings(kind=StateKind(st.kind), backend=st.backend, table=st.table, sqlite_path=st.sqlite_path,
                           cache_size=st.cache_size)
     return PipelineSettings(id=m.id, spout=spout, transforms=transforms, group_by=tuple(m.group_by),
                             aggregates=tuple(aggregates), state=state, max_pending=m.max_pending,
                             accept_at_least_once=m.accept_at_least_once, lease_ttl_s=m.lease_ttl_s,
                             retention=m.retention, idle_sleep_s=m.idle_sleep_s,
-                            outage_limit_s=m.outage_limit_s)
+                            outage_limit_s=m.outage_limit_s, errors=_errors(m.errors))
 
 
 def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tuple[str, tuple[str, ...]], ...],
@@ -229,3 +238,11 @@ def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tupl
 def _resolve(path: str, name: str, columns: sql.Columns) -> None:
     if columns.missing([name]):
         raise ConfigError(path, f"unknown column {name!r} (after the transforms the columns are {columns.shown()})")
+
+
+def _errors(m: object) -> ErrorPolicy:
+    """The pipeline's ``errors:`` as an :class:`~app.error_policy.ErrorPolicy`."""
+    dead_letter = getattr(m, "dead_letter", None)
+    if dead_letter is not None:
+        return ErrorPolicy.dead_letter(dead_letter.topic)
+    return ErrorPolicy(Action(str(m)))

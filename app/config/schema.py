@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 from app.guarantees import check_combination
 from app.lease import unique_owner
 from spouts.kafka.config import FirstPoll
+from spouts.kafka.formats import FormatType, RecordFormat
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
@@ -154,6 +155,35 @@ def _bootstrap(servers: str) -> str:
     return servers
 
 
+class RegistryModel(Section):
+    """A Confluent-compatible Schema Registry (for the avro, protobuf and json_schema formats)."""
+
+    url: Text = Field(description="http(s)://host:port[,...]")
+    username: Text | None = Field(default=None, description="basic auth; better from TRIDENT_SCHEMA_REGISTRY_USERNAME")
+    password: SecretStr | None = Field(default=None, description="better from TRIDENT_SCHEMA_REGISTRY_PASSWORD")
+    ca_file: Text | None = None
+    cert_file: Text | None = Field(default=None, description="TLS client certificate (with key_file)")
+    key_file: Text | None = None
+    key_password: SecretStr | None = Field(default=None, description="better from TRIDENT_SCHEMA_REGISTRY_KEY_PASSWORD")
+    verify: Bool = Field(default=True, description="false: do not check the server's certificate")
+    timeout_s: Positive = 10.0
+
+    @model_validator(mode="after")
+    def _settings(self) -> RegistryModel:
+        try:
+            self.settings()
+        except ValueError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    def settings(self) -> Any:
+        from spouts.kafka.formats import RegistrySettings
+
+        secret = lambda s: None if s is None else s.get_secret_value()  # noqa: E731
+        return RegistrySettings(self.url, self.username, secret(self.password), self.ca_file, self.cert_file,
+                                self.key_file, secret(self.key_password), self.verify, self.timeout_s)
+
+
 class KafkaModel(Section):
     bootstrap_servers: Annotated[Text, AfterValidator(_bootstrap)] = Field(description="host:port[,host:port...]")
     properties: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(
@@ -161,6 +191,7 @@ class KafkaModel(Section):
     isolation_level: _choice("read_committed", "read_uncommitted") = "read_committed"  # type: ignore[valid-type]
     request_timeout_s: Positive = Field(default=10.0, description="bounds a watermark/timestamp query while planning")
     read_timeout_s: Positive = Field(default=30.0, description="how long reading a range may make no progress")
+    schema_registry: RegistryModel | None = None
 
 
 class SparkModel(Section):
@@ -255,6 +286,42 @@ def _pattern(p: str) -> str:
     return p
 
 
+def _format_schema(schema: dict[str, Any]) -> None:
+    """A format: its name alone, or a mapping with its type and options."""
+    mapping = dict(schema)
+    schema.clear()
+    schema["anyOf"] = [{"type": "string", "enum": [f.value for f in FormatType]}, mapping]
+
+
+class FormatModel(Section):
+    """``string``, or ``{type: json, fields: {name: type}}``, ``{type: avro, subject: ..., version: ...}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_format_schema)
+
+    type: _choice(*(f.value for f in FormatType)) = FormatType.BYTES.value  # type: ignore[valid-type]
+    fields: Annotated[dict[str, Text], _none_is_empty(dict)] = Field(
+        default_factory=dict, description="json: the declared fields and their types (string, bigint, double, "
+                                          "boolean, int, float, date, timestamp, decimal(p,s))")
+    subject: Text | None = Field(default=None, description="registry formats; default <topic>-key / <topic>-value")
+    version: Annotated[Int, Field(ge=1)] | None = Field(default=None, description="reader schema: this version")
+    schema_id: Annotated[Int, Field(ge=0)] | None = Field(default=None, description="reader schema: this id")
+    message: Text | None = Field(default=None, description="protobuf: the message's full name")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name(cls, data: Any) -> Any:
+        return {"type": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _valid(self) -> FormatModel:
+        self.format()
+        return self
+
+    def format(self) -> RecordFormat:
+        return RecordFormat(FormatType(self.type), tuple(self.fields.items()), self.subject, self.version,
+                            self.schema_id, self.message)
+
+
 class SpoutModel(Section):
     kind: _choice(*(k.value for k in SpoutKind)) = SpoutKind.OPAQUE.value  # type: ignore[valid-type]
     topics: Annotated[list[Topic], _none_is_empty(list)] = Field(default_factory=list)
@@ -265,11 +332,20 @@ class SpoutModel(Section):
     data_loss: _choice(*(d.value for d in DataLossPolicy)) = DataLossPolicy.FAIL.value  # type: ignore[valid-type]
     discovery_interval_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description="0: re-list before every txid")
     group_id: Text | None = Field(default=None, description="consumer group offsets are published to (monitoring only)")
+    key_format: FormatModel = FormatModel()
+    value_format: FormatModel = FormatModel()
 
     @model_validator(mode="after")
     def _source(self) -> SpoutModel:
         if bool(self.topics) == (self.topic_pattern is not None):
             raise ValueError("set exactly one of topics (a non-empty list) or topic_pattern (a regular expression)")
+        for part in ("key", "value"):
+            fmt = getattr(self, f"{part}_format").format()
+            if fmt.type.registry:
+                try:
+                    fmt.subject_for(tuple(self.topics), part)
+                except ValueError as e:
+                    raise at(f"{part}_format.subject", str(e)) from None
         if FirstPoll(self.first_poll).position == "timestamp" and self.first_poll_timestamp_ms is None:
             raise at("first_poll_timestamp_ms", f"first_poll {self.first_poll} needs it")
         return self
@@ -348,6 +424,21 @@ class StateModel(Section):
     cache_size: Annotated[Int, Field(ge=0)] = 10_000
 
 
+class DeadLetterTopicModel(Section):
+    topic: Topic = Field(description="the dead-letter topic (on the cluster the pipeline reads)")
+
+
+class DeadLetterModel(Section):
+    """``{dead_letter: {topic: ...}}``: a bad record goes to that topic with its source and error as headers."""
+
+    dead_letter: DeadLetterTopicModel
+
+
+ErrorsModel = Annotated[_choice("fail", "skip") | DeadLetterModel,  # type: ignore[valid-type]
+                        Field(description="what a bad record does: fail (stop, exit 1), skip (count it) or "
+                                          "{dead_letter: {topic: ...}}")]
+
+
 def _pipeline_id(pid: str) -> str:
     if not _PIPELINE_ID.match(pid):
         raise ValueError(f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, '-' and '_', "
@@ -370,6 +461,7 @@ class PipelineModel(Section):
                                             "Cassandra away) are ridden out with no commit, then the pipeline stops "
                                             "(exit 1); null: for ever")
     retention: Annotated[Int, Field(ge=2)] = 16
+    errors: ErrorsModel = "fail"  # type: ignore[valid-type]
     idle_sleep_s: Annotated[Number, Field(ge=0)] = 0.5
 
     def table(self) -> str:
@@ -443,6 +535,10 @@ class Document(Section):
             if p.id in seen:
                 raise at(f"pipelines[{i}].id", f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
             seen[p.id] = i
+            for part in ("key", "value"):
+                if getattr(p.spout, f"{part}_format").format().type.registry and self.kafka.schema_registry is None:
+                    raise at(f"pipelines[{i}].spout.{part}_format", "a registry format needs kafka.schema_registry "
+                                                                   "(its url)")
             if p.state.backend == "cassandra" and self.cassandra is None:
                 raise at(f"pipelines[{i}].state.backend", "backend cassandra needs a top-level cassandra section")
             where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"

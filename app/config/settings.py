@@ -6,13 +6,15 @@ place where a config's defaults are written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.config.topics import TopicSettings
+from app.error_policy import ErrorPolicy
 from app.coordinator import CoordinatorConfig
 from app.topology import Topology
 from spouts.kafka.config import FirstPoll, redact
+from spouts.kafka.formats import RecordFormat, RegistrySettings
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.settings import CassandraSettings
@@ -62,6 +64,8 @@ class SpoutSettings:
     data_loss: DataLossPolicy
     discovery_interval_s: float
     group_id: str | None
+    key_format: RecordFormat
+    value_format: RecordFormat
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,7 @@ class PipelineSettings:
     retention: int
     idle_sleep_s: float
     outage_limit_s: float | None
+    errors: ErrorPolicy = field(default_factory=ErrorPolicy)
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -107,6 +112,7 @@ class KafkaSettings:
     isolation_level: str
     request_timeout_s: float
     read_timeout_s: float
+    schema_registry: RegistrySettings | None
 
     def __repr__(self) -> str:
         return (f"KafkaSettings(bootstrap_servers={self.bootstrap_servers!r}, "

@@ -46,7 +46,9 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 
 from app.batch import Batch, CommitStats
+from app.error_policy import Action
 from app.metrics import METRICS, Metrics
+from app.spark import bad_records as bad_records_
 from app.spark import fatal
 from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
@@ -60,6 +62,7 @@ from app.spark.tasks import (
 from app.topology import PartitionPersist, Topology
 from states.aggregators import combine_updater
 from states.snapshottable import SnapshottableMap
+from spouts.bad_records import BadRecord
 from spouts.protocols import ArrowSpout
 from states.spec import MapSpec, StateKind
 
@@ -97,6 +100,7 @@ class SparkBatch:
     attempt: int
     records: int
     sinks: tuple[SinkResult, ...]
+    bad_records: tuple[BadRecord, ...] = ()  # left out of ``sinks``; the error policy settles them
 
 
 class SparkExecutor:
@@ -134,6 +138,8 @@ class SparkExecutor:
         self._lock = threading.Lock()
         self._held: dict[tuple[int, int], SparkBatch] = {}  # persisted results not yet released
         self._counts = spark.sparkContext.accumulator({}, RangeCounts())
+        self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
+        self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
 
     def _compile(self) -> tuple[CompiledSink, ...]:
         empty = self.spark.createDataFrame([], self.records_schema)
@@ -161,25 +167,25 @@ class SparkExecutor:
         ranges = [m for m in batch.plan if not m.empty]
         if not ranges:
             return SparkBatch(batch.txid, batch.attempt, 0, ())
+        key = tuple((m.topic, m.partition, m.first_offset, m.next_offset) for m in ranges)
+        failing = self._isolated.get(key, [])  # a replay of the same ranges meets the same bad records
         with self._job(batch, "process"):
-            records = self._records(batch, ranges)
-            several = len(self.sinks) > 1
-            if several:
-                records = records.persist()
-            results: list[SinkResult] = []
             try:
-                for c in self.sinks:
-                    results.append(self._process_sink(c, records))
-                if not self.sinks:
-                    records.count()
-            except BaseException:
-                _unpersist(results)  # nobody will commit them
-                raise
-            finally:
-                if several:
-                    records.unpersist()
+                results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+            except Exception as e:
+                if failing or bad_records_.record_error(e) is None:
+                    raise  # transient, or not a record's fault: the txid is retried whole
+                failing = self._isolate(batch, ranges)
+                if not failing:
+                    raise
+                log.warning("topology %s txid %d: %d records fail the transforms (first: %s: %s); the txid runs "
+                            "without them", self.topology.name, batch.txid, len(failing), failing[0].coordinates,
+                            failing[0].reason)
+                results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
         counted = self._take_counts(batch)
-        processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results))
+        bad = tuple(self._take_bad(batch)) + tuple(failing)
+        processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad)
         with self._lock:
             self._held[(batch.txid, batch.attempt)] = processed
         return processed
@@ -205,7 +211,45 @@ class SparkExecutor:
 
     # -- process ------------------------------------------------------------------------------
 
-    def _records(self, batch: Batch, ranges: list[Any]) -> Any:
+    def _process_records(self, records: Any) -> list[SinkResult]:
+        several = len(self.sinks) > 1
+        if several:
+            records = records.persist()
+        results: list[SinkResult] = []
+        try:
+            for c in self.sinks:
+                results.append(self._process_sink(c, records))
+            if not self.sinks:
+                records.count()
+        except BaseException:
+            _unpersist(results)  # nobody will commit them
+            raise
+        finally:
+            if several:
+                records.unpersist()
+        return results
+
+    def _isolate(self, batch: Batch, ranges: list[Any]) -> list[BadRecord]:
+        """The records the transforms fail on by themselves (:func:`app.spark.bad_records.isolate`)."""
+        coordinates = sorted((r[0], r[1], r[2]) for r in self._records(batch, ranges, counted=False)
+                             .select("topic", "partition", "offset").collect())
+
+        def probe(parts: Any) -> bad_records_.RecordError | None:
+            records = self._records(batch, parts, counted=False)
+            try:
+                for c in self.sinks:
+                    bad_records_.force(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name))
+            except Exception as e:
+                err = bad_records_.record_error(e)
+                if err is None:
+                    raise
+                return err
+            return None
+
+        return bad_records_.isolate(coordinates, probe, self.topology.name,
+                                    first_only=self.topology.errors.action is Action.FAIL)
+
+    def _records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
         from pyspark.sql import functions as F
 
         n = len(ranges)
@@ -213,11 +257,12 @@ class SparkExecutor:
         columns = [F.element_at(F.array(*[F.lit(getattr(m, name)) for m in ranges]), position).alias(name)
                    for name in META_FIELDS]
         metas = self.spark.range(0, n, 1, n).select(*columns)
-        read = ReadRanges(self.spout, self.arrow_schema, batch.txid, batch.attempt, self._counts, self.faults)
+        read = ReadRanges(self.spout, self.arrow_schema, batch.txid, batch.attempt, self._counts if counted else None,
+                          self.faults, self._bad if counted else None, rows)
         return metas.mapInArrow(read, self.records_schema)
 
     def _process_sink(self, c: CompiledSink, records: Any) -> SinkResult:
-        result = c.aggregate(c.transform(records), self.commit_partitions)
+        result = c.aggregate(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name), self.commit_partitions)
         if c.is_global:
             rows = result.collect()  # one row at most
             if c.mode is Mode.BUILTIN:
@@ -241,6 +286,12 @@ class SparkExecutor:
         for k in mine:
             counts.pop(k, None)
         return total
+
+    def _take_bad(self, batch: Batch) -> list[BadRecord]:
+        """Records ``batch``'s reads could not decode (and forget older entries of the accumulator)."""
+        seen = self._bad.value
+        mine = [k for k in list(seen) if k[:2] == (batch.txid, batch.attempt)]
+        return [r for k in mine for r in seen.pop(k, ())]
 
     # -- commit -------------------------------------------------------------------------------
 
@@ -289,6 +340,9 @@ class SparkExecutor:
         counts = self._counts.value
         for k in [k for k in list(counts) if which(k[0], k[1])]:
             counts.pop(k, None)
+        seen = self._bad.value
+        for k in [k for k in list(seen) if which(k[0], k[1])]:
+            seen.pop(k, None)
         for processed in released:
             _unpersist(processed.sinks)
 

@@ -63,6 +63,8 @@ class ReadRanges:
 
     Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
     the same range adds the same entry again, so the count is exact however often Spark recomputes.
+    ``bad`` (an accumulator) gets the range's undecodable records the same way; ``rows`` filters the
+    records read (the txid's bad records left out, :mod:`app.spark.bad_records`).
     """
 
     spout: Any
@@ -71,6 +73,8 @@ class ReadRanges:
     attempt: int
     counts: Any  # a pyspark Accumulator merging dicts (see executor.RangeCounts)
     faults: TaskFaults | None = None
+    bad: Any = None  # a pyspark Accumulator merging dicts (app.spark.bad_records.SeenBadRecords)
+    rows: Callable[[Any, pa.RecordBatch], pa.RecordBatch] | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
@@ -78,13 +82,19 @@ class ReadRanges:
                 from spouts.metadata import PartitionMetadata
 
                 meta = PartitionMetadata(**row)
-                n = 0
-                for b in self.spout.read_arrow(meta):
+                n, found = 0, list[Any]()
+                for b in self.spout.read_arrow(meta, on_bad=found.append):
+                    if self.rows is not None:
+                        b = self.rows(meta, b)
                     n += b.num_rows
                     yield b if b.schema.equals(self.schema) else b.cast(self.schema)
                 if self.faults is not None:
                     self.faults("read", self.txid, self.attempt)
-                self.counts.add({(self.txid, self.attempt, meta.topic, meta.partition, meta.first_offset): n})
+                key = (self.txid, self.attempt, meta.topic, meta.partition, meta.first_offset)
+                if self.counts is not None:
+                    self.counts.add({key: n})
+                if self.bad is not None:
+                    self.bad.add({key: tuple(found)})
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from spouts.kafka.formats.registry import RegistrySettings
+from spouts.kafka.formats.spec import BYTES, RecordFormat
 from spouts.protocols import DataLossPolicy
 
 
@@ -86,9 +88,19 @@ class KafkaSpoutConfig:
     read_timeout_s: float = 30.0
     exact_record_counts: bool = False
     properties: Mapping[str, str] = field(default_factory=dict)
+    key_format: RecordFormat = BYTES  # how keys and values decode (spouts.kafka.formats)
+    value_format: RecordFormat = BYTES
+    schema_registry: RegistrySettings | None = None  # for the avro, protobuf and json_schema formats
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topics", tuple(self.topics))
+        object.__setattr__(self, "key_format", RecordFormat.of(self.key_format))
+        object.__setattr__(self, "value_format", RecordFormat.of(self.value_format))
+        for part, fmt in (("key", self.key_format), ("value", self.value_format)):
+            if fmt.type.registry:
+                if self.schema_registry is None:
+                    raise ValueError(f"{part}_format {fmt.type.value} needs schema_registry (its url)")
+                fmt.subject_for(self.topics if self.topic_pattern is None else (), part)
         object.__setattr__(self, "properties", MappingProxyType({str(k): str(v) for k, v in self.properties.items()}))
         if bool(self.topics) == (self.topic_pattern is not None):
             raise ValueError("set exactly one of topics (a list) or topic_pattern (a regular expression)")
@@ -113,7 +125,13 @@ class KafkaSpoutConfig:
         target = f"topics={list(self.topics)!r}" if self.topics else f"topic_pattern={self.topic_pattern!r}"
         return (f"KafkaSpoutConfig(bootstrap_servers={self.bootstrap_servers!r}, {target}, "
                 f"first_poll={self.first_poll.name}, data_loss={self.data_loss.name}, "
-                f"isolation_level={self.isolation_level!r}, properties={redact(self.properties)!r})")
+                f"isolation_level={self.isolation_level!r}, properties={redact(self.properties)!r}"
+                f"{self._formats()})")
+
+    def _formats(self) -> str:
+        out = "".join(f", {p}_format={f.describe()!r}" for p, f in (("key", self.key_format), ("value", self.value_format))
+                      if f != BYTES)
+        return out + (f", schema_registry={self.schema_registry!r}" if self.schema_registry else "")
 
     def __hash__(self) -> int:
         values = tuple(getattr(self, f) for f in self.__dataclass_fields__ if f != "properties")

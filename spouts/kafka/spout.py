@@ -15,6 +15,7 @@ from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, SCHEMA
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.discovery import KafkaCoordinator
 from spouts.kafka.emitter import KafkaEmitter
+from spouts.kafka.formats import BYTES, BatchDecoder, decoded_schema, resolve
 from spouts.metadata import PartitionMetadata
 from spouts.metrics import SpoutMetrics
 from spouts.protocols import SpoutKind
@@ -30,6 +31,7 @@ class KafkaSpout:
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str, metrics: SpoutMetrics | None = None) -> None:
         self.config, self.topology_id, self.metrics = config, topology_id, metrics
+        self._decoder: BatchDecoder | None = None
 
     def coordinator(self) -> KafkaCoordinator:
         return KafkaCoordinator(self.config, self.topology_id)
@@ -38,17 +40,44 @@ class KafkaSpout:
         return KafkaEmitter(self.config, self.topology_id, self.kind, self.metrics)
 
     @property
+    def decoder(self) -> BatchDecoder | None:
+        """The key/value decoder (None: both formats are ``bytes``), resolved once.
+
+        Registry formats fix their reader schema on first use, which is on the driver (Spark asks
+        for :attr:`arrow_schema` before the first batch); the resolved decoder travels with the
+        spout to the executors, so every task reads records as the same schema.
+        """
+        c = self.config
+        if c.key_format == BYTES and c.value_format == BYTES:
+            return None
+        if self._decoder is None:
+            key = resolve(c.key_format, c.topics, "key", c.schema_registry)
+            value = resolve(c.value_format, c.topics, "value", c.schema_registry)
+            self._decoder = BatchDecoder(key, value, decoded_schema(SCHEMA, key, value))
+        return self._decoder
+
+    @property
     def arrow_schema(self) -> pa.Schema:
-        """The schema of :meth:`read_arrow`'s batches (:data:`spouts.kafka.arrow.SCHEMA`)."""
-        return SCHEMA
+        """The schema of :meth:`read_arrow`'s batches: :data:`spouts.kafka.arrow.SCHEMA` with ``key`` and
+        ``value`` typed by their formats (:mod:`spouts.kafka.formats`)."""
+        decoder = self.decoder
+        return SCHEMA if decoder is None else decoder.schema
 
     def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE,
                    on_bad: OnBad | None = None) -> Iterator[pa.RecordBatch]:
-        """``meta``'s records as Arrow batches (what Spark executors call); raw bytes are never bad."""
-        return self.emitter().read_arrow(meta, batch_size)
+        """``meta``'s records as Arrow batches (what Spark executors call), decoded by the formats.
+
+        A record whose key or value does not decode is left out and reported to ``on_bad`` (without
+        it: BadRecordError); raw bytes are never bad.
+        """
+        raw = self.emitter().read_arrow(meta, batch_size)
+        decoder = self.decoder
+        if decoder is None:
+            return raw
+        return (b for b in (decoder.decode(r, on_bad) for r in raw) if b.num_rows)
 
     def __getstate__(self) -> dict[str, object]:
-        return {"config": self.config, "topology_id": self.topology_id, "metrics": None}
+        return {"config": self.config, "topology_id": self.topology_id, "metrics": None, "_decoder": self._decoder}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)

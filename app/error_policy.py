@@ -1,0 +1,131 @@
+"""A pipeline's error policy: what happens to a bad record (fail, skip, or a dead-letter topic).
+
+    Topology("sales", errors=ErrorPolicy.dead_letter("sales-dead-letters"))
+
+``fail`` (the default) stops the pipeline (exit code 1) with a message naming the record's topic,
+partition and offset and the error: a record the pipeline cannot use is a surprise worth a person's
+look, and nothing is lost while the pipeline waits. ``skip`` drops it, counted by stage and reason
+with a sample logged; ``dead_letter`` writes it to a Kafka topic with its source coordinates and the
+error as headers (:mod:`app.dead_letters`). Either way the rest of its txid commits.
+
+:class:`BadRecordHandler` applies the policy to a txid's bad records once its plan is frozen and
+before any of its state is written (the coordinator calls :meth:`BadRecordHandler.settle`).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spouts.bad_records import BadRecord, BadRecordError
+
+if TYPE_CHECKING:
+    from app.dead_letters import DeadLetterWriter
+    from app.metrics import Metrics
+    from app.progress import ProgressLog
+
+log = logging.getLogger(__name__)
+
+SAMPLE = 3  # bad records logged per txid under ``skip`` (all are counted)
+
+
+class Action(enum.StrEnum):
+    FAIL = "fail"
+    SKIP = "skip"
+    DEAD_LETTER = "dead_letter"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorPolicy:
+    """What a pipeline does with a bad record; ``topic`` is the dead-letter topic (``dead_letter`` only)."""
+
+    action: Action = Action.FAIL
+    topic: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.action is Action.DEAD_LETTER) != (self.topic is not None):
+            raise ValueError("a dead-letter policy needs a topic, and only it has one")
+
+    @classmethod
+    def fail(cls) -> ErrorPolicy:
+        return cls(Action.FAIL)
+
+    @classmethod
+    def skip(cls) -> ErrorPolicy:
+        return cls(Action.SKIP)
+
+    @classmethod
+    def dead_letter(cls, topic: str) -> ErrorPolicy:
+        return cls(Action.DEAD_LETTER, topic)
+
+    def describe(self) -> str | dict[str, dict[str, str]]:
+        """As written in the config: ``fail``, ``skip`` or ``{dead_letter: {topic: ...}}``."""
+        return {"dead_letter": {"topic": self.topic}} if self.topic is not None else self.action.value
+
+
+def in_order(records: Sequence[BadRecord]) -> list[BadRecord]:
+    """One entry per source record, by source coordinates (the order every replay sees)."""
+    seen = {(r.topic, r.partition, r.offset): r for r in sorted(records, key=_order, reverse=True)}
+    return sorted(seen.values(), key=_order)
+
+
+def _order(r: BadRecord) -> tuple[str, int, int, str]:
+    return r.topic, r.partition, r.offset, r.stage.value
+
+
+def handler_for(pipeline: str, policy: ErrorPolicy, spout: object, metrics: Metrics) -> BadRecordHandler:
+    """The handler of ``policy``; a dead-letter policy writes to the cluster the (Kafka) ``spout`` reads."""
+    writer = None
+    if policy.topic is not None:
+        from app.dead_letters import DeadLetterWriter
+
+        writer = DeadLetterWriter.for_spout(pipeline, policy.topic, spout)
+    return BadRecordHandler(pipeline, policy, metrics, writer)
+
+
+class BadRecordHandler:
+    """Applies one pipeline's :class:`ErrorPolicy` to the bad records of each txid, counts and logs them."""
+
+    def __init__(self, pipeline: str, policy: ErrorPolicy, metrics: Metrics,
+                 dead_letters: DeadLetterWriter | None = None) -> None:
+        if policy.action is Action.DEAD_LETTER and dead_letters is None:
+            raise ValueError(f"pipeline {pipeline!r}: a dead-letter policy needs a dead-letter writer")
+        self.pipeline, self.policy, self.metrics, self.dead_letters = pipeline, policy, metrics, dead_letters
+        self._counted_txid = 0  # a replay in this process does not count its records again
+
+    def settle(self, txid: int, records: Sequence[BadRecord], progress: ProgressLog) -> None:
+        """Apply the policy to ``txid``'s bad records: raise (fail), count (skip), or write them (dead letter)."""
+        if not records:
+            return
+        bad = in_order(records)
+        action = self.policy.action
+        if action is Action.FAIL:
+            self._count(txid, bad[:1])
+            raise BadRecordError(bad[0])
+        if action is Action.DEAD_LETTER:
+            assert self.dead_letters is not None
+            written = self.dead_letters.write(txid, bad, progress)
+            log.info("pipeline %s txid %d: %d bad records in dead-letter topic %s (%d written now, the rest by an "
+                     "earlier attempt)", self.pipeline, txid, len(bad), self.policy.topic, written)
+        else:
+            for r in bad[:SAMPLE]:
+                log.warning("pipeline %s txid %d: skipping bad record %s (%s): %s: %s", self.pipeline, txid,
+                            r.coordinates, r.stage, r.reason, r.message)
+            if len(bad) > SAMPLE:
+                log.warning("pipeline %s txid %d: %d more bad records skipped", self.pipeline, txid,
+                            len(bad) - SAMPLE)
+        self._count(txid, bad)
+
+    def close(self) -> None:
+        if self.dead_letters is not None:
+            self.dead_letters.close()
+
+    def _count(self, txid: int, bad: Sequence[BadRecord]) -> None:
+        if txid <= self._counted_txid:
+            return
+        self._counted_txid = txid
+        for r in bad:
+            self.metrics.bad_records.labels(self.pipeline, r.stage.value, r.reason, self.policy.action.value).inc()

@@ -1,0 +1,148 @@
+"""Finding a txid's bad records on Spark, the same way on every replay.
+
+* **decode**: the spout reports a record it cannot decode to ``on_bad`` and leaves it out; read tasks
+  add ``{range: bad records}`` to an accumulator (:class:`SeenBadRecords`), so a recomputed task adds
+  the same entry again and the set stays exact.
+* **transform** and **aggregate**: a transform's expression that fails on a record (an ANSI ``CAST``,
+  a division by zero) or a row with a null group-by key (:func:`guard_keys` makes that fail too)
+  fails the Spark job. When the error is deterministic (:func:`record_error`: a replay of the same
+  records raises it again), the txid's records are bisected by source coordinates
+  (:func:`isolate`): each probe runs the transforms on a slice of the records; a slice that passes
+  holds no bad record, a failing slice of one record is one. The txid then runs without them.
+  A transient error (a broker away) is never mistaken for a bad record: it propagates and the txid
+  is retried whole.
+
+Bisection finds exactly the records on which the transforms fail by themselves, whatever order it
+probes in, provided the transforms are deterministic and work record by record (a ``filter``,
+``map`` or ``each``; a DataFrame function that looks across records is bisected as far as it can be).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
+
+from app.failures import deterministic_spark_error, describe
+from spouts.bad_records import BadRecord, Stage
+from spouts.metadata import PartitionMetadata
+
+NULL_KEY = "NULL_KEY"  # the reason of a record whose group-by key is null
+_NULL_KEY_TEXT = "TRIDENT_NULL_KEY"
+Coordinates = tuple[str, int, int]
+#: A probe: run the transforms on these sub-ranges; the record error it met, or None.
+Probe = Callable[[Sequence[PartitionMetadata]], "RecordError | None"]
+
+
+class SeenBadRecords(AccumulatorParam[dict[Any, tuple[BadRecord, ...]]]):
+    """Merges ``{range: bad records}``; a range read twice (a recomputed task) keeps one entry."""
+
+    def zero(self, value: dict[Any, tuple[BadRecord, ...]]) -> dict[Any, tuple[BadRecord, ...]]:
+        return {}
+
+    def addInPlace(self, a: dict[Any, tuple[BadRecord, ...]],
+                   b: dict[Any, tuple[BadRecord, ...]]) -> dict[Any, tuple[BadRecord, ...]]:
+        a.update(b)
+        return a
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """A deterministic error of the transforms: the stage it belongs to, its class and its text."""
+
+    stage: Stage
+    reason: str
+    message: str
+
+
+def record_error(e: BaseException) -> RecordError | None:
+    """``e`` as a record error if a replay of the same records raises it again; None if it may be transient."""
+    text = str(e)
+    if _NULL_KEY_TEXT in text:
+        detail = text.split(_NULL_KEY_TEXT, 1)[1].split("SQLSTATE", 1)[0].strip(" :")
+        return RecordError(Stage.AGGREGATE, NULL_KEY, f"null group-by key ({detail})")
+    name = deterministic_spark_error(e)
+    return None if name is None else RecordError(Stage.TRANSFORM, name, describe(e)[:1000])
+
+
+def guard_keys(df: Any, keys: Sequence[str], sink: str) -> Any:
+    """``df``, failing on a row whose key columns hold a null (no state can store that key)."""
+    if not keys:
+        return df
+    from pyspark.sql import functions as F
+
+    null = F.col(keys[0]).isNull()
+    for k in keys[1:]:
+        null = null | F.col(k).isNull()
+    raise_ = F.raise_error(F.lit(f"{_NULL_KEY_TEXT}: sink {sink}, key {', '.join(keys)}"))
+    return df.filter(F.when(null, raise_).otherwise(F.lit(True)))
+
+
+def force(df: Any) -> None:
+    """Evaluate every column of every row of ``df`` (a probe: nothing is kept)."""
+    df.write.format("noop").mode("overwrite").save()
+
+
+def isolate(coordinates: Sequence[Coordinates], probe: Probe, topology_id: str, *,
+            first_only: bool = False) -> list[BadRecord]:
+    """The records of ``coordinates`` (sorted) on which ``probe`` fails by themselves, by bisection.
+
+    ``first_only``: stop at the first one found (the lowest coordinates).
+    """
+    found: list[BadRecord] = []
+
+    def visit(lo: int, hi: int, known: RecordError | None) -> bool:
+        """Find the bad records of ``coordinates[lo:hi]`` (``known``: it failed so, it was probed whole)."""
+        if lo >= hi or (first_only and found):
+            return False
+        before = len(found)
+        err = known if known is not None else probe(sub_ranges(coordinates[lo:hi], topology_id))
+        if err is None:
+            return False
+        if hi - lo == 1:
+            t, p, o = coordinates[lo]
+            found.append(BadRecord(t, p, o, err.stage, err.reason, err.message))
+            return True
+        mid = (lo + hi) // 2
+        left = visit(lo, mid, None)
+        if left or hi - mid == 1:
+            visit(mid, hi, None)
+        else:  # the left half is good, so the failure is in the right half: split it without probing it whole
+            right_mid = (mid + hi) // 2
+            visit(mid, right_mid, None)
+            visit(right_mid, hi, None)
+        return len(found) > before
+
+    visit(0, len(coordinates), None)
+    return found
+
+
+def sub_ranges(coordinates: Sequence[Coordinates], topology_id: str) -> list[PartitionMetadata]:
+    """Per partition, the offsets from the first to the last of ``coordinates`` (sorted) as ranges to read."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    for t, p, o in coordinates:
+        span = spans.setdefault((t, p), [o, o])
+        span[0], span[1] = min(span[0], o), max(span[1], o)
+    return [PartitionMetadata(t, p, lo, hi + 1, hi + 1 - lo, topology_id) for (t, p), (lo, hi) in spans.items()]
+
+
+@dataclass(frozen=True)
+class Excluding:
+    """A read task's row filter: leaves out the records at ``offsets`` (picklable, for executors)."""
+
+    offsets: frozenset[Coordinates]
+
+    def __call__(self, meta: PartitionMetadata, rb: pa.RecordBatch) -> pa.RecordBatch:
+        mine = [o for t, p, o in self.offsets if t == meta.topic and p == meta.partition]
+        if not mine:
+            return rb
+        import pyarrow.compute as pc
+
+        return rb.filter(pc.invert(pc.is_in(rb.column("offset"), value_set=pa.array(mine, rb.schema.field("offset").type))))
+
+
+def excluded(bad: Iterable[BadRecord]) -> Excluding:
+    return Excluding(frozenset((b.topic, b.partition, b.offset) for b in bad))

@@ -1,0 +1,49 @@
+"""KafkaSpout.read_arrow over a real read (mock cluster): decoded batches in the decoded schema, bad
+records reported with the coordinates the broker gave them, the resolved decoder shipped in a pickle."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from spouts.bad_records import BadRecordError
+from spouts.kafka import SCHEMA, KafkaSpout
+from spouts.kafka.formats import RecordFormat
+from spouts.metadata import PartitionMetadata
+from tests.kafka.formats.helpers import Collected
+from tests.kafka.helpers import config, produce
+
+
+def test_read_arrow_decodes_and_reports_bad_records(kafka_cluster: Any) -> None:
+    kafka_cluster.create_topic("sales", 2)
+    values = [json.dumps({"store": f"s{i % 3}", "amount": i}).encode() for i in range(30)]
+    values[4], values[21] = b"{broken", b'{"store": "x", "amount": "many"}'
+    acked = produce(kafka_cluster.bootstrap_servers(), "sales", [(1, v) for v in values], key=b"k")
+    spout = KafkaSpout(replace(config(kafka_cluster.bootstrap_servers(), topics=["sales"]), key_format=RecordFormat.of("string"),
+                               value_format=RecordFormat.of({"type": "json", "fields": {"store": "string", "amount": "int"}})),
+                       "formats")
+    assert spout.arrow_schema.field("key").type == pa.string()
+    assert spout.arrow_schema.field("value").type == pa.struct([("store", pa.string()), ("amount", pa.int32())])
+    shipped = pickle.loads(pickle.dumps(spout))
+    meta = PartitionMetadata("sales", 1, acked[0].offset, acked[-1].offset + 1, len(acked), "formats")
+    bad = Collected()
+    batches = list(shipped.read_arrow(meta, batch_size=8, on_bad=bad))
+    assert all(b.schema.equals(spout.arrow_schema) for b in batches)
+    rows = [r for b in batches for r in b.to_pylist()]
+    assert [(r.topic, r.partition, r.offset, r.reason) for r in bad] == [
+        ("sales", 1, acked[4].offset, "json_invalid"), ("sales", 1, acked[21].offset, "json_type")]
+    assert [r["offset"] for r in rows] == [a.offset for i, a in enumerate(acked) if i not in (4, 21)]
+    assert [r["value"]["amount"] for r in rows] == [i for i in range(30) if i not in (4, 21)]
+    assert {r["key"] for r in rows} == {"k"}
+    with pytest.raises(BadRecordError, match=rf"sales\[1\]@{acked[4].offset}"):
+        list(shipped.read_arrow(meta, batch_size=8))
+
+
+def test_bytes_formats_leave_the_raw_path_alone(kafka_cluster: Any) -> None:
+    spout = KafkaSpout(config(kafka_cluster.bootstrap_servers(), topics=["t"]), "raw")
+    assert spout.decoder is None and spout.arrow_schema is SCHEMA

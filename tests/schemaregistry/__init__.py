@@ -1,0 +1,1 @@
+"""A Schema Registry test peer (:mod:`.server`) and its fixtures (:mod:`.fixtures`)."""
