@@ -53,11 +53,7 @@ KEYLESS: dict[str, Any] = {
 MALFORMED = {**DECODE, **KEYLESS}
 #: Kinds left out of runs (unless CHAOS_KNOWN_DEFECTS=1) while a product defect they show is open; the
 #: defect is pinned by tests/chaos/test_regressions.py.
-KNOWN_DEFECTS = {
-    "invalid UTF-8": "the JSON decoder accepts a string that is not UTF-8; the commit task then fails on it on every "
-                     "attempt (UnicodeDecodeError) and the txid is replayed until the outage limit, the record never "
-                     "reaching the dead-letter topic (test_a_json_string_with_invalid_utf8_is_a_bad_record_at_decode)",
-}
+KNOWN_DEFECTS: dict[str, str] = {}
 
 
 def decode_kinds() -> list[str]:

@@ -70,6 +70,7 @@ class JsonObjects:
         try:
             table = pj.read_json(pa.BufferReader(joined.as_buffer()), parse_options=options,
                                  read_options=pj.ReadOptions(block_size=max(_MIN_BLOCK, 2 * longest + 2)))
+            table.validate(full=True)  # the reader does not check that strings are UTF-8: a value that is not is bad
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return None
         if table.num_rows != n:  # a value that is not one object (two, or none)
