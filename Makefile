@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools demo test test-fast bench lint clean
+.PHONY: venv tools demo test test-fast bench lint clean chaos chaos-short
 
 venv: $(STAMP)
 
@@ -47,6 +47,27 @@ $(PEER_STAMP): pyproject.toml
 bench: venv $(PEER_STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m tests.bench all --repeat 3 $(BENCH_ARGS)
+
+# The chaos suite (not part of `make test`): SIGKILLs at every protocol point, Kafka and Cassandra faults,
+# standby and zombie, retention; compares with the producer's truth and writes docs/reliability.md.
+CHAOS_SEED    ?= $(shell date +%s)
+CHAOS_KILLS   ?= 200
+CHAOS_MINUTES ?= 25
+CHAOS_MALFORMED ?= 10000
+CHAOS_SCENARIOS ?= random-kills,protocol-points,cassandra-faults,retention,bad-records
+CHAOS_STAMP := $(VENV)/.chaos-installed
+
+$(CHAOS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,chaos]'
+	touch $(CHAOS_STAMP)
+
+chaos: $(CHAOS_STAMP)
+	$(PY) -m tests.chaos --seed $(CHAOS_SEED) --kills $(CHAOS_KILLS) --minutes $(CHAOS_MINUTES) \
+		--malformed $(CHAOS_MALFORMED) --scenarios $(CHAOS_SCENARIOS) --report docs/reliability.md
+
+# The short seeded version CI runs (about 10 minutes): fails on any difference from the truth.
+chaos-short: $(CHAOS_STAMP)
+	$(PY) -m tests.chaos --seed 14 --kills 24 --minutes 3 --malformed 1000 --scenarios $(CHAOS_SCENARIOS)
 
 clean:
 	rm -rf $(VENV) $(PEER) .pytest_cache .hypothesis .benchmarks

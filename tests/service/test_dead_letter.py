@@ -25,6 +25,8 @@ from tests.service import test_kill
 from tests.service.test_kill import drain_then_terminate, kill_at_random_moments
 
 KILLS = int(os.environ.get("TRIDENT_DEAD_LETTER_KILLS", "10"))
+#: Where the two poison records found by bisection go (record numbers; empty: decode-stage poison only).
+COSTLY_AT = tuple(int(n) for n in os.environ.get("TRIDENT_DEAD_LETTER_COSTLY_AT", "150,450").split(",") if n)
 SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
 USERS = ("ann", "bob", "cy", "dee", "eve")
 POISON = (b'{"user": "bob", "amount": 1',  # decode: not JSON
@@ -175,7 +177,7 @@ def test_sigkills_leave_each_bad_record_in_the_dead_letter_topic_exactly_once(ka
     config = sales_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), port=port, db=db,
                           errors={"dead_letter": {"topic": "sales-dead"}})
     service = ServiceProcess(config, tmp_path / "service.log", port)
-    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=10, seed=SEED, costly_at=(150, 450))
+    producer = SalesProducer(kafka.bootstrap_servers(), 4, rate=10, seed=SEED, costly_at=COSTLY_AT)
     producer.start()
     try:
         landed = kill_at_random_moments(service, lambda: state_documents(db, "sales"), random.Random(SEED), KILLS)

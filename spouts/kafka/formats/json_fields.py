@@ -78,6 +78,7 @@ class JsonObjects:
         read = pj.ReadOptions(block_size=max(min(_MIN_BLOCK, size + 1), 2 * longest + 2), use_threads=size > _THREADED)
         try:
             table = pj.read_json(pa.BufferReader(joined.as_buffer()), parse_options=options, read_options=read)
+            table.validate(full=True)  # the reader does not check that strings are UTF-8: a value that is not is bad
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             return None, str(e)
         if table.num_rows != n:  # a value that is not one object (two, or none)
