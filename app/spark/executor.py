@@ -263,7 +263,7 @@ class SparkExecutor:
         else:  # a key goes to the same of ``tasks`` partitions, and so to the same cache, every txid
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    self.chunk_size, self.faults, tasks)
+                                    faults=self.faults, partitions=tasks)
         from app.spark.tasks import STATS_SCHEMA
         from pyspark.sql.pandas.types import from_arrow_schema
 
