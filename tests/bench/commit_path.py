@@ -219,7 +219,9 @@ def load() -> str:
     return f"load {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} cores"
 
 
-def main(argv: list[str] | None = None) -> dict[str, list[float]]:
+def main(argv: list[str] | None = None, *, per_key: bool = False) -> dict[str, list[Any]]:
+    """Runs the benchmark; returns each scenario's ratios to the ceiling per repetition, or with
+    ``per_key`` its (requests, LWTs) per key."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", type=int, default=20_000, help="keys per txid of the state scenarios")
     parser.add_argument("--service-keys", type=int, default=20_000,
@@ -229,6 +231,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser.add_argument("--window", type=int, default=64, help="requests in flight (max_concurrency)")
     args = parser.parse_args(argv)
     ratios: dict[str, list[float]] = {}
+    counts: dict[str, list[tuple[float, float]]] = {}
     kafka = None
     if args.service_keys:
         from spouts.kafka.mock_cluster import MockKafkaCluster
@@ -252,6 +255,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
                     table(rows, ceiling)
                     for r in rows:
                         ratios.setdefault(r.name, []).append(r.rate / ceiling)
+                        counts.setdefault(r.name, []).append((r.per_key, r.lwts_per_key))
             finally:
                 client.close()
     finally:
@@ -260,4 +264,4 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     print(f"median x ceiling over {args.repeat} repetitions (same-run ratios); {load()}:")
     for name, values in ratios.items():
         print(f"  {name:<66} {statistics.median(values):>6.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
-    return ratios
+    return dict(counts) if per_key else dict(ratios)

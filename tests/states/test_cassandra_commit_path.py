@@ -128,3 +128,18 @@ def test_a_read_error_that_is_not_transient_stops_the_update(server: CqlServer, 
     server.inject(Fault.server_error(table="word_counts", statement="select"))
     with pytest.raises(ServerError):
         commit(OpaqueMap(CassandraBackingMap(settings, WORDS, metrics=m), metrics=m), 1, [("a",), ("b",)])
+
+
+def test_benchmark_reports_the_requests_per_key_of_each_scenario() -> None:
+    """``make bench``'s state scenarios (without the service): 1 LWT per warm key, 0 for a replay,
+    at most 2 requests per cold or stale key, fewer than 2 per new key with blind inserts."""
+    from tests.bench.commit_path import main
+
+    rows = main(["--keys", "400", "--service-keys", "0", "--repeat", "1"], per_key=True)
+    assert rows["product, warm cache"] == [(1.0, 1.0)]
+    assert rows["product, replay of the committed txid"] == [(0.0, 0.0)]
+    assert rows["product, cold cache (sample read shows rows: reads)"] == [(2.0, 1.0)]
+    assert rows["product, stale cache (another writer since)"] == [(2.0, 2.0)]
+    assert rows["product, new keys, read + LWT"] == [(2.0, 1.0)]
+    (new, lwts), = rows["product, new keys (blind INSERT IF NOT EXISTS)"]
+    assert lwts == 1.0 and new == 1 + 128 / 400  # two windows of 64 read before the first answers show new keys
