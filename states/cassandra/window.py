@@ -58,11 +58,14 @@ class RequestStream:
 
     def take(self, at_least: int = 1, timeout: float | None = None) -> list[tuple[Hashable, Outcome]]:
         """Answers so far, in completion order, after waiting until ``at_least`` (capped at what is
-        outstanding) have arrived or ``timeout`` seconds passed."""
+        outstanding) have arrived or ``timeout`` seconds passed (the whole timeout when nothing is)."""
         with self._ready:
             want = min(at_least, len(self._queued) + self._flying + len(self._answers))
             self._want = max(1, want)
-            if want and len(self._answers) < want:
+            if not want:
+                if timeout:
+                    self._ready.wait(timeout)  # nothing to wait for but the time: a backoff
+            elif len(self._answers) < want:
                 self._ready.wait_for(lambda: len(self._answers) >= want, timeout)
             out = list(self._answers)
             self._answers.clear()

@@ -125,3 +125,15 @@ def test_queued_requests_can_be_dropped() -> None:
         f.answer()
     assert sorted(tag for tag, _ in stream.take(at_least=2, timeout=5)) == [0, 1]
     assert (stream.queued, stream.outstanding, len(session.in_flight)) == (0, 0, 2)
+
+
+def test_taking_with_nothing_outstanding_waits_the_timeout_not_a_busy_loop() -> None:
+    """A caller waiting out a retry's backoff with nothing in flight sleeps; without a timeout it returns at once."""
+    import time
+
+    stream = RequestStream(Session(), 2, None)  # type: ignore[arg-type]
+    start = time.monotonic()
+    assert stream.take(timeout=0.2) == []
+    assert time.monotonic() - start >= 0.19
+    start = time.monotonic()
+    assert stream.take() == [] and time.monotonic() - start < 0.1
