@@ -87,6 +87,8 @@ class CasCachedMap(CachedMap[K, V]):
     (it has seen this key range before) starts guessing at once; an empty one (a fresh process,
     maybe over existing rows) first reads a sample of ``sample`` misses and guesses only if most
     were absent. Then every read miss and every guess moves the estimate (:attr:`absent_rate`).
+    Through a pipe (:meth:`open_pipe`, over Cassandra) the same rules apply key by key as keys are
+    started: an empty cache reads its misses until the first answers bring the evidence.
     """
 
     backing: CasBackingMap[K, V]
