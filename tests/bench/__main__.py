@@ -4,4 +4,5 @@ import sys
 
 from tests.bench.commit_path import main
 
-main(sys.argv[1:])
+if __name__ == "__main__":  # not again in the benchmark's spawned client processes
+    main(sys.argv[1:])
