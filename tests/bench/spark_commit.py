@@ -109,8 +109,7 @@ class ServiceCommit:
         phases = []
         try:
             self.produce(1)
-            self.service.start()
-            self.service.wait_ready(300)
+            self.service.start()  # ready only after its first step: wait for the commit instead
             start = self.wait_committed(1)
             phases.append(Phase.between("new keys (txid 1)", {}, start))
             self.produce(rounds - 1)
@@ -119,19 +118,21 @@ class ServiceCommit:
             assert self.service.terminate() == 0
             self.produce(1)
             self.service.start()
-            self.service.wait_ready(300)
             phases.append(Phase.between("cold cache after a restart", {}, self.wait_committed(rounds + 1)))
             assert self.service.terminate() == 0
         finally:
             self.service.cleanup()
         return phases
 
-    def wait_committed(self, txid: int, timeout: float = 900.0) -> dict[str, float]:
+    def wait_committed(self, txid: int, timeout: float = 1800.0) -> dict[str, float]:
         """The service's counters once it has committed ``txid``."""
         deadline = time.monotonic() + timeout
         while True:
             self.service.check_alive()
-            values = self.scrape()
+            try:
+                values = self.scrape()
+            except OSError:  # not listening yet
+                values = {}
             if values.get("committed_txid", 0) >= txid:
                 return values
             if time.monotonic() > deadline:
