@@ -53,7 +53,7 @@ class Phase:
 
     @classmethod
     def between(cls, name: str, before: dict[str, float], after: dict[str, float]) -> Phase:
-        d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+        d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in ("keys", "commit_s", *KINDS)}
         return cls(name, int(d["keys"]), d["commit_s"], {k: int(d[k]) for k in KINDS})
 
 
@@ -108,11 +108,10 @@ class ServiceCommit:
         """New keys (round 1), ``rounds - 1`` steady rounds, then one cold round after a restart."""
         phases = []
         try:
-            self.produce(1)
+            self.produce(rounds)  # all there before the first plan: each txid is exactly one round
             self.service.start()  # ready only after its first step: wait for the commit instead
             start = self.wait_committed(1)
             phases.append(Phase.between("new keys (txid 1)", {}, start))
-            self.produce(rounds - 1)
             steady = self.wait_committed(rounds)
             phases.append(Phase.between(f"steady ({rounds - 1} txids)", start, steady))
             assert self.service.terminate() == 0
