@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from states.pipeline import READ, CasPipe, PipelinedCas, Stored
 from states.protocols import BackingMap, CasBackingMap, CasResult
 
 K = TypeVar("K", bound=Hashable)
@@ -86,6 +87,8 @@ class CasCachedMap(CachedMap[K, V]):
     (it has seen this key range before) starts guessing at once; an empty one (a fresh process,
     maybe over existing rows) first reads a sample of ``sample`` misses and guesses only if most
     were absent. Then every read miss and every guess moves the estimate (:attr:`absent_rate`).
+    Through a pipe (:meth:`open_pipe`, over Cassandra) the same rules apply key by key as keys are
+    started: an empty cache reads its misses until the first answers bring the evidence.
     """
 
     backing: CasBackingMap[K, V]
@@ -149,3 +152,74 @@ class CasCachedMap(CachedMap[K, V]):
 
     def _learn(self, absent: float) -> None:
         self.absent_rate = absent if self.absent_rate is None else (self.absent_rate + absent) / 2
+
+    def open_pipe(self) -> CasPipe | None:
+        """The backing map's pipe through this cache (None when the backing map has none)."""
+        inner = self.backing.open_pipe() if isinstance(self.backing, PipelinedCas) else None
+        return None if inner is None else _CachePipe(self, inner)
+
+    def plan(self, keys: Sequence[K]) -> list[V | None]:
+        """For a pipe: cached values; misses guessed absent (None) while guesses pay off, else READ.
+
+        Until there is evidence (an empty cache), misses are read: the first answers decide.
+        """
+        guess = self.blind_inserts and self.absent_rate is not None and self.absent_rate > 0.5
+        out: list[V | None] = []
+        for k in keys:
+            if k in self._lru:
+                out.append(self._lru[k])
+                self._lru.move_to_end(k)
+            elif guess:
+                self._guessed.add(k)
+                out.append(None)
+            else:
+                out.append(READ)
+        return out
+
+
+class _CachePipe:
+    """A backing map's pipe whose answers refresh the cache and the evidence for guesses."""
+
+    def __init__(self, cache: CasCachedMap[Any, Any], inner: CasPipe) -> None:
+        self.cache, self.inner, self.size = cache, inner, inner.size
+        self._keys: dict[int, tuple[Any, Any]] = {}  # tag -> (key, value being written or READ)
+        cache._guessed.clear()
+
+    @property
+    def queued(self) -> int:
+        return self.inner.queued
+
+    def plan(self, keys: Sequence[Any]) -> list[Any]:
+        return self.cache.plan(keys)
+
+    def read(self, tag: int, key: Any) -> None:
+        self._keys[tag] = (key, READ)
+        self.inner.read(tag, key)
+
+    def cas(self, tag: int, key: Any, expected: Any, value: Any) -> None:
+        self._keys[tag] = (key, value)
+        self.inner.cas(tag, key, expected, value)
+
+    def answers(self) -> list[tuple[int, Stored | CasResult[Any]]]:
+        answers = self.inner.answers()
+        cache, absent, guesses = self.cache, [], []
+        for tag, answer in answers:
+            key, value = self._keys.pop(tag)
+            if isinstance(answer, Stored):
+                absent.append(answer.value is None)
+                cache._remember([(key, answer.value)])
+                continue
+            if key in cache._guessed:
+                cache._guessed.discard(key)
+                guesses.append(answer.applied)
+            cache._remember([(key, value if answer.applied else answer.current)])
+        for evidence in (absent, guesses):
+            if evidence:
+                cache._learn(sum(evidence) / len(evidence))
+        return answers
+
+    def close(self, failed: bool) -> None:
+        self.inner.close(failed)
+        if failed:  # a compare-and-set without an answer may or may not have landed
+            self.cache.invalidate([k for k, v in self._keys.values() if v is not READ])
+        self.cache._guessed.clear()

@@ -7,6 +7,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from states.errors import CasRetriesExhaustedError, StaleBatchError
 from states.metrics import STATE_METRICS, StateMetrics
+from states.pipeline import PipelinedCas, pipelined_cas_update
 from states.protocols import BackingMap, CasBackingMap
 
 K = TypeVar("K", bound=Hashable)
@@ -44,7 +45,14 @@ def cas_update(
 
     Over a plain backing map (no ``multi_cas``) step 3 is one unconditional ``multi_put`` and there
     is no step 4: correct only with a single writer. Returns the new stored value of every key.
+
+    A :class:`~states.pipeline.PipelinedCas` map (Cassandra) runs the same steps key by key
+    through one window of requests (:func:`~states.pipeline.pipelined_cas_update`) when ``keys``
+    are distinct: no step waits for every key to finish the one before.
     """
+    pipe = backing.open_pipe() if isinstance(backing, PipelinedCas) and len(set(keys)) == len(keys) else None
+    if pipe is not None:
+        return pipelined_cas_update(pipe, keys, computes, max_attempts=max_attempts, metrics=metrics)
     stored: list[S | None]
     if isinstance(backing, GuessingReads):  # step 1
         stored = backing.multi_get_for_update(keys)

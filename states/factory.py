@@ -80,9 +80,9 @@ class StateFactory:
             raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
         backing = self._once(("process backing", spec), lambda: self.backing_map(spec))
         if not self.cache_size:
-            return _MAPS[self.kind](backing), None
+            return _MAPS[self.kind](backing, metrics=self.metrics), None
         cache = CasCachedMap(backing, max(size, self.cache_size), entries)
-        return _MAPS[self.kind](cache), cache
+        return _MAPS[self.kind](cache, metrics=self.metrics), cache
 
     def backing_map(self, spec: MapSpec) -> CasBackingMap[Any, Any]:
         """The storage of ``spec`` on this backend (every backend here supports compare-and-set)."""

@@ -22,8 +22,8 @@
 
 1. Keyed sinks: ``mapInArrow`` over the persisted result's partitions (no shuffle: one stage, one
    task per commit partition, and a key meets the same partition every txid). The tasks open the
-   state once per worker process, ``begin_commit``, ``multi_update`` in chunks with
-   ``combine_updater``, ``commit``, and return one stats row (keys written, metric deltas for the
+   state once per worker process, ``begin_commit``, one ``multi_update`` of all its keys
+   with ``combine_updater`` (one bounded request window across the task), ``commit``, and return one stats row (keys written, metric deltas for the
    driver, and the fatal state error that stopped the task, if any: the driver raises it, see
    :mod:`app.spark.fatal`).
 2. Global sinks: on the driver, through a ``SnapshottableMap`` (one key, one value).
@@ -77,7 +77,6 @@ from states.spec import MapSpec, StateKind
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1000  # keys per multi_update, as app.local
 
 
 class RangeCounts(AccumulatorParam[dict[Any, int]]):
@@ -126,19 +125,17 @@ class SparkExecutor:
     """
 
     def __init__(self, spark: Any, topology: Topology, *, commit_partitions: int | None = None,
-                 chunk_size: int = CHUNK, faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
+                 faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
         spout = topology.spout
         if not isinstance(spout, ArrowSpout):
             raise ValueError(f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
                              f"(spouts.protocols.ArrowSpout), not {type(spout).__name__}")
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be >= 1")
         for _, sink in topology.sinks:
             if not sink.factory.shared_across_processes:
                 raise ValueError(f"sink {sink.name!r}: the {sink.factory.backend} backend lives in one process; Spark "
                                  "executors need a shared one (sqlite or cassandra)")
         self.spark, self.topology, self.spout = spark, topology, spout
-        self.chunk_size, self.faults, self.metrics = chunk_size, faults, metrics
+        self.faults, self.metrics = faults, metrics
         self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
         self.arrow_schema = spark_arrow_schema(spout.arrow_schema)
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -324,7 +321,7 @@ class SparkExecutor:
         else:  # the frame is partitioned by key: a key meets the same commit partition, and cache, every txid
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    self.chunk_size, self.faults, self.commit_partitions)
+                                    faults=self.faults, partitions=self.commit_partitions)
         stats = r.frame.mapInArrow(task, self._stats_schema).collect()  # one stage: no shuffle after process
         for row in stats:
             self._add_metrics(row["metrics"])

@@ -14,7 +14,7 @@ A commit task that meets a fatal state error (a batch behind the state) stops an
 its stats row instead of failing (:mod:`app.spark.fatal`): Spark would keep only its message.
 
 ``faults`` (tests): ``faults(point, txid, batch_attempt)`` is called at ``"read"`` after each range
-is read and at ``"commit"`` after each ``multi_update`` chunk; it may raise to fail the task
+is read and at ``"commit"`` after a commit task's writes, before ``commit``; it may raise to fail the task
 (``pyspark.TaskContext.get().attemptNumber()`` tells which attempt is running).
 """
 
@@ -203,8 +203,10 @@ class PartitionCache:
 
 @dataclass(frozen=True)
 class CommitAggregates:
-    """Applies one task's aggregated rows to the sink's map state: begin, ``multi_update`` in chunks, commit.
+    """Applies one task's aggregated rows to the sink's map state: begin, one ``multi_update``, commit.
 
+    One call for all the task's keys: over Cassandra its reads and LWTs share one bounded window
+    across the task (:mod:`states.pipeline`), with no barrier between keys read and keys written.
     ``partitions``: the number of commit tasks of this txid; > 0 keeps a :class:`PartitionCache`.
     """
 
@@ -213,9 +215,8 @@ class CommitAggregates:
     aggregator: CombinerAggregator
     txid: int
     attempt: int
-    chunk: int = 1000
-    faults: TaskFaults | None = field(default=None)
-    partitions: int = 0
+    faults: TaskFaults | None = field(default=None, kw_only=True)
+    partitions: int = field(default=0, kw_only=True)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
@@ -231,12 +232,11 @@ class CommitAggregates:
             files = PartitionCache.of(self.factory, self.spec, self.partitions)
             state, cache = self.factory.make_cached_state(self.spec, files.load() if files else (), len(keys))
             state.begin_commit(self.txid)
-            for i in range(0, len(keys), self.chunk):
-                part = values[i:i + self.chunk]
-                state.multi_update(keys[i:i + self.chunk], [combine_updater(self.aggregator, v) for v in part])
-                written += len(part)
-                if self.faults is not None:
-                    self.faults("commit", self.txid, self.attempt)
+            if keys:
+                state.multi_update(keys, [combine_updater(self.aggregator, v) for v in values])
+            written = len(keys)
+            if self.faults is not None:
+                self.faults("commit", self.txid, self.attempt)
             state.commit(self.txid)
             if files is not None and cache is not None:
                 files.save(cache.entries())

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cassandra.cluster import ResultSet
+from cassandra.query import PreparedStatement
 
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table
@@ -16,6 +17,9 @@ from states.layout import Row, RowLayout
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
 from states.spec import MapSpec
+
+if TYPE_CHECKING:
+    from states.cassandra.pipe import CassandraPipe
 
 
 class CassandraBackingMap:
@@ -69,8 +73,8 @@ class CassandraBackingMap:
         unique = list(dict.fromkeys(key_rows))
         results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics,
                                   profile=TUPLES)
-        found = dict(zip(unique, (self._row_of(_ok(rs)) for rs in results), strict=True))
-        return [self._layout.value_of(found[kr]) for kr in key_rows]
+        found = dict(zip(unique, (self.decode_read(_ok(rs)) for rs in results), strict=True))
+        return [found[kr] for kr in key_rows]
 
     def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         """Unconditional upserts, e.g. to seed a table; the map states write with :meth:`multi_cas`."""
@@ -80,13 +84,9 @@ class CassandraBackingMap:
 
     def multi_cas(self, keys: Sequence[Hashable], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
         """One LWT per key conditioned on ``expected`` (None: absent); unknown outcomes resolved."""
-        key_rows = [self._layout.key_row(k) for k in keys]
-        wanted = [self._value_row(v) for v in values]
-        requests = []
-        for kr, e, w in zip(key_rows, expected, wanted, strict=True):
-            old = self._layout.value_row(e)
-            requests.append((self._insert_if_absent, kr + w) if old is None else (self._update_if, w + kr + old))
-        results = self.client.run(requests, kind="cas", metrics=self.metrics, lwt=True, profile=TUPLES)
+        requests = [self.cas_request(k, e, v) for k, e, v in zip(keys, expected, values, strict=True)]
+        results = self.client.run([(stmt, row) for stmt, row, _, _ in requests], kind="cas", metrics=self.metrics,
+                                  lwt=True, profile=TUPLES)
         out: list[CasResult[Any] | None] = [None] * len(keys)
         unknown = []
         for i, rs in enumerate(results):
@@ -95,26 +95,60 @@ class CassandraBackingMap:
                     raise rs
                 unknown.append(i)
                 continue
-            row = rs.one()
-            out[i] = CasResult(True) if row[0] else CasResult(False, self._layout.value_of(self._lwt_row(rs, row)))
+            out[i] = self.decode_cas(rs)
         if unknown:
-            resolved = resolve(self.client, self._select, [key_rows[i] for i in unknown],
-                               [wanted[i] for i in unknown], self._stored, self.metrics)
+            resolved = resolve(self.client, self._select, [requests[i][2] for i in unknown],
+                               [requests[i][3] for i in unknown], self._stored, self.metrics)
             for i, (applied, current) in zip(unknown, resolved, strict=True):
                 out[i] = CasResult(True) if applied else CasResult(False, self._layout.value_of(current))
         done = [r for r in out if r is not None]
         assert len(done) == len(out), "every compare-and-set was answered or resolved"
         return done
 
+    def open_pipe(self) -> CassandraPipe:
+        """Reads and LWTs of one ``cas_update`` through one window (:mod:`states.cassandra.pipe`)."""
+        from states.cassandra.pipe import CassandraPipe
+
+        return CassandraPipe(self)
+
+    # -- requests and answers, shared with the pipe --------------------------------------------
+
+    @property
+    def select(self) -> PreparedStatement:
+        """The SELECT of a key's stored columns, in stored-column order."""
+        return self._select
+
+    def read_request(self, key: Hashable) -> tuple[PreparedStatement, Row]:
+        """The SELECT of ``key``'s stored columns, and its key row."""
+        return self._select, self._layout.key_row(key)
+
+    def cas_request(self, key: Hashable, expected: Any, value: Any) -> tuple[PreparedStatement, Row, Row, Row]:
+        """``(statement, values, key row, stored row wanted)`` of the LWT writing ``value`` over ``expected``."""
+        kr, wanted = self._layout.key_row(key), self._value_row(value)
+        old = self._layout.value_row(expected)
+        if old is None:
+            return self._insert_if_absent, kr + wanted, kr, wanted
+        return self._update_if, wanted + kr + old, kr, wanted
+
+    def decode_read(self, rs: ResultSet) -> Any:
+        """The stored value a SELECT returned (None: absent)."""
+        row = rs.one()
+        return self._layout.value_of(None if row is None else tuple(row))
+
+    def decode_cas(self, rs: ResultSet) -> CasResult[Any]:
+        """Applied, or not applied with the current value the failed LWT returned."""
+        row = rs.one()
+        return CasResult(True) if row[0] else CasResult(False, self._layout.value_of(self._lwt_row(rs, row)))
+
+    def value_of_row(self, row: Row | None) -> Any:
+        """The stored value of a row of stored columns (None: absent)."""
+        return self._layout.value_of(row)
+
     def _value_row(self, value: Any) -> Row:
         row = self._layout.value_row(value)
         if row is None:
             raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
         return row
-
-    def _row_of(self, rs: ResultSet) -> Row | None:
-        row = rs.one()
-        return None if row is None else tuple(row)
 
     def _lwt_row(self, rs: ResultSet, row: tuple[Any, ...]) -> Row | None:
         """The stored columns a failed LWT returned (absent row: only ``[applied]`` comes back)."""

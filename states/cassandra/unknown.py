@@ -51,10 +51,15 @@ def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequen
             raise UnknownOutcomeError(kr, rs) from rs
         row = rs.one()
         current = None if row is None else tuple(row[c] for c in columns)
-        applied = current == want
-        metrics.cas_unknown.labels(resolution="applied" if applied else "not_applied").inc()
-        out.append((applied, current))
+        out.append((settle(current, want, metrics), current))
     return out
+
+
+def settle(current: Row | None, wanted: Row, metrics: StateMetrics) -> bool:
+    """Whether the row a serial read found is the one being written (counted by resolution)."""
+    applied = current == wanted
+    metrics.cas_unknown.labels(resolution="applied" if applied else "not_applied").inc()
+    return applied
 
 
 def serial(client: CassandraClient, select: PreparedStatement, values: Sequence[Any]) -> BoundStatement:

@@ -1,16 +1,20 @@
-"""AsyncWindow: many requests through one bounded window of ``execute_async`` calls.
+"""Bounded windows of ``execute_async`` calls: :class:`RequestStream` and :class:`AsyncWindow` over it.
 
-Each answer's callback records it and sends the next request at once, on the driver's event
-loop thread: no barrier between groups of requests and no hand-off to the calling thread per
-request (which only waits for the last answer). A chain of answers that arrive synchronously
-(e.g. every request failing before it leaves) is cut after ``MAX_DEPTH`` nested sends and
-continued on the driver's executor, as the driver's own ``execute_concurrent`` does.
+Each answer's callback records it and sends the next queued request at once, on the driver's
+event loop thread: the window stays full without a barrier between groups of requests and
+without a hand-off to the calling thread per request. The calling thread queues requests when it
+likes (:meth:`RequestStream.send`) and takes answers in completion order
+(:meth:`RequestStream.take`), so a request that depends on an answer (an LWT after its read)
+joins the same window. A chain of answers that arrive synchronously (e.g. every request failing
+before it leaves) is cut after ``MAX_DEPTH`` nested sends and continued on the driver's
+executor, as the driver's own ``execute_concurrent`` does.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from cassandra.cluster import ResponseFuture, ResultSet, Session
@@ -19,71 +23,118 @@ MAX_DEPTH = 100
 Outcome = tuple[bool, Any]  # (True, ResultSet) or (False, the exception)
 
 
-class AsyncWindow:
-    """Sends ``requests`` (statement, values or None) with at most ``size`` in flight; see :meth:`run`."""
+class RequestStream:
+    """Requests tagged by the caller, at most ``size`` in flight, answers taken as they arrive."""
 
-    def __init__(self, session: Session, requests: Sequence[tuple[Any, Sequence[Any] | None]], size: int,
-                 profile: object) -> None:
-        self._session, self._requests, self._profile = session, requests, profile
-        self._size = max(1, size)
-        self._out: list[Outcome] = [(False, None)] * len(requests)
-        self._next, self._left, self._depth = 0, len(requests), 0
-        self._lock, self._done = threading.Lock(), threading.Event()
+    def __init__(self, session: Session, size: int, profile: object) -> None:
+        self._session, self._profile, self.size = session, profile, max(1, size)
+        self._queued: deque[tuple[Hashable, Any, Sequence[Any] | None]] = deque()
+        self._answers: deque[tuple[Hashable, Outcome]] = deque()
+        self._flying, self._depth, self._want = 0, 0, 1
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
 
-    def run(self) -> list[Outcome]:
-        """Each request's outcome, in order, once every one has answered."""
-        if not self._requests:
-            return []
-        for _ in range(min(self._size, len(self._requests))):
-            self._send_next()
-        self._done.wait()
-        return self._out
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a free slot."""
+        return len(self._queued)
 
-    def _send_next(self) -> None:
+    @property
+    def outstanding(self) -> int:
+        """Requests sent or queued whose answers were not taken yet."""
         with self._lock:
-            i = self._next
-            if i >= len(self._requests):
-                return
-            self._next += 1
-            deep = self._depth >= MAX_DEPTH
-        if deep:
-            self._session.submit(self._send, i)
-        else:
-            self._send(i)
+            return len(self._queued) + self._flying + len(self._answers)
 
-    def _send(self, i: int) -> None:
+    def send(self, tag: Hashable, statement: Any, values: Sequence[Any] | None) -> None:
+        """Queue one request; it leaves at once while fewer than ``size`` are in flight."""
+        with self._lock:
+            self._queued.append((tag, statement, values))
+            go = self._flying < self.size
+            if go:
+                self._flying += 1
+                request = self._queued.popleft()
+        if go:
+            self._send(request)
+
+    def take(self, at_least: int = 1, timeout: float | None = None) -> list[tuple[Hashable, Outcome]]:
+        """Answers so far, in completion order, after waiting until ``at_least`` (capped at what is
+        outstanding) have arrived or ``timeout`` seconds passed (the whole timeout when nothing is)."""
+        with self._ready:
+            want = min(at_least, len(self._queued) + self._flying + len(self._answers))
+            self._want = max(1, want)
+            if not want:
+                if timeout:
+                    self._ready.wait(timeout)  # nothing to wait for but the time: a backoff
+            elif len(self._answers) < want:
+                self._ready.wait_for(lambda: len(self._answers) >= want, timeout)
+            out = list(self._answers)
+            self._answers.clear()
+            return out
+
+    def drop_queued(self) -> None:
+        """Forget the requests that have not left (after an error: the caller stops)."""
+        with self._lock:
+            self._queued.clear()
+
+    def _send(self, request: tuple[Hashable, Any, Sequence[Any] | None]) -> None:
+        tag, statement, values = request
         with self._lock:
             self._depth += 1
         try:
-            statement, values = self._requests[i]
             try:
                 future: ResponseFuture = self._session.execute_async(statement, values,
                                                                      execution_profile=self._profile)
             except Exception as e:  # noqa: BLE001 - a request that could not leave is an outcome like any other
-                self._finish(i, (False, e))
+                self._finish(tag, (False, e))
                 return
-            future.add_callbacks(self._answered, self._failed, callback_args=(i, future), errback_args=(i,))
+            future.add_callbacks(self._answered, self._failed, callback_args=(tag, future), errback_args=(tag,))
         finally:
             with self._lock:
                 self._depth -= 1
 
-    def _answered(self, rows: Any, i: int, future: ResponseFuture) -> None:
+    def _answered(self, rows: Any, tag: Hashable, future: ResponseFuture) -> None:
         future.clear_callbacks()
         try:
             outcome: Outcome = (True, ResultSet(future, rows))
         except Exception as e:  # noqa: BLE001 - a callback must not raise: the driver would only log it
             outcome = (False, e)
-        self._finish(i, outcome)
+        self._finish(tag, outcome)
 
-    def _failed(self, error: BaseException, i: int) -> None:
-        self._finish(i, (False, error))
+    def _failed(self, error: BaseException, tag: Hashable) -> None:
+        self._finish(tag, (False, error))
 
-    def _finish(self, i: int, outcome: Outcome) -> None:
-        self._out[i] = outcome
+    def _finish(self, tag: Hashable, outcome: Outcome) -> None:
         with self._lock:
-            self._left -= 1
-            last = self._left == 0
-        if last:
-            self._done.set()
+            self._answers.append((tag, outcome))
+            if len(self._answers) >= self._want:
+                self._ready.notify()
+            request = self._queued.popleft() if self._queued else None
+            if request is None:
+                self._flying -= 1
+            deep = self._depth >= MAX_DEPTH
+        if request is None:
+            return
+        if deep:
+            self._session.submit(self._send, request)
         else:
-            self._send_next()
+            self._send(request)
+
+
+class AsyncWindow:
+    """Sends ``requests`` (statement, values or None) with at most ``size`` in flight; see :meth:`run`."""
+
+    def __init__(self, session: Session, requests: Sequence[tuple[Any, Sequence[Any] | None]], size: int,
+                 profile: object) -> None:
+        self._stream, self._requests = RequestStream(session, size, profile), requests
+
+    def run(self) -> list[Outcome]:
+        """Each request's outcome, in order, once every one has answered."""
+        out: list[Outcome] = [(False, None)] * len(self._requests)
+        for i, (statement, values) in enumerate(self._requests):
+            self._stream.send(i, statement, values)
+        left = len(self._requests)
+        while left:
+            for tag, outcome in self._stream.take(at_least=left):
+                out[tag] = outcome  # type: ignore[call-overload]  # the tags are the request indexes
+                left -= 1
+        return out

@@ -12,14 +12,15 @@ import sys
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode"}
 
-args = sys.argv[1:]
-which = args.pop(0) if args and args[0] in (*BENCHES, "all") else "suite"
-for name in BENCHES if which == "all" else [which]:
-    try:
-        module = importlib.import_module(BENCHES[name])
-    except ModuleNotFoundError as e:
-        if which == "all" and e.name == BENCHES[name]:
-            continue
-        raise
-    print(f"== {name} ==", flush=True)
-    module.main(args if name == "suite" or which != "all" else [])
+if __name__ == "__main__":  # not again in the benchmark's spawned client processes
+    args = sys.argv[1:]
+    which = args.pop(0) if args and args[0] in (*BENCHES, "all") else "suite"
+    for name in BENCHES if which == "all" else [which]:
+        try:
+            module = importlib.import_module(BENCHES[name])
+        except ModuleNotFoundError as e:
+            if which == "all" and e.name == BENCHES[name]:
+                continue
+            raise
+        print(f"== {name} ==", flush=True)
+        module.main(args if name == "suite" or which != "all" else [])

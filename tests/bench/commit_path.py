@@ -1,36 +1,43 @@
 """The commit path against the raw-driver ceiling of lightweight transactions, in one run.
 
-    python -m tests.bench [--keys 4000] [--spark-keys 4000] [--rounds 4] [--repeat 3] [--window 64]
+    python -m tests.bench [--keys 20000] [--service-keys 20000] [--rounds 3] [--repeat 3] [--window 64]
 
 Against the CQL test server (its own process, so it does not share the client's interpreter) or,
 when ``CASSANDRA_CONTACT_POINTS`` is set (``host[:port],...``), a real Cassandra:
 
 * **raw ceiling**: the bare driver, ``UPDATE ... IF`` on existing rows: an async window
   (``execute_async``, each callback sending the next, tuple rows), ``execute_concurrent`` with
-  tuple rows and with dict rows; the ceiling is the best of the three in the same repetition;
-* **product state** ``OpaqueMap(CasCachedMap(CassandraBackingMap))``, ``multi_update`` in chunks
-  of 1000 as a commit task does: new keys, warm cache, replay of the committed txid, cold cache
-  (a fresh cache over existing rows); new keys and cold also without blind inserts;
-* **Spark**: the commit phase of a pipeline whose every txid updates the same keys once
-  (:mod:`tests.bench.spark_commit`), after the first txid (new keys).
+  tuple rows and with dict rows, and the async window in 2 processes at once (as many as Spark
+  ``local[2]`` runs commit tasks: on a loaded machine more processes get more CPU), measured at
+  the start and again at the end of each repetition; the ceiling is the best of these eight;
+* **product state** ``OpaqueMap(CasCachedMap(CassandraBackingMap))``, one ``multi_update`` of
+  every key as a commit task does (one window across it): new keys, warm cache, replay of the
+  committed txid, cold cache (a fresh cache over existing rows), stale cache (another writer
+  committed the txid before); new keys and cold also without blind inserts;
+* **service**: the commit phase of ``python -m app run`` whose every txid updates the same keys
+  once (:mod:`tests.bench.spark_commit`): new keys, steady state, cold after a restart.
 
-Prints keys/s, requests per key (what the client sent) and the ratio to the raw ceiling of the
-same repetition, then the median ratio over the repetitions.
+Prints keys/s, requests and LWTs per key (what the client sent) and the ratio to the raw ceiling
+of the same repetition, then the median ratio over the repetitions, and the machine load.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -43,9 +50,9 @@ from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
 from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
-from tests.bench.spark_commit import StableKeys, requests
+from tests.bench.spark_commit import ServiceCommit, requests
 
-CHUNK = 1000  # keys per multi_update, as a Spark commit task
+PROCESSES = 2  # client processes of the parallel raw style: Spark local[2]'s concurrent commit tasks
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class Row:
     keys: int
     seconds: float
     requests: int
+    lwts: int
 
     @property
     def rate(self) -> float:
@@ -62,6 +70,10 @@ class Row:
     @property
     def per_key(self) -> float:
         return self.requests / self.keys
+
+    @property
+    def lwts_per_key(self) -> float:
+        return self.lwts / self.keys
 
 
 @contextmanager
@@ -113,8 +125,41 @@ def raw_window(session: Any, statement: Any, rows: list[tuple[Any, ...]], window
     assert not failed, failed[:3]
 
 
+def raw_processes(settings: CassandraSettings, table: str, values: list[tuple[Any, ...]], window: int,
+                  processes: int) -> float:
+    """The async window in ``processes`` processes at once, each over its share of ``values``
+    (the parallelism of a Spark commit on ``local[2]``); seconds from the first start to the last end."""
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Manager() as manager, ProcessPoolExecutor(processes, mp_context=spawn) as pool:
+        ready, go = manager.Queue(), manager.Event()
+        runs = [pool.submit(_raw_share, settings, table, values[i::processes], window, ready, go)
+                for i in range(processes)]
+        for _ in range(processes):  # every process connected and prepared: start them together
+            ready.get(timeout=120)
+        go.set()
+        spans = [r.result() for r in runs]
+    return max(end for _, end in spans) - min(start for start, _ in spans)
+
+
+def _raw_share(settings: CassandraSettings, table: str, values: list[tuple[Any, ...]], window: int,
+               ready: Any, go: Any) -> tuple[float, float]:
+    cluster = Cluster(list(settings.contact_points), port=settings.port,
+                      execution_profiles={"tuples": ExecutionProfile(row_factory=tuple_factory)})
+    try:
+        session = cluster.connect()
+        cas = session.prepare(f"UPDATE {table} SET txid = ?, count = ?, prev_count = ? WHERE word = ? "
+                              "IF txid = ? AND count = ? AND prev_count = ?")
+        ready.put(os.getpid())
+        go.wait()
+        start = time.time()
+        raw_window(session, cas, values, window)
+        return start, time.time()
+    finally:
+        cluster.shutdown()
+
+
 def raw(settings: CassandraSettings, keys: int, window: int) -> list[Row]:
-    """The bare driver's LWT rate on existing rows, in three call styles (after one unmeasured pass)."""
+    """The bare driver's LWT rate on existing rows, in four call styles (after one unmeasured pass)."""
     profiles = {EXEC_PROFILE_DEFAULT: ExecutionProfile(row_factory=dict_factory),
                 "tuples": ExecutionProfile(row_factory=tuple_factory)}
     cluster = Cluster(list(settings.contact_points), port=settings.port, execution_profiles=profiles)
@@ -130,26 +175,32 @@ def raw(settings: CassandraSettings, keys: int, window: int) -> list[Row]:
         cas = session.prepare(f"UPDATE {table} SET txid = ?, count = ?, prev_count = ? WHERE word = ? "
                               "IF txid = ? AND count = ? AND prev_count = ?")
 
-        def window_tuples(values: list[tuple[Any, ...]]) -> None:
+        def window_tuples(values: list[tuple[Any, ...]]) -> float | None:
             raw_window(session, cas, values, window)
+            return None
 
         def concurrent(profile: str) -> Any:
-            def run(values: list[tuple[Any, ...]]) -> None:
+            def run(values: list[tuple[Any, ...]]) -> float | None:
                 results = execute_concurrent(session, [(cas, v) for v in values], concurrency=window,
                                              execution_profile=profile)
                 assert all(ok and r.was_applied for ok, r in results)
+                return None
             return run
+
+        def processes(values: list[tuple[Any, ...]]) -> float:
+            return raw_processes(settings, table, values, window, PROCESSES)
 
         styles = [(f"raw driver, async window of {window}, tuple rows", window_tuples),
                   (f"raw driver, execute_concurrent at {window}, tuple rows", concurrent("tuples")),
-                  (f"raw driver, execute_concurrent at {window}, dict rows", concurrent(EXEC_PROFILE_DEFAULT))]
+                  (f"raw driver, execute_concurrent at {window}, dict rows", concurrent(EXEC_PROFILE_DEFAULT)),
+                  (f"raw driver, {PROCESSES} processes, async window of {window} each", processes)]
         rows, n = [], 0
         for name, style in [("warm-up", window_tuples), *styles]:
             values = [(n + 1, n + 1, n, f"w{i}", n, n, max(n - 1, 0)) for i in range(keys)]
             n += 1
             start = time.perf_counter()
-            style(values)
-            rows.append(Row(name, keys, time.perf_counter() - start, keys))
+            seconds = style(values)
+            rows.append(Row(name, keys, seconds or time.perf_counter() - start, keys, keys))
         return rows[1:]
     finally:
         cluster.shutdown()
@@ -168,17 +219,15 @@ class Product:
     def state(self, blind_inserts: bool = True) -> OpaqueMap:
         return OpaqueMap(CasCachedMap(self.backing, len(self.keys), blind_inserts=blind_inserts), metrics=self.metrics)
 
-    def commit(self, name: str, state: OpaqueMap, txid: int, chunk: int = CHUNK) -> Row:
-        sent = sum(requests(self.metrics.registry, k) for k in ("read", "cas", "serial_read"))
+    def commit(self, name: str, state: OpaqueMap, txid: int) -> Row:
+        sent = {k: requests(self.metrics.registry, k) for k in ("read", "cas", "serial_read")}
         start = time.perf_counter()
         state.begin_commit(txid)
-        for i in range(0, len(self.keys), chunk):
-            part = self.keys[i:i + chunk]
-            state.multi_update(part, [combine_updater(Count(), 1)] * len(part))
+        state.multi_update(self.keys, [combine_updater(Count(), 1)] * len(self.keys))
         state.commit(txid)
         seconds = time.perf_counter() - start
-        after = sum(requests(self.metrics.registry, k) for k in ("read", "cas", "serial_read"))
-        return Row(name, len(self.keys), seconds, after - sent)
+        d = {k: requests(self.metrics.registry, k) - n for k, n in sent.items()}
+        return Row(name, len(self.keys), seconds, sum(d.values()), d["cas"])
 
 
 def product(client: CassandraClient, keys: int) -> list[Row]:
@@ -187,51 +236,55 @@ def product(client: CassandraClient, keys: int) -> list[Row]:
     rows = [p.commit("product, new keys (blind INSERT IF NOT EXISTS)", warm, 1)]
     rows.append(p.commit("product, warm cache", warm, 2))
     rows.append(p.commit("product, replay of the committed txid", warm, 2))
-    rows.append(p.commit("product, warm cache, one multi_update", warm, 3, len(p.keys)))
-    rows.append(p.commit("product, cold cache (sample read shows rows: reads)", p.state(), 4))
-    rows.append(p.commit("product, cold cache, reads only", p.state(blind_inserts=False), 5))
+    rows.append(p.commit("product, cold cache (sample read shows rows: reads)", p.state(), 3))
+    stale = p.state(blind_inserts=False)
+    p.commit("(unmeasured) a cache filled at txid 4", stale, 4)
+    p.commit("(unmeasured) another writer commits txid 5", p.state(), 5)
+    rows.append(p.commit("product, stale cache (another writer since)", stale, 6))
+    rows.append(p.commit("product, cold cache, reads only", p.state(blind_inserts=False), 7))
     q = Product(client, keys)
     rows.append(q.commit("product, new keys, read + LWT", q.state(blind_inserts=False), 1))
     return rows
 
 
-def spark_commit(spark: Any, cluster: Any, settings: CassandraSettings, keys: int, rounds: int) -> list[Row]:
-    run = StableKeys(cluster, settings, keys=keys)
-    run.produce(rounds)
-    done = run.run(spark, rounds)
-    first, steady = done[0], done[1:]
-    return [Row("Spark commit phase, new keys (txid 1)", first.keys, first.commit_s,
-                first.reads + first.lwts + first.serial_reads),
-            Row(f"Spark commit phase, steady ({len(steady)} txids)", sum(r.keys for r in steady),
-                sum(r.commit_s for r in steady), sum(r.reads + r.lwts + r.serial_reads for r in steady))]
+def service_commit(kafka: Any, settings: CassandraSettings, keys: int, rounds: int, workdir: Path) -> list[Row]:
+    phases = ServiceCommit(kafka, settings, keys, workdir).run(rounds)
+    return [Row(f"python -m app run, commit phase, {p.name}", p.keys, p.commit_s, sum(p.requests.values()),
+                p.requests["cas"]) for p in phases]
 
 
 def table(rows: list[Row], ceiling: float) -> None:
-    print(f"  {'':<52} {'keys/s':>9} {'req/key':>8} {'x ceiling':>9}")
+    print(f"  {'':<66} {'keys/s':>9} {'req/key':>8} {'LWT/key':>8} {'x ceiling':>9}")
     for r in rows:
-        print(f"  {r.name:<52} {r.rate:>9,.0f} {r.per_key:>8.2f} {r.rate / ceiling:>9.2f}")
+        print(f"  {r.name:<66} {r.rate:>9,.0f} {r.per_key:>8.2f} {r.lwts_per_key:>8.2f} {r.rate / ceiling:>9.2f}")
 
 
-def main(argv: list[str] | None = None) -> dict[str, list[float]]:
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} cores"
+
+
+def main(argv: list[str] | None = None, *, per_key: bool = False) -> dict[str, list[Any]]:
+    """Runs the benchmark; returns each scenario's ratios to the ceiling per repetition, or with
+    ``per_key`` its (requests, LWTs) per key."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--keys", type=int, default=4000, help="keys per txid of the state scenarios")
-    parser.add_argument("--spark-keys", type=int, default=4000, help="keys per txid inside Spark (0: skip Spark)")
-    parser.add_argument("--rounds", type=int, default=4, help="txids per Spark run (the first has new keys)")
+    parser.add_argument("--keys", type=int, default=20_000, help="keys per txid of the state scenarios")
+    parser.add_argument("--service-keys", type=int, default=20_000,
+                        help="keys per txid through python -m app run (0: skip the service)")
+    parser.add_argument("--rounds", type=int, default=3, help="txids per service run before its restart")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--window", type=int, default=64, help="requests in flight (max_concurrency)")
     args = parser.parse_args(argv)
     ratios: dict[str, list[float]] = {}
-    spark, kafka = None, None
-    if args.spark_keys:
-        from app.spark import spark_session
+    counts: dict[str, list[tuple[float, float]]] = {}
+    kafka = None
+    if args.service_keys:
         from spouts.kafka.mock_cluster import MockKafkaCluster
 
-        spark = spark_session("local[2]", app_name="bench-commit")
         kafka = MockKafkaCluster(3)
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1/5/15 min), "
-          f"{os.cpu_count()} cores; peer: {os.environ.get('CASSANDRA_CONTACT_POINTS') or 'CQL test server'}")
+    print(f"{load()}; peer: {os.environ.get('CASSANDRA_CONTACT_POINTS') or 'CQL test server'}")
     try:
-        with cassandra() as base:
+        with cassandra() as base, tempfile.TemporaryDirectory(prefix="bench-commit-") as workdir:
             settings = CassandraSettings(**{**{f: getattr(base, f) for f in ("contact_points", "port", "local_dc")},
                                             "keyspace": "bench", "max_concurrency": args.window})
             client = CassandraClient(settings)
@@ -239,28 +292,23 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
                 for rep in range(1, args.repeat + 1):
                     rows = raw(settings, args.keys, args.window)
                     rows += product(client, args.keys)
-                    if spark is not None:
-                        rows += spark_commit(spark, kafka, settings, args.spark_keys, args.rounds)
-                    ceiling = max(r.rate for r in rows[:3])  # the best raw call style
-                    print(f"repetition {rep}: {args.keys} keys per state txid, {args.spark_keys} per Spark txid")
+                    if kafka is not None:
+                        rows += service_commit(kafka, settings, args.service_keys, args.rounds, Path(workdir))
+                    rows += [replace(r, name=f"{r.name} (again, at the end)")
+                             for r in raw(settings, args.keys, args.window)]
+                    ceiling = max(r.rate for r in rows if r.name.startswith("raw driver"))  # the best raw style
+                    print(f"repetition {rep}: {args.keys} keys per state txid, {args.service_keys} per service txid; "
+                          f"{load()}")
                     table(rows, ceiling)
                     for r in rows:
                         ratios.setdefault(r.name, []).append(r.rate / ceiling)
+                        counts.setdefault(r.name, []).append((r.per_key, r.lwts_per_key))
             finally:
                 client.close()
     finally:
-        if spark is not None:
-            _stop(spark, kafka)
-    print(f"median x ceiling over {args.repeat} repetitions (same-run ratios):")
+        if kafka is not None:
+            kafka.close()
+    print(f"median x ceiling over {args.repeat} repetitions (same-run ratios); {load()}:")
     for name, values in ratios.items():
-        print(f"  {name:<52} {statistics.median(values):>6.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
-    return ratios
-
-
-def _stop(spark: Any, kafka: Any) -> None:
-    from spouts.kafka import POOL
-
-    POOL.close_all()
-    spark.stop()
-    kafka.close()
-
+        print(f"  {name:<66} {statistics.median(values):>6.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
+    return dict(counts) if per_key else dict(ratios)

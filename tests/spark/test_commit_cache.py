@@ -17,10 +17,10 @@ def test_a_stable_key_set_costs_one_lwt_per_key_whichever_worker_commits(spark: 
     keys = StableKeys(spark_kafka, settings, keys=200)
     keys.produce(5)
     server.reset_counts()
-    first = keys.run(spark, 1, chunk_size=50, commit_partitions=4)
+    first = keys.run(spark, 1, commit_partitions=4)
     assert server.stats().ops(keys.table, "cas") == 200  # new keys (each task's fresh cache reads a sample first)
     server.reset_counts()
-    steady = keys.run(spark, 4, chunk_size=50, commit_partitions=4)  # the same pipeline, resumed
+    steady = keys.run(spark, 4, commit_partitions=4)  # the same pipeline, resumed
     assert [r.keys for r in first + steady] == [200] * 5
     assert (server.stats().ops(keys.table, "read"), server.stats().ops(keys.table, "serial_read")) == (0, 0)
     assert server.stats().ops(keys.table, "cas") == 4 * 200  # no stale cache entry anywhere

@@ -81,7 +81,7 @@ def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, 
     word_counts(stream, factory)
     amounts(stream, factory)
     metrics = Metrics(CollectorRegistry())
-    executor: Any = SparkExecutor(spark, topology, faults=faults, chunk_size=3, metrics=metrics)
+    executor: Any = SparkExecutor(spark, topology, faults=faults, metrics=metrics)
     if overlap:
         ends: dict[int, int] = {}
         for r in topic.produced:
@@ -103,7 +103,7 @@ def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, 
 
 def test_commit_task_failing_after_some_writes_is_retried_by_spark(spark: Any, spark_kafka: Any,
                                                                    tmp_path: Path) -> None:
-    """A commit task's first attempt dies after writing its first chunk of keys; Spark's retry
+    """A commit task's first attempt dies after writing its keys (before its commit); Spark's retry
     rewrites them through the opaque state (same txid: recomputed from prev) and nothing is
     double counted. The coordinator never saw a failure."""
     markers = tmp_path / "markers"

@@ -1,4 +1,4 @@
-"""AsyncWindow: order, the bound on requests in flight, and failures that never leave the client."""
+"""RequestStream and AsyncWindow: order, the bound on requests in flight, and failures that never leave the client."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from states.cassandra.window import MAX_DEPTH, AsyncWindow
+from states.cassandra.window import MAX_DEPTH, AsyncWindow, RequestStream
 
 
 class Future:
@@ -88,3 +88,52 @@ def test_an_answer_that_cannot_be_decoded_is_an_outcome_not_a_hang() -> None:
 
 def test_no_requests() -> None:
     assert AsyncWindow(Session(), [], 8, None).run() == []  # type: ignore[arg-type]
+
+
+def test_requests_sent_from_answers_join_the_same_bounded_window() -> None:
+    """A follow-up sent for each answer (an LWT after its read) leaves within the same bound, none lost."""
+    session = Session()
+    stream = RequestStream(session, 4, None)  # type: ignore[arg-type]
+    for i in range(50):
+        stream.send(i, "s", (i,))
+    answered: dict[object, object] = {}
+    while stream.outstanding:
+        for tag, (ok, rs) in stream.take(at_least=3, timeout=5):
+            assert ok
+            answered[tag] = rs.one()[0]
+            if isinstance(tag, int):
+                stream.send(("then", tag), "s", (tag + 1000,))
+    assert answered == {**{i: i for i in range(50)}, **{("then", i): i + 1000 for i in range(50)}}
+    assert 1 <= session.most <= 4
+
+
+def test_queued_requests_can_be_dropped() -> None:
+    """After an error the caller drops what has not left; what is in flight still answers."""
+    class Held(Session):
+        def execute_async(self, statement: Any, values: Any, execution_profile: Any = None) -> Future:
+            f = Future(values[0])
+            with self.lock:
+                self.in_flight.append(f)
+            return f
+
+    session = Held()
+    stream = RequestStream(session, 2, None)  # type: ignore[arg-type]
+    for i in range(10):
+        stream.send(i, "s", (i,))
+    stream.drop_queued()
+    for f in list(session.in_flight):
+        f.answer()
+    assert sorted(tag for tag, _ in stream.take(at_least=2, timeout=5)) == [0, 1]
+    assert (stream.queued, stream.outstanding, len(session.in_flight)) == (0, 0, 2)
+
+
+def test_taking_with_nothing_outstanding_waits_the_timeout_not_a_busy_loop() -> None:
+    """A caller waiting out a retry's backoff with nothing in flight sleeps; without a timeout it returns at once."""
+    import time
+
+    stream = RequestStream(Session(), 2, None)  # type: ignore[arg-type]
+    start = time.monotonic()
+    assert stream.take(timeout=0.2) == []
+    assert time.monotonic() - start >= 0.19
+    start = time.monotonic()
+    assert stream.take() == [] and time.monotonic() - start < 0.1
