@@ -46,7 +46,7 @@ def sales_config(path: Path, *, bootstrap: str, port: int, db: Path, errors: Any
         "pipelines": [{
             "id": pipeline,
             "spout": {"topics": ["sales"], "first_poll": "earliest", "discovery_interval_s": 1,
-                      "caps": {"per_partition": 30, "per_batch": 100},
+                      "caps": {"per_partition": 150, "per_batch": 600},
                       "value_format": {"type": "json", "fields": {"user": "string", "amount": "bigint"}}},
             "transforms": [{"map": ["value.user AS user",
                                     "CAST(IF(value.amount >= 0, CAST(value.amount AS STRING), 'negative') AS BIGINT) "
