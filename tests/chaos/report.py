@@ -23,6 +23,11 @@ METHOD = [
     "Each kill records how far the process had got (from its log) and, read from the store once it settled, "
     "where it left the txid after the committed one: not frozen, frozen with no state written, or frozen "
     "with part of its state written (the window the freeze exists for).",
+    "- **Random moments.** The random lane runs two instances (lease TTL 4 s). The active one is killed "
+    "0-4 s after a random point of its committing (the standby takes over); the standby is killed as it "
+    "is, restarted, and killed again 0.3-40 s (log-uniform) into its start-up, which reaches every stage: "
+    "Python, Spark, the store, the lease. Start-up kills are more frequent while the run is behind its "
+    "kill budget; they never stop the active instance.",
     "- **Protocol points.** The CQL peer holds the next request that matches (a hold: the request waits "
     "in the server until released). Per txid the coordinator writes the freeze (`UPDATE trident_state SET "
     "value ... IF epoch` of `batches/<txid>`), then one LWT per key on the state table, then the mark "
@@ -209,7 +214,7 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
             + (f" ({o.excluded} of them removed by retention before they were read, so not in the truth)"
                if o.excluded else "") + ".",
             "",
-            f"*Faults:* {SCENARIOS[lane.name][2]}.",
+            f"*Faults:* {summary.get('faults', {}).get(lane.name) or SCENARIOS[lane.name][2]}.",
             "",
             f"- SIGKILLs: {len(lane.kills)}; aimed at: " + ", ".join(f"{k} {n}" for k, n in aimed.most_common())
             + (f" (commit writes number {', '.join(map(str, writes))})" if writes else ""),

@@ -63,27 +63,47 @@ def exited(lane: Lane, service: ServiceProcess, when: str) -> bool:
 # -- 1. SIGKILLs at random moments, with Kafka broker down/up and leader moves ---------------------------
 
 def random_kills(lane: Lane, budget: Budget) -> None:
-    rng, s = lane.rng, lane.services[0]
+    """Two instances. The active one is SIGKILLed at a random moment while it commits (its standby takes
+    over); between those kills, and more often while the budget is behind, the standby is SIGKILLed and
+    restarted, then SIGKILLed again at a random moment of its start-up (Python, Spark, the store, the
+    lease). Start-up kills never stop the active instance, so most of the run is spent committing."""
+    rng = lane.rng
     stop = threading.Event()
     chaos = threading.Thread(target=kafka_faults, args=(lane, random.Random(rng.random()), stop), daemon=True)
     chaos.start()
+    for s in lane.services:
+        s.start()
     try:
         while budget.more():
-            s.start()
-            if budget.behind() or rng.random() < 0.25:
-                time.sleep(start_up_delay(rng))
-                aimed = "start-up"
-            else:
-                if not wait_commit(s):
-                    exited(lane, s, "before its first commit")
-                    continue
-                time.sleep(rng.uniform(0.0, 4.0))
-                aimed = "running"
-            if not exited(lane, s, f"while aiming a kill at {aimed}"):
-                lane.kill(s, aimed)
+            active = find_active(lane)
+            if active is None:
+                continue
+            standby = next(s for s in lane.services if s is not active)
+            if rng.random() < (0.5 if budget.behind() else 0.25):
+                kill_in_start_up(lane, standby, rng)
+                continue
+            if not wait_commit(active, timeout=120.0):
+                exited(lane, active, "before its first commit")
+                continue
+            time.sleep(rng.uniform(0.0, 4.0))
+            if not exited(lane, active, "while aiming a kill at it running"):
+                lane.kill(active, "running")
+            active.start()  # back as the standby
     finally:
         stop.set()
         chaos.join()
+
+
+def kill_in_start_up(lane: Lane, service: ServiceProcess, rng: random.Random) -> None:
+    """SIGKILL ``service`` as it is (a standby), restart it, SIGKILL it at a random moment of the start-up,
+    and start it again."""
+    if not exited(lane, service, "as a standby"):
+        lane.kill(service, "standby")
+    service.start()
+    time.sleep(start_up_delay(rng))
+    if not exited(lane, service, "in start-up"):
+        lane.kill(service, "start-up")
+    service.start()
 
 
 def kafka_faults(lane: Lane, rng: random.Random, stop: threading.Event) -> None:
@@ -284,9 +304,10 @@ def truncate_while_down(lane: Lane, s: ServiceProcess, burst: int = 50) -> tuple
 
 
 SCENARIOS: dict[str, tuple[Callable[[Lane, Budget], None], dict[str, object], str]] = {
-    "random-kills": (random_kills, {"rate": 150.0},
-                     "SIGKILLs at random moments (start-up and running); Kafka brokers down/up and partition leader "
-                     "moves every 10-30 s"),
+    "random-kills": (random_kills, {"instances": 2, "lease_ttl_s": 4.0, "rate": 150.0},
+                     "SIGKILLs at random moments: of the active instance while it commits (its standby takes over), "
+                     "of the standby, and of a restarted instance in start-up; Kafka brokers down/up and partition "
+                     "leader moves every 10-30 s"),
     "protocol-points": (protocol_points, {"instances": 3, "transactional": True, "lease_ttl_s": 4.0, "max_pending": 1,
                                           "rate": 100.0},
                         "SIGKILLs steered to plan, process, freeze, each commit write and mark of the active "
