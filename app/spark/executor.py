@@ -6,8 +6,8 @@
 
 **process(batch)** (no state is touched):
 
-1. A DataFrame of the plan's non-empty ranges: ``spark.range(n, numPartitions=n)`` with the
-   ranges' metadata as columns, so each range is one Spark partition.
+1. ``spark.range(n, numPartitions=n)`` for the plan's n non-empty ranges: each range is one Spark
+   partition (row ``id`` stands for the range; the ranges travel in the pickled read task).
 2. ``mapInArrow`` calls ``spout.read_arrow(meta)`` on executors: the records, in the spout's
    schema. Records read are counted by an accumulator keyed by range (exact under recomputation).
 3. Each sink's transforms, then its aggregation (:mod:`app.spark.plan`): Spark's count/sum/min/max,
@@ -60,7 +60,6 @@ from app.spark import bad_records as bad_records_
 from app.spark import fatal
 from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
-    META_FIELDS,
     STATS_SCHEMA,
     CommitAggregates,
     PersistRows,
@@ -258,16 +257,11 @@ class SparkExecutor:
                                     first_only=self.topology.errors.action is Action.FAIL)
 
     def _records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
-        from pyspark.sql import functions as F
-
+        """The records of ``ranges``: one Spark partition, and one read, per range (row ``id`` reads ``ranges[id]``)."""
         n = len(ranges)
-        position = F.col("id").cast("int") + 1
-        columns = [F.element_at(F.array(*[F.lit(getattr(m, name)) for m in ranges]), position).alias(name)
-                   for name in META_FIELDS]
-        metas = self.spark.range(0, n, 1, n).select(*columns)
-        read = ReadRanges(self.spout, self.arrow_schema, batch.txid, batch.attempt, self._counts if counted else None,
-                          self.faults, self._bad if counted else None, rows)
-        return metas.mapInArrow(read, self.records_schema)
+        read = ReadRanges(self.spout, self.arrow_schema, tuple(ranges), batch.txid, batch.attempt,
+                          self._counts if counted else None, self.faults, self._bad if counted else None, rows)
+        return self.spark.range(0, n, 1, n).mapInArrow(read, self.records_schema)
 
     def _process_sink(self, c: CompiledSink, records: Any) -> SinkResult:
         result = c.aggregate(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name), self.commit_partitions)

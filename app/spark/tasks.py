@@ -35,10 +35,10 @@ import pyarrow as pa
 from app.spark.fatal import CARRIED, encode
 from states.aggregators import CombinerAggregator, combine_updater
 from states.factory import StateFactory
+from spouts.metadata import PartitionMetadata
 from states.spec import MapSpec
 
 TaskFaults = Callable[[str, int, int], None]
-META_FIELDS = ("topic", "partition", "first_offset", "next_offset", "record_count", "topology_id")
 STATS_SCHEMA = pa.schema([("keys", pa.int64()), ("metrics", pa.string()), ("fatal", pa.string())])
 _COUNTERS = ("cas_conflicts", "cas_unknown", "state_requests")  # Metrics attributes executors update
 
@@ -59,7 +59,10 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
 
 @dataclass(frozen=True)
 class ReadRanges:
-    """Reads the planned ranges of its input rows (one row per range) through ``spout.read_arrow``.
+    """Reads the planned ``ranges`` through ``spout.read_arrow``: input row ``id`` reads ``ranges[id]``.
+
+    The ranges travel inside this (pickled) task, and the task's input is ``spark.range(n)``: a txid's
+    read costs the driver no column of literals per range field (see ``SparkExecutor._records``).
 
     Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
     the same range adds the same entry again, so the count is exact however often Spark recomputes.
@@ -69,6 +72,7 @@ class ReadRanges:
 
     spout: Any
     schema: pa.Schema  # what Spark expects (spark_arrow_schema of the spout's schema)
+    ranges: tuple[PartitionMetadata, ...]
     txid: int
     attempt: int
     counts: Any  # a pyspark Accumulator merging dicts (see executor.RangeCounts)
@@ -78,10 +82,8 @@ class ReadRanges:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
-            for row in rb.select(list(META_FIELDS)).to_pylist():
-                from spouts.metadata import PartitionMetadata
-
-                meta = PartitionMetadata(**row)
+            for i in rb.column("id").to_pylist():
+                meta = self.ranges[i]
                 n, found = 0, list[Any]()
                 for b in self.spout.read_arrow(meta, on_bad=found.append):
                     if self.rows is not None:
