@@ -12,8 +12,9 @@
    schema. Records read are counted by an accumulator keyed by range (exact under recomputation).
 3. Each sink's transforms, then its aggregation (:mod:`app.spark.plan`): Spark's count/sum/min/max,
    or a Python fold for custom combiners; a global aggregate is collected to the driver (one row).
-4. The result is persisted and materialised (one ``count()`` job per keyed sink, which also gives
-   the number of keys). With several sinks the records are persisted too, so Kafka is read once.
+4. The result is persisted and materialised (one job per keyed sink: an RDD count of the cached
+   plan, which also gives the number of keys; no count aggregate, so no extra stage). With several
+   sinks the records are persisted too, so Kafka is read once.
    If Spark loses a cached block it recomputes it from the same frozen ranges: deterministic.
    A keyed result comes out of the aggregation already hash-partitioned by its keys into the commit
    partitions (:meth:`CompiledSink.aggregate`).
@@ -31,9 +32,9 @@
 4. The persisted results are unpersisted (in every case: a failed commit is replayed from process).
 
 So a txid of one keyed sink is two Spark jobs: process (read and partial aggregates, shuffle by key,
-final aggregates cached and counted) and commit. The plan is frozen between them, before the commit
-job starts: the batch protocol's order holds (adaptive query execution is off, see
-:mod:`app.spark.session`, or every shuffle stage would be a job of its own).
+final aggregates cached and counted: two stages) and commit (one stage). The plan is frozen between
+them, before the commit job starts: the batch protocol's order holds (adaptive query execution is off,
+see :mod:`app.spark.session`, or every shuffle stage would be a job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
 raises, and the coordinator replays the txid. Jobs carry the job group ``<topology>:txid-<N>``
@@ -275,7 +276,7 @@ class SparkExecutor:
             return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
         frame = result.persist()
         try:
-            return SinkResult(c, frame, frame.count())  # the one job that reads, aggregates and caches
+            return SinkResult(c, frame, _materialise(frame))  # the one job that reads, aggregates and caches
         except BaseException:
             frame.unpersist(blocking=False)
             raise
@@ -364,3 +365,12 @@ def _unpersist(results: Any) -> None:
         if r.frame is not None:
             r.frame.unpersist(blocking=False)
 
+
+def _materialise(frame: Any) -> int:
+    """Build ``frame``'s cache in one job and return its rows: an RDD count of its physical plan.
+
+    ``DataFrame.count()`` would plan an aggregate over the cache (a partial count per partition, a
+    shuffle to one partition, a final count: one more stage and task); counting the rows of the
+    plan's RDD (the cached scan) builds the same cache with one stage per shuffle of the result.
+    """
+    return int(frame._jdf.queryExecution().toRdd().count())
