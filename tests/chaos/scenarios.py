@@ -63,10 +63,11 @@ def exited(lane: Lane, service: ServiceProcess, when: str) -> bool:
 # -- 1. SIGKILLs at random moments, with Kafka broker down/up and leader moves ---------------------------
 
 def random_kills(lane: Lane, budget: Budget) -> None:
-    """Two instances. The active one is SIGKILLed at a random moment while it commits (its standby takes
-    over); between those kills, and more often while the budget is behind, the standby is SIGKILLed and
-    restarted, then SIGKILLed again at a random moment of its start-up (Python, Spark, the store, the
-    lease). Start-up kills never stop the active instance, so most of the run is spent committing."""
+    """Two instances. The active one is SIGKILLed at a random moment of its running (0-20 s after a commit
+    of its own), once its standby is up and waiting, so the standby takes over; between those kills, and
+    more often while the budget is behind, the standby is SIGKILLed and restarted, then SIGKILLed again at
+    a random moment of its start-up (Python, Spark, the store, the lease). Start-up kills never stop the
+    active instance, so most of the run is spent committing."""
     rng = lane.rng
     stop = threading.Event()
     chaos = threading.Thread(target=kafka_faults, args=(lane, random.Random(rng.random()), stop), daemon=True)
@@ -79,19 +80,36 @@ def random_kills(lane: Lane, budget: Budget) -> None:
             if active is None:
                 continue
             standby = next(s for s in lane.services if s is not active)
-            if rng.random() < (0.5 if budget.behind() else 0.25):
+            if rng.random() < (0.6 if budget.behind() else 0.3):
                 kill_in_start_up(lane, standby, rng)
                 continue
+            wait_role(lane, standby, "standby")
             if not wait_commit(active, timeout=120.0):
                 exited(lane, active, "before its first commit")
                 continue
-            time.sleep(rng.uniform(0.0, 4.0))
+            time.sleep(rng.uniform(0.0, 20.0))
             if not exited(lane, active, "while aiming a kill at it running"):
                 lane.kill(active, "running")
             active.start()  # back as the standby
     finally:
         stop.set()
         chaos.join()
+
+
+def wait_role(lane: Lane, service: ServiceProcess, role: str, timeout: float = 180.0) -> bool:
+    """Wait until ``service`` reports ``role`` for the pipeline (restarting it if it died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if exited(lane, service, f"while waited for as {role}"):
+            service.start()
+        try:
+            _, body = service.readyz()
+            if body.get("pipelines", {}).get(PIPELINE, {}).get("role") == role:
+                return True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    return False
 
 
 def kill_in_start_up(lane: Lane, service: ServiceProcess, rng: random.Random) -> None:
@@ -136,6 +154,7 @@ def protocol_points(lane: Lane, budget: Budget, zombie_every: int = 10) -> None:
             continue
         if not wait_commit(active, at_least=1):
             continue
+        time.sleep(rng.uniform(0.0, 10.0))  # some txids of its own before the next aimed kill
         standby = [s for s in lane.services if s is not active]
         if i % zombie_every == 2:
             zombie(lane, active, standby)
@@ -304,21 +323,21 @@ def truncate_while_down(lane: Lane, s: ServiceProcess, burst: int = 50) -> tuple
 
 
 SCENARIOS: dict[str, tuple[Callable[[Lane, Budget], None], dict[str, object], str]] = {
-    "random-kills": (random_kills, {"instances": 2, "lease_ttl_s": 4.0, "rate": 150.0},
+    "random-kills": (random_kills, {"instances": 2, "lease_ttl_s": 4.0, "rate": 60.0},
                      "SIGKILLs at random moments: of the active instance while it commits (its standby takes over), "
                      "of the standby, and of a restarted instance in start-up; Kafka brokers down/up and partition "
                      "leader moves every 10-30 s"),
     "protocol-points": (protocol_points, {"instances": 3, "transactional": True, "lease_ttl_s": 4.0, "max_pending": 1,
-                                          "rate": 100.0},
+                                          "rate": 40.0},
                         "SIGKILLs steered to plan, process, freeze, each commit write and mark of the active "
                         "instance of three (two standbys; one takes over each time); every 10th round (from the 3rd) a "
                         "zombie: the active instance SIGSTOPped past its lease, then SIGCONT; producer in "
                         "committed transactions"),
-    "cassandra-faults": (cassandra_faults, {"transactional": True, "rate": 100.0},
+    "cassandra-faults": (cassandra_faults, {"transactional": True, "rate": 40.0},
                          "CAS write timeouts applied and not applied (state LWTs, freeze and mark), dropped "
                          "connections applied and not, every connection dropped, Cassandra outages of 5-20 s, "
                          "SIGKILLs"),
-    "retention": (retention, {"rate": 80.0},
+    "retention": (retention, {"rate": 40.0},
                   "retention truncation of unread records: under data_loss fail (the service must stop, exit 1, "
                   "naming the partition), then under skip (the truth loses exactly the truncated records); "
                   "SIGKILLs"),
