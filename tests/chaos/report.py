@@ -146,6 +146,22 @@ def run_paragraph(lanes: list[Any], summary: dict[str, Any], number: int | None)
     ]
 
 
+def headline(runs: list[tuple[list[Any], dict[str, Any]]]) -> str:
+    """The latest run's result first; with earlier runs, how many of them had a failing scenario."""
+    def verdict(lanes: list[Any]) -> str:
+        return "every scenario passed" if all(lane.outcome.passed for lane in lanes) else "AT LEAST ONE SCENARIO FAILED"
+
+    latest = runs[-1][0]
+    text = (f"**{'Latest run (run ' + str(len(runs)) + ')' if len(runs) > 1 else 'The run'}: "
+            f"{sum(len(lane.kills) for lane in latest)} SIGKILLs, {verdict(latest)}.**")
+    if len(runs) > 1:
+        failing = sum(not all(lane.outcome.passed for lane in lanes) for lanes, _ in runs[:-1])
+        kills = sum(len(lane.kills) for lanes, _ in runs for lane in lanes)
+        text += (f" The report keeps every run: {kills} SIGKILLs in all; {failing} of the {len(runs) - 1} earlier "
+                 "runs had a failing scenario, each described below with its seed and cause.")
+    return text
+
+
 def command(summary: dict[str, Any], scenario: str | None = None) -> str:
     names = scenario or ",".join(summary["scenarios"])
     extra = f" CHAOS_MALFORMED={summary['malformed']}" if "bad-records" in names and "malformed" in summary else ""
@@ -165,8 +181,6 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         for lane in run_lanes:
             repeated = sum(other.name == lane.name for other in lanes) > 1
             titles[id(lane)] = f"{lane.name}-run-{i}" if repeated else lane.name
-    total = sum(len(lane.kills) for lane in lanes)
-    passed = all(lane.outcome.passed for lane in lanes)
     lines = [
         "# Reliability: the chaos suite's figures",
         "",
@@ -179,9 +193,8 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         "*Lost* sums, over keys, how much a stored count falls short of the truth; *counted twice* how much it "
         "exceeds it.",
         "",
-        f"**{total} SIGKILLs in all; {'every scenario passed' if passed else 'AT LEAST ONE SCENARIO FAILED'}.** "
-        "A seed fixes every choice of moment, point, fault and duration; the machine's timing decides the "
-        "interleaving.",
+        headline(runs) + " A seed fixes every choice of moment, point, fault and duration; the machine's timing "
+        "decides the interleaving.",
         "",
         *[line for i, (run_lanes, summary) in enumerate(runs, 1)
           for line in run_paragraph(run_lanes, summary, i if len(runs) > 1 else None)],
