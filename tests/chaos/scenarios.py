@@ -80,7 +80,7 @@ def random_kills(lane: Lane, budget: Budget) -> None:
             if active is None:
                 continue
             standby = next(s for s in lane.services if s is not active)
-            if rng.random() < (0.6 if budget.behind() else 0.3):
+            if rng.random() < (0.85 if budget.behind() else 0.3):
                 kill_in_start_up(lane, standby, rng)
                 continue
             wait_role(lane, standby, "standby")
