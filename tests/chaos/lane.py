@@ -34,6 +34,7 @@ class Kill:
     recovered_s: float | None = None
     another_kill_first: bool = False
     stage: str = ""  # how far the killed process had got, from its log
+    interrupts: bool = True  # False: another instance was active meanwhile (a standby or a spare in start-up)
 
 
 def frozen_txids(documents: dict[str, str]) -> set[int]:
@@ -165,10 +166,11 @@ class Lane:
     def say(self, line: str) -> None:
         print(f"chaos: {self.name} +{time.monotonic() - self.started:.0f}s: {line}", flush=True)
 
-    def kill(self, service: ServiceProcess, aimed: str, before_settle: Callable[[], None] = lambda: None) -> Kill:
+    def kill(self, service: ServiceProcess, aimed: str, before_settle: Callable[[], None] = lambda: None, *,
+             interrupts: bool = True) -> Kill:
         """SIGKILL ``service``'s process group; ``before_settle`` then runs (e.g. releasing a held request);
         where it landed is read from the store."""
-        k = Kill(time.monotonic(), aimed, stage=stage_of(service.run_log()))
+        k = Kill(time.monotonic(), aimed, stage=stage_of(service.run_log()), interrupts=interrupts)
         service.kill()
         before_settle()
         time.sleep(0.3)
