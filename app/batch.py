@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from spouts.metadata import BatchPlan
 from states.spec import StateKind
@@ -77,4 +77,13 @@ class BatchExecutor(Protocol):
 
     def close(self) -> None:
         """Release what is held for txids not committed (the coordinator is stopping)."""
+        ...
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    """An executor that can pay a cold first txid's costs ahead, while its instance waits as a standby."""
+
+    def warm_up(self, plan: BatchPlan) -> object:
+        """Run ``plan``'s work once without writing anything (reads and state sessions get warm)."""
         ...

@@ -32,13 +32,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.batch import BatchExecutor
+from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
 from app.failures import BAD_INPUT, FAILED, describe
 from app.health import Health, assess
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
+from app.progress import read_progress
 from app.topology import Topology
 from states.protocols import LeaseInfo
 
@@ -48,6 +49,9 @@ if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts
     from app.server import HttpServer
 
 log = logging.getLogger(__name__)
+
+WARM_EVERY_S = 30.0  # a standby re-warms its executor this often (Spark stops Python workers idle for 60 s)
+WARM_RECORDS = 200  # per partition: what a standby's warm-up reads of the plan it would replay
 
 ExecutorFactory = Callable[["SparkSession", Topology], BatchExecutor]
 
@@ -150,6 +154,37 @@ class PipelineRunner:
     def _standby(self, holder: LeaseInfo | None) -> None:
         if self.standby_since is None:
             self.standby_since = self._clock()
+            executor = self.coordinator.executor
+            if isinstance(executor, WarmsUp):
+                threading.Thread(target=self._warm_while_standby, args=(executor,), name=f"warm-{self.id}",
+                                 daemon=True).start()
+
+    def _warm_while_standby(self, executor: WarmsUp) -> None:
+        """Keep the executor warm while this instance waits, so a takeover starts with a warm txid.
+
+        Every :data:`WARM_EVERY_S` (Spark stops a Python worker idle for a minute): the first records of
+        the txid a takeover replays (the frozen one, else the last committed one) are read and
+        aggregated and the state sessions opened, writing nothing. A failure only means a colder takeover.
+        """
+        assert self._stop is not None
+        failed = warmed = False
+        while not self._stop.is_set() and self.coordinator.epoch is None and not self.loop_done.is_set():
+            try:
+                progress = read_progress(self.coordinator.store)
+                plan = progress.frozen.plan if progress.frozen is not None else progress.committed_plan
+                if plan is not None:
+                    t0 = self._clock()
+                    executor.warm_up(plan.head(WARM_RECORDS))
+                    if not warmed:
+                        log.info("pipeline %s: standby warmed up on txid %d in %.0f ms (again every %.0f s)",
+                                 self.id, plan.txid, (self._clock() - t0) * 1000, WARM_EVERY_S)
+                    warmed = True
+            except Exception as e:  # noqa: BLE001 - best effort: the takeover is only slower
+                if not failed:
+                    log.info("pipeline %s: warming up the standby failed (a takeover starts cold): %s", self.id,
+                             describe(e))
+                failed = True
+            self._stop.wait(WARM_EVERY_S)
 
     def _progressed(self) -> None:
         self.last_progress = self._clock()

@@ -84,6 +84,14 @@ class BatchPlan:
     def record_count(self) -> int:
         return sum(m.record_count for m in self.partitions.values())
 
+    def head(self, offsets: int) -> BatchPlan:
+        """The same txid reading at most the first ``offsets`` offsets of each range (a sample of it)."""
+        def cut(m: PartitionMetadata) -> PartitionMetadata:
+            end = min(m.next_offset, m.first_offset + offsets)
+            return PartitionMetadata(m.topic, m.partition, m.first_offset, end, min(m.record_count, end - m.first_offset),
+                                      m.topology_id)
+        return BatchPlan(self.txid, {p: cut(m) for p, m in self.partitions.items()})
+
     @property
     def offset_count(self) -> int:
         return sum(m.next_offset - m.first_offset for m in self.partitions.values())

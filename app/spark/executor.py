@@ -58,7 +58,7 @@ from app.batch import Batch, CommitStats
 from app.error_policy import Action
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
-from app.spark import fatal
+from app.spark import fatal, warmup
 from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     STATS_SCHEMA,
@@ -72,6 +72,7 @@ from app.topology import PartitionPersist, Topology
 from states.aggregators import combine_updater
 from states.snapshottable import SnapshottableMap
 from spouts.bad_records import BadRecord
+from spouts.metadata import BatchPlan
 from spouts.protocols import ArrowSpout
 from states.spec import MapSpec, StateKind
 
@@ -216,6 +217,11 @@ class SparkExecutor:
     def close(self) -> None:
         """Release every persisted result (the session stays: it may be shared)."""
         self._release(lambda txid, attempt: True)
+
+    def warm_up(self, plan: BatchPlan) -> int:
+        """Pay a cold first txid's costs while a standby waits (:mod:`app.spark.warmup`); writes nothing.
+        Returns how many commit tasks opened a state."""
+        return warmup.warm_up(self, plan)
 
     # -- process ------------------------------------------------------------------------------
 

@@ -97,7 +97,7 @@ def _run(args: argparse.Namespace, names: list[str], workdir: Path, lanes: list[
     sampling.set()
     summary = {"seed": args.seed, "kills_asked": args.kills, "minutes": args.minutes, "started": started,
                "seconds": time.time() - started, "load_before": load_before, "loads": loads,
-               "cpus": os.cpu_count(), "scenarios": names, "malformed": args.malformed, "harness": 3,
+               "cpus": os.cpu_count(), "scenarios": names, "malformed": args.malformed, "harness": 4,
                "faults": {lane.name: SCENARIOS[lane.name][2] for lane in lanes}, "workdir": str(workdir)}
     record = workdir / "run.json"
     save(record, lanes, summary)

@@ -63,47 +63,73 @@ def exited(lane: Lane, service: ServiceProcess, when: str) -> bool:
 # -- 1. SIGKILLs at random moments, with Kafka broker down/up and leader moves ---------------------------
 
 def random_kills(lane: Lane, budget: Budget) -> None:
-    """Two instances. The active one is SIGKILLed at a random moment while it commits (its standby takes
-    over); between those kills, and more often while the budget is behind, the standby is SIGKILLed and
-    restarted, then SIGKILLed again at a random moment of its start-up (Python, Spark, the store, the
-    lease). Start-up kills never stop the active instance, so most of the run is spent committing."""
+    """Three instances. Two take turns: the active one is SIGKILLed at a random moment of its running (0-20 s
+    after a commit of its own) once the other waits as its standby, which takes over; now and then the
+    standby is SIGKILLed as it is and restarted. The third is started and SIGKILLed again and again at a
+    random moment of its start-up (Python, Spark, the store, the lease) while the run is behind its kill
+    budget. Start-up kills never stop the active instance, so most of the run is spent committing."""
     rng = lane.rng
     stop = threading.Event()
-    chaos = threading.Thread(target=kafka_faults, args=(lane, random.Random(rng.random()), stop), daemon=True)
-    chaos.start()
-    for s in lane.services:
+    pair, spare = lane.services[:2], lane.services[2]
+    helpers = [threading.Thread(target=kafka_faults, args=(lane, random.Random(rng.random()), stop), daemon=True),
+               threading.Thread(target=start_up_kills, args=(lane, spare, random.Random(rng.random()), budget, stop),
+                                daemon=True)]
+    for s in pair:
         s.start()
+    for t in helpers:
+        t.start()
     try:
         while budget.more():
-            active = find_active(lane)
+            active = find_active(lane, among=pair)
             if active is None:
                 continue
-            standby = next(s for s in lane.services if s is not active)
-            if rng.random() < (0.5 if budget.behind() else 0.25):
-                kill_in_start_up(lane, standby, rng)
+            standby = next(s for s in pair if s is not active)
+            if rng.random() < 0.2:
+                if not exited(lane, standby, "as a standby"):
+                    lane.kill(standby, "standby", interrupts=False)
+                standby.start()
                 continue
+            wait_role(lane, standby, "standby")
             if not wait_commit(active, timeout=120.0):
                 exited(lane, active, "before its first commit")
                 continue
-            time.sleep(rng.uniform(0.0, 4.0))
+            time.sleep(rng.uniform(0.0, 20.0))
             if not exited(lane, active, "while aiming a kill at it running"):
                 lane.kill(active, "running")
             active.start()  # back as the standby
     finally:
         stop.set()
-        chaos.join()
+        for t in helpers:
+            t.join()
 
 
-def kill_in_start_up(lane: Lane, service: ServiceProcess, rng: random.Random) -> None:
-    """SIGKILL ``service`` as it is (a standby), restart it, SIGKILL it at a random moment of the start-up,
-    and start it again."""
-    if not exited(lane, service, "as a standby"):
-        lane.kill(service, "standby")
-    service.start()
-    time.sleep(start_up_delay(rng))
-    if not exited(lane, service, "in start-up"):
-        lane.kill(service, "start-up")
-    service.start()
+def start_up_kills(lane: Lane, service: ServiceProcess, rng: random.Random, budget: Budget,
+                   stop: threading.Event) -> None:
+    """While the budget is behind: start ``service`` and SIGKILL it at a random moment of its start-up."""
+    while not stop.is_set():
+        if not budget.behind():
+            stop.wait(2.0)
+            continue
+        service.start()
+        stop.wait(start_up_delay(rng))
+        if not exited(lane, service, "in start-up"):
+            lane.kill(service, "start-up", interrupts=False)
+
+
+def wait_role(lane: Lane, service: ServiceProcess, role: str, timeout: float = 180.0) -> bool:
+    """Wait until ``service`` reports ``role`` for the pipeline (restarting it if it died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if exited(lane, service, f"while waited for as {role}"):
+            service.start()
+        try:
+            _, body = service.readyz()
+            if body.get("pipelines", {}).get(PIPELINE, {}).get("role") == role:
+                return True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    return False
 
 
 def kafka_faults(lane: Lane, rng: random.Random, stop: threading.Event) -> None:
@@ -136,6 +162,7 @@ def protocol_points(lane: Lane, budget: Budget, zombie_every: int = 10) -> None:
             continue
         if not wait_commit(active, at_least=1):
             continue
+        time.sleep(rng.uniform(0.0, 10.0))  # some txids of its own before the next aimed kill
         standby = [s for s in lane.services if s is not active]
         if i % zombie_every == 2:
             zombie(lane, active, standby)
@@ -150,10 +177,11 @@ def protocol_points(lane: Lane, budget: Budget, zombie_every: int = 10) -> None:
         i += 1
 
 
-def find_active(lane: Lane, timeout: float = 300.0) -> ServiceProcess | None:
+def find_active(lane: Lane, timeout: float = 300.0, among: list[ServiceProcess] | None = None,
+                ) -> ServiceProcess | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for s in lane.services:
+        for s in among or lane.services:
             if exited(lane, s, "(found dead)"):
                 s.start()
                 continue
@@ -304,21 +332,21 @@ def truncate_while_down(lane: Lane, s: ServiceProcess, burst: int = 50) -> tuple
 
 
 SCENARIOS: dict[str, tuple[Callable[[Lane, Budget], None], dict[str, object], str]] = {
-    "random-kills": (random_kills, {"instances": 2, "lease_ttl_s": 4.0, "rate": 150.0},
+    "random-kills": (random_kills, {"instances": 3, "lease_ttl_s": 4.0, "rate": 60.0},
                      "SIGKILLs at random moments: of the active instance while it commits (its standby takes over), "
-                     "of the standby, and of a restarted instance in start-up; Kafka brokers down/up and partition "
+                     "of the standby, and of a third instance in start-up; Kafka brokers down/up and partition "
                      "leader moves every 10-30 s"),
     "protocol-points": (protocol_points, {"instances": 3, "transactional": True, "lease_ttl_s": 4.0, "max_pending": 1,
-                                          "rate": 100.0},
+                                          "rate": 40.0},
                         "SIGKILLs steered to plan, process, freeze, each commit write and mark of the active "
                         "instance of three (two standbys; one takes over each time); every 10th round (from the 3rd) a "
                         "zombie: the active instance SIGSTOPped past its lease, then SIGCONT; producer in "
                         "committed transactions"),
-    "cassandra-faults": (cassandra_faults, {"transactional": True, "rate": 100.0},
+    "cassandra-faults": (cassandra_faults, {"transactional": True, "rate": 40.0},
                          "CAS write timeouts applied and not applied (state LWTs, freeze and mark), dropped "
                          "connections applied and not, every connection dropped, Cassandra outages of 5-20 s, "
                          "SIGKILLs"),
-    "retention": (retention, {"rate": 80.0},
+    "retention": (retention, {"rate": 40.0},
                   "retention truncation of unread records: under data_loss fail (the service must stop, exit 1, "
                   "naming the partition), then under skip (the truth loses exactly the truncated records); "
                   "SIGKILLs"),

@@ -87,6 +87,9 @@ class ServiceProcess:
         self._log_offset = 0
 
     def start(self) -> ServiceProcess:
+        """Start the service; a previous run still alive is SIGKILLed first (two would share a port and a log)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill()
         self._log_offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())

@@ -58,6 +58,8 @@ def lease_held_metric(service: ServiceProcess) -> float | None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKafkaCluster, tmp_path: Path) -> None:
+    """The standby waits not ready and warms up; after the active one's SIGKILL it takes the lease within the TTL,
+    its first batch is warm (under half the active instance's cold first batch) and the counts are exact."""
     kafka.create_topic("sentences", 2, 3)
     db, port_a, port_b = tmp_path / "state.db", free_port(), free_port()
     config_a = with_lease_ttl(word_count_config(
@@ -80,6 +82,7 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         assert re.search(rf"standby; the lease is held by {re.escape(row[0])} \(epoch \d+\) until", standby.run_log())
         active_owner, active_epoch = row[0], row[1]
         wait_for("a commit by the active instance", lambda: active.commits_this_run() >= 2, 60, active)
+        wait_for("the standby's warm-up", lambda: "standby warmed up on txid" in standby.run_log(), 120, standby)
 
         active.kill()
         killed = time.monotonic()
@@ -90,7 +93,10 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         took = time.monotonic() - killed
         first = re.search(r"committed txid \d+: .*?, (\d+) ms", standby.run_log())
         assert first is not None
-        batch_s = float(first.group(1)) / 1000  # its first batch: Spark's Python workers start cold
+        batch_s = float(first.group(1)) / 1000  # its first batch after the takeover
+        cold = re.search(r"committed txid \d+: .*?, (\d+) ms", active.run_log())
+        assert cold is not None  # the active instance's first batch: Spark's Python workers started cold
+        assert batch_s < 0.5 * int(cold.group(1)) / 1000, "the standby's first batch was not warm"
         assert took_lease <= TTL + 1.5, f"took the lease {took_lease:.1f} s after the kill"
         assert took <= TTL + batch_s + 2.0, f"first commit {took:.1f} s after the kill (batch {batch_s:.1f} s)"
         row = lease_row(db, PIPELINE)
@@ -102,7 +108,7 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         assert standby.terminate() == 0
         assert "stopped in standby" not in standby.run_log()
         print(f"lease taken {took_lease:.1f} s and first commit {took:.1f} s after the SIGKILL (TTL {TTL:g} s, "
-              f"its first batch {batch_s:.1f} s); "
+              f"its first batch {batch_s:.1f} s, the active instance's cold first batch {int(cold.group(1)) / 1000:.1f} s); "
               f"{sum(truth.values())} words")
         assert word_counts(db) == dict(truth)
     finally:
