@@ -76,8 +76,9 @@ def fmt(v: float | None) -> str:
 def recoveries(lane: Any) -> list[float]:
     """Seconds from a kill to the next commit, for kills that stopped the working instance and whose restart
     was not itself killed first."""
-    return [k.recovered_s for k in lane.kills
-            if k.recovered_s is not None and not k.another_kill_first and k.interrupts]
+    stops = [k for k in lane.kills if k.interrupts]
+    return [k.recovered_s for k in stops if k.recovered_s is not None
+            and not any(k.t < o.t < k.t + k.recovered_s for o in stops)]
 
 
 def plot(lane: Any, path: Path) -> None:
