@@ -22,7 +22,8 @@
 **commit(batch, processed)**:
 
 1. Keyed sinks: ``mapInArrow`` over the persisted result's partitions (no shuffle: one stage, one
-   task per commit partition, and a key meets the same partition every txid). The tasks open the
+   task per commit partition; a key meets its partition's cache every txid, even in a txid read
+   as one Spark partition, which is not shuffled by key). The tasks open the
    state once per worker process, ``begin_commit``, one ``multi_update`` of all its keys
    with ``combine_updater`` (one bounded request window across the task), ``commit``, and return one stats row (keys written, metric deltas for the
    driver, and the fatal state error that stopped the task, if any: the driver raises it, see
@@ -319,7 +320,7 @@ class SparkExecutor:
             return 0
         if isinstance(c.sink, PartitionPersist):
             task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults)
-        else:  # the frame is partitioned by key: a key meets the same commit partition, and cache, every txid
+        else:  # the frame is partitioned by key; each row names its commit partition, hence its cache
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
                                     faults=self.faults, partitions=self.commit_partitions)

@@ -33,6 +33,7 @@ from states.snapshottable import GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec
 
 COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't start with "_")
+COMMIT_PARTITION_COLUMN = "_commit_partition"  # a keyed result row's hash partition (its commit cache)
 BUILTIN = (Count, Sum, Min, Max, *STAMPED)
 
 
@@ -171,11 +172,19 @@ class CompiledSink:
 
         Keyed results come hash-partitioned by the keys into ``partitions``, the commit tasks: a key
         lands in the same partition every txid, and the commit runs on them without another shuffle.
+        Each keyed aggregate row also carries its hash partition (``COMMIT_PARTITION_COLUMN``), which
+        picks its commit cache: a batch read as one Spark partition is not shuffled by key (one
+        partition already satisfies the grouping), so its one task meets keys of every partition.
         """
-        from pyspark.sql import functions as F
-
         if self.mode is Mode.ROWS:
             return df.select(*self.keys, *self.values).repartition(partitions, *self.keys)
+        result = self._aggregate(df, partitions)
+        return result if self.is_global else result.withColumn(COMMIT_PARTITION_COLUMN,
+                                                               commit_partition(self.keys, partitions))
+
+    def _aggregate(self, df: Any, partitions: int) -> Any:
+        from pyspark.sql import functions as F
+
         sink = self.sink
         assert isinstance(sink, PersistentAggregate)
         if self.mode is Mode.BUILTIN:
@@ -194,6 +203,14 @@ class CompiledSink:
         partial = df.select(*needed).mapInArrow(Fold(self.keys, inputs, aggs, self.output, initial=True), self.output)
         shuffled = partial.coalesce(1) if self.is_global else partial.repartition(partitions, *self.keys)
         return shuffled.mapInArrow(Fold(self.keys, self.values, aggs, self.output, initial=False), self.output)
+
+
+def commit_partition(keys: Sequence[str], partitions: int) -> Any:
+    """The partition a shuffle by ``keys`` into ``partitions`` sends a row to, as a column: Spark's
+    HashPartitioning, ``pmod(murmur3_hash(keys, seed 42), partitions)``."""
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.hash(*keys), F.lit(partitions))
 
 
 def _builtin_expr(a: Agg) -> Any:
@@ -254,7 +271,7 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
     output = StructType([StructField(n, t, True) for n, t in (*key_types, *value_types)])
     compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
     if mode is Mode.BUILTIN:  # Spark's own result types (sum of an int is a bigint...)
-        output = compiled.aggregate(df, partitions).schema
+        output = compiled._aggregate(df, partitions).schema
         value_types = [(n, _unstamped_type(output[n].dataType, t)) for n, t in value_types]
         compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
     return compiled

@@ -7,8 +7,8 @@ reuses across tasks). Executor metrics live in the worker process, so commit tas
 deltas (:func:`counter_snapshot`) for the driver to add to its own counters.
 
 A keyed commit task keeps its cache in a file per commit partition in the executor's Spark work
-directory (:class:`PartitionCache`): ``repartition(n, *keys)`` sends a key to the same partition
-every txid, whichever Python worker runs it, so a stable key set meets a warm cache every txid.
+directory (:class:`PartitionCaches`): a key belongs to the same hash partition every txid,
+whichever Python worker commits it, so a stable key set meets a warm cache every txid.
 
 A commit task that meets a fatal state error (a batch behind the state) stops and returns it in
 its stats row instead of failing (:mod:`app.spark.fatal`): Spark would keep only its message.
@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from app.spark.fatal import CARRIED, encode
+from app.spark.plan import COMMIT_PARTITION_COLUMN
 from states.aggregators import CombinerAggregator, combine_updater
 from states.factory import StateFactory
 from spouts.metadata import PartitionMetadata
@@ -162,45 +163,70 @@ def _stats(keys: int, before: dict[Any, float], fatal: str | None = None) -> pa.
                                        pa.array([fatal], pa.string())], schema=STATS_SCHEMA)
 
 
-@dataclass(frozen=True)
-class PartitionCache:
-    """The cache of one commit partition of a sink, kept in a file between txids.
+class PartitionCaches:
+    """The caches of the commit partitions a task's keys belong to, each kept in a file between txids.
 
-    Python workers are reused but get a different partition each txid; the file (in the
-    executor's Spark work directory, shared by its workers, gone with the application) hands the
-    partition's cache to whichever worker runs it next. Its size is the keys the partition
-    committed last (never evicted before the next txid) and at least ``cache_size``. A stale or
-    missing file (a failed attempt, another executor) only costs a failed LWT or a read per key.
+    A key's commit partition is its hash partition (``COMMIT_PARTITION_COLUMN``), whichever task
+    commits it: Python workers are reused but get a different task each txid, and a batch read as
+    one Spark partition commits every key in one task. The files (in the executor's Spark work
+    directory, shared by its workers, gone with the application) hand each partition's cache to
+    whichever worker commits its keys next. A task holds the keys it commits (never evicted before
+    the next txid) and at least ``cache_size``. A stale or missing file (a failed attempt, another
+    executor) only costs a failed LWT or a read per key.
     """
 
-    path: Path
+    def __init__(self, factory: StateFactory, spec: MapSpec, partitions: int, parts: Iterable[int]) -> None:
+        from pyspark import SparkFiles
+
+        digest = hashlib.sha256(repr((factory, spec)).encode()).hexdigest()[:16]
+        root = Path(SparkFiles.getRootDirectory(), "trident-commit-caches")
+        self.paths = {p: root / f"{spec.table}-{digest}-{partitions}-{p}.pickle" for p in sorted(set(parts))}
+        self._loaded: dict[Any, int] = {}  # key -> partition, for entries loaded from several files
 
     @classmethod
-    def of(cls, factory: StateFactory, spec: MapSpec, partitions: int) -> PartitionCache | None:
-        """This task's partition cache (None outside a Spark task)."""
-        from pyspark import SparkFiles, TaskContext
+    def of(cls, factory: StateFactory, spec: MapSpec, partitions: int, parts: Sequence[int]) -> PartitionCaches | None:
+        """The caches of ``parts`` (this task's partition when no row says; None outside a Spark task)."""
+        from pyspark import TaskContext
 
         ctx = TaskContext.get()
         if ctx is None or partitions < 1:
             return None
-        digest = hashlib.sha256(repr((factory, spec)).encode()).hexdigest()[:16]
-        return cls(Path(SparkFiles.getRootDirectory(), "trident-commit-caches",
-                        f"{spec.table}-{digest}-{partitions}-{ctx.partitionId()}.pickle"))
+        return cls(factory, spec, partitions, set(parts) or {ctx.partitionId()})
 
     def load(self) -> list[tuple[Any, Any]]:
-        try:
-            with self.path.open("rb") as f:
-                entries: list[tuple[Any, Any]] = pickle.load(f)
-                return entries
-        except (OSError, EOFError, pickle.UnpicklingError):
-            return []
+        """Every file's entries (a missing or unreadable file has none)."""
+        entries: list[tuple[Any, Any]] = []
+        for part, path in self.paths.items():
+            try:
+                with path.open("rb") as f:
+                    loaded: list[tuple[Any, Any]] = pickle.load(f)
+            except (OSError, EOFError, pickle.UnpicklingError):
+                continue
+            if len(self.paths) > 1:
+                self._loaded.update((k, part) for k, _ in loaded)
+            entries += loaded
+        return entries
 
-    def save(self, entries: list[tuple[Any, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+    def save(self, entries: list[tuple[Any, Any]], parts: dict[Any, int]) -> None:
+        """Each entry to its partition's file: ``parts`` (this txid's keys) or the file it came from."""
+        if len(self.paths) == 1:
+            self._write(next(iter(self.paths.values())), entries)
+            return
+        split: dict[int, list[tuple[Any, Any]]] = {p: [] for p in self.paths}
+        for key, value in entries:
+            part = parts.get(key, self._loaded.get(key))
+            if part in split:
+                split[part].append((key, value))
+        for part, mine in split.items():
+            self._write(self.paths[part], mine)
+
+    @staticmethod
+    def _write(path: Path, entries: list[tuple[Any, Any]]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as f:
             pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, self.path)  # a racing attempt of the same partition: the last one wins
+        os.replace(tmp, path)  # a racing attempt of the same partition: the last one wins
 
 
 @dataclass(frozen=True)
@@ -209,7 +235,7 @@ class CommitAggregates:
 
     One call for all the task's keys: over Cassandra its reads and LWTs share one bounded window
     across the task (:mod:`states.pipeline`), with no barrier between keys read and keys written.
-    ``partitions``: the number of commit tasks of this txid; > 0 keeps a :class:`PartitionCache`.
+    ``partitions``: the number of commit partitions; > 0 keeps :class:`PartitionCaches`.
     """
 
     factory: StateFactory
@@ -226,13 +252,17 @@ class CommitAggregates:
         value_names = [c.name for c in self.spec.value]
         keys: list[tuple[Any, ...]] = []
         values: list[Any] = []
+        parts: list[int] = []
         for rb in batches:
             keys += zip(*(rb.column(k).to_pylist() for k in key_names))
             values += _values(rb, value_names)
+            if COMMIT_PARTITION_COLUMN in rb.schema.names:
+                parts += rb.column(COMMIT_PARTITION_COLUMN).to_pylist()
         written, fatal = 0, None
         try:
-            files = PartitionCache.of(self.factory, self.spec, self.partitions)
-            state, cache = self.factory.make_cached_state(self.spec, files.load() if files else (), len(keys))
+            files = PartitionCaches.of(self.factory, self.spec, self.partitions, parts)
+            seeded = files.load() if files else []
+            state, cache = self.factory.make_cached_state(self.spec, seeded, max(len(keys), len(seeded)))
             state.begin_commit(self.txid)
             if keys:
                 state.multi_update(keys, [combine_updater(self.aggregator, v) for v in values])
@@ -241,7 +271,7 @@ class CommitAggregates:
                 self.faults("commit", self.txid, self.attempt)
             state.commit(self.txid)
             if files is not None and cache is not None:
-                files.save(cache.entries())
+                files.save(cache.entries(), dict(zip(keys, parts)) if len(files.paths) > 1 else {})
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
             fatal = encode(e)
         yield _stats(written, before, fatal)

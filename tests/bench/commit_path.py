@@ -1,6 +1,6 @@
 """The commit path against the raw-driver ceiling of lightweight transactions, in one run.
 
-    python -m tests.bench [--keys 20000] [--service-keys 20000] [--rounds 3] [--repeat 3] [--window 64]
+    python -m tests.bench commit [--keys 20000] [--service-keys 50000] [--rounds 3] [--repeat 3] [--window 64]
 
 Against the CQL test server (its own process, so it does not share the client's interpreter) or,
 when ``CASSANDRA_CONTACT_POINTS`` is set (``host[:port],...``), a real Cassandra:
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None, *, per_key: bool = False) -> dict[str, l
     ``per_key`` its (requests, LWTs) per key."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", type=int, default=20_000, help="keys per txid of the state scenarios")
-    parser.add_argument("--service-keys", type=int, default=20_000,
+    parser.add_argument("--service-keys", type=int, default=50_000,
                         help="keys per txid through python -m app run (0: skip the service)")
     parser.add_argument("--rounds", type=int, default=3, help="txids per service run before its restart")
     parser.add_argument("--repeat", type=int, default=3)

@@ -182,6 +182,7 @@ class StableKeys:
     partitions: int = 4
     table: str = field(default_factory=lambda: f"commit_{uuid.uuid4().hex[:8]}")
     produced: int = 0
+    per_partition: int = 0  # the txids' cap per partition (0: a round's share of each partition)
 
     def __post_init__(self) -> None:
         if self.keys % self.partitions:
@@ -189,9 +190,11 @@ class StableKeys:
         self.topic = f"commit-{uuid.uuid4().hex[:10]}"
         self.cluster.create_topic(self.topic, self.partitions)
 
-    def produce(self, rounds: int) -> None:
+    def produce(self, rounds: int, partition: int | None = None) -> None:
+        """``rounds`` rounds of every key, spread over the partitions or all in ``partition``."""
         start, self.produced = self.produced, self.produced + rounds * self.keys
-        records = [(i % self.partitions, f"k{i % self.keys}".encode()) for i in range(start, self.produced)]
+        records = [(i % self.partitions if partition is None else partition, f"k{i % self.keys}".encode())
+                   for i in range(start, self.produced)]
         produce(self.cluster.bootstrap_servers(), self.topic, records)
 
     def run(self, spark: Any, rounds: int, **executor: Any) -> list[Round]:
@@ -204,7 +207,7 @@ class StableKeys:
          .group_by("word").persistent_aggregate(factory, Count(), output="count", name=self.table))
         metrics = Metrics(CollectorRegistry())
         ex = SparkExecutor(spark, topology, metrics=metrics, **executor)
-        caps = Caps(per_partition=self.keys // self.partitions, per_batch=self.keys)
+        caps = Caps(per_partition=self.per_partition or self.keys // self.partitions, per_batch=self.keys)
         coord = coordinator(topology, ex, factory.txstate_store(name), caps=caps, metrics=metrics)
         out = []
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.spark.plan import commit_partition
 from states.cassandra import CassandraSettings
 from tests.bench.spark_commit import StableKeys
 
@@ -27,3 +28,35 @@ def test_a_stable_key_set_costs_one_lwt_per_key_whichever_worker_commits(spark: 
     assert [(r.reads, r.lwts) for r in steady] == [(0, 200)] * 4  # what the executors counted agrees
     stored = {r["word"]: r["count"] for r in server.rows(settings.keyspace, keys.table)}
     assert stored == {f"k{i}": 5 for i in range(200)}
+
+
+def test_a_key_meets_its_cache_whether_the_txid_is_read_as_one_partition_or_several(
+        spark: Any, spark_kafka: Any, cql_server_session: Any) -> None:
+    """A txid of one range is one Spark partition end to end (no shuffle by key): its one commit task
+    still uses each key's own partition cache, so txids alternating between one range and several
+    cost one LWT per key and no read once the keys are known."""
+    server = cql_server_session
+    settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+    keys = StableKeys(spark_kafka, settings, keys=200, per_partition=200)
+    rounds = []
+    for partition in (None, 0, None, 2, None):  # spread, one range, spread, one range, spread
+        keys.produce(1, partition)
+        server.reset_counts()
+        rounds += keys.run(spark, 1, commit_partitions=4)
+        if len(rounds) > 1:
+            ops = [server.stats().ops(keys.table, kind) for kind in ("read", "serial_read", "cas")]
+            assert ops == [0, 0, 200], (len(rounds), ops)  # every key's cache entry was where it looked
+    assert [(r.keys, r.reads, r.lwts) for r in rounds[1:]] == [(200, 0, 200)] * 4
+    stored = {r["word"]: r["count"] for r in server.rows(settings.keyspace, keys.table)}
+    assert stored == {f"k{i}": 5 for i in range(200)}
+
+
+def test_the_commit_partition_of_a_row_is_where_a_shuffle_by_its_keys_sends_it(spark: Any) -> None:
+    """So a txid read as several partitions commits one cache file per task."""
+    from pyspark.sql import functions as F
+
+    rows = [(f"k{i}", i % 7) for i in range(2000)]
+    shuffled = spark.createDataFrame(rows, "word string, n bigint").repartition(5, "word", "n")
+    check = shuffled.select((F.spark_partition_id() == commit_partition(("word", "n"), 5)).alias("same"))
+    assert {r["same"] for r in check.collect()} == {True}
