@@ -48,7 +48,12 @@ def produce(bootstrap: str, topic: str, values: Iterable[tuple[int, bytes]], *, 
             kwargs["timestamp"] = ts
         if headers is not None:
             kwargs["headers"] = list(headers)
-        p.produce(topic, value, **kwargs)
+        while True:
+            try:
+                p.produce(topic, value, **kwargs)
+                break
+            except BufferError:  # librdkafka's local queue is full: let deliveries drain it
+                p.poll(0.1)
         if i % 10_000 == 9_999:
             p.poll(0)
     left = p.flush(30)
