@@ -184,14 +184,14 @@ class PartitionCaches:
         self._loaded: dict[Any, int] = {}  # key -> partition, for entries loaded from several files
 
     @classmethod
-    def of(cls, factory: StateFactory, spec: MapSpec, partitions: int, parts: Sequence[int]) -> PartitionCaches | None:
+    def of(cls, factory: StateFactory, spec: MapSpec, partitions: int, parts: set[int]) -> PartitionCaches | None:
         """The caches of ``parts`` (this task's partition when no row says; None outside a Spark task)."""
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         if ctx is None or partitions < 1:
             return None
-        return cls(factory, spec, partitions, set(parts) or {ctx.partitionId()})
+        return cls(factory, spec, partitions, parts or {ctx.partitionId()})
 
     def load(self) -> list[tuple[Any, Any]]:
         """Every file's entries (a missing or unreadable file has none)."""
@@ -252,15 +252,17 @@ class CommitAggregates:
         value_names = [c.name for c in self.spec.value]
         keys: list[tuple[Any, ...]] = []
         values: list[Any] = []
-        parts: list[int] = []
+        part_columns: list[pa.Array] = []
         for rb in batches:
             keys += zip(*(rb.column(k).to_pylist() for k in key_names))
             values += _values(rb, value_names)
             if COMMIT_PARTITION_COLUMN in rb.schema.names:
-                parts += rb.column(COMMIT_PARTITION_COLUMN).to_pylist()
+                part_columns.append(rb.column(COMMIT_PARTITION_COLUMN))
+        parts = pa.chunked_array(part_columns) if part_columns else None
         written, fatal = 0, None
         try:
-            files = PartitionCaches.of(self.factory, self.spec, self.partitions, parts)
+            files = PartitionCaches.of(self.factory, self.spec, self.partitions,
+                                       set(parts.unique().to_pylist()) if parts is not None else set())
             seeded = files.load() if files else []
             state, cache = self.factory.make_cached_state(self.spec, seeded, max(len(keys), len(seeded)))
             state.begin_commit(self.txid)
@@ -271,7 +273,9 @@ class CommitAggregates:
                 self.faults("commit", self.txid, self.attempt)
             state.commit(self.txid)
             if files is not None and cache is not None:
-                files.save(cache.entries(), dict(zip(keys, parts)) if len(files.paths) > 1 else {})
+                # a key's own partition is needed only when the task's keys span several (one range)
+                files.save(cache.entries(), dict(zip(keys, parts.to_pylist()))
+                           if parts is not None and len(files.paths) > 1 else {})
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
             fatal = encode(e)
         yield _stats(written, before, fatal)

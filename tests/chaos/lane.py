@@ -32,7 +32,6 @@ class Kill:
     landed: str = ""
     baseline_txid: int = 0  # committed txid once the kill settled
     recovered_s: float | None = None
-    another_kill_first: bool = False
     stage: str = ""  # how far the killed process had got, from its log
     interrupts: bool = True  # False: another instance was active meanwhile (a standby or a spare in start-up)
 
@@ -252,10 +251,7 @@ class Lane:
 
     def recovery_times(self) -> None:
         """For every kill: seconds until the next commit of a txid beyond the one committed when it settled."""
-        kills = sorted(self.kills, key=lambda k: k.t)
-        for i, k in enumerate(kills):
+        for k in self.kills:
             nxt = next((t for t, txid in self.commits if t > k.t and txid > k.baseline_txid), None)
-            if nxt is None:
-                continue
-            k.recovered_s = nxt - k.t
-            k.another_kill_first = i + 1 < len(kills) and kills[i + 1].t < nxt
+            if nxt is not None:
+                k.recovered_s = nxt - k.t

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from types import SimpleNamespace
 import time
 from collections import Counter
@@ -14,6 +14,8 @@ from typing import Any
 
 from tests.chaos.lane import FaultEvent, Kill, Lane, Outcome
 from tests.chaos.catalog import SCENARIOS
+
+KILL_FIELDS = {f.name for f in fields(Kill)}  # runs saved by older harnesses may carry more
 
 
 METHOD = [
@@ -125,7 +127,7 @@ def load(path: Path) -> tuple[list[Any], dict[str, Any]]:
     """A saved run: its lanes (as plain records) and its summary."""
     doc = json.loads(path.read_text())
     lanes = [SimpleNamespace(name=d["name"], started=d["started"], commits=[tuple(c) for c in d["commits"]],
-                             kills=[Kill(**k) for k in d["kills"]], faults=[FaultEvent(**f) for f in d["faults"]],
+                             kills=[Kill(**{f: v for f, v in k.items() if f in KILL_FIELDS}) for k in d["kills"]], faults=[FaultEvent(**f) for f in d["faults"]],
                              outcome=Outcome(**d["outcome"])) for d in doc["lanes"]]
     return lanes, doc["summary"]
 
