@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +60,7 @@ from app.error_policy import Action
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import fatal, warmup
+from app.spark.session import executor_cores
 from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     STATS_SCHEMA,
@@ -73,7 +74,7 @@ from app.topology import PartitionPersist, Topology
 from states.aggregators import combine_updater
 from states.snapshottable import SnapshottableMap
 from spouts.bad_records import BadRecord
-from spouts.metadata import BatchPlan
+from spouts.metadata import BatchPlan, PartitionMetadata
 from spouts.protocols import ArrowSpout
 from states.spec import MapSpec, StateKind
 
@@ -122,12 +123,14 @@ class SparkExecutor:
     ``commit_partitions``: commit tasks per keyed sink (default: Spark's default parallelism; when it
     differs from ``spark.sql.shuffle.partitions``, as on a cluster that does not set both, the
     aggregate is shuffled once more in process, still in the same job).
+    ``read_tasks``: read tasks per txid at most (default: the executors' cores, :func:`executor_cores`);
+    a txid's ranges are packed into that many groups of about equal records (:func:`pack_ranges`).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
     """
 
     def __init__(self, spark: Any, topology: Topology, *, commit_partitions: int | None = None,
-                 faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
+                 read_tasks: int | None = None, faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
         spout = topology.spout
         if not isinstance(spout, ArrowSpout):
             raise ValueError(f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
@@ -139,6 +142,7 @@ class SparkExecutor:
         self.spark, self.topology, self.spout = spark, topology, spout
         self.faults, self.metrics = faults, metrics
         self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
+        self.read_tasks = read_tasks or executor_cores(spark)
         self.arrow_schema = spark_arrow_schema(spout.arrow_schema)
         from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -265,11 +269,15 @@ class SparkExecutor:
                                     first_only=self.topology.errors.action is Action.FAIL)
 
     def _records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
-        """The records of ``ranges``: one Spark partition, and one read, per range (row ``id`` reads ``ranges[id]``)."""
-        n = len(ranges)
-        read = ReadRanges(self.spout, self.arrow_schema, tuple(ranges), batch.txid, batch.attempt,
+        """The records of ``ranges``: one Spark partition per group of :func:`pack_ranges`, each range read once.
+
+        A task per range would cost a Python task each (a round trip to a worker, tens of ms) for no
+        more parallelism than the executors' cores give: a txid of 32 partitions on 4 cores reads in 4.
+        """
+        groups = pack_ranges(ranges, self.read_tasks)
+        read = ReadRanges(self.spout, self.arrow_schema, groups, batch.txid, batch.attempt,
                           self._counts if counted else None, self.faults, self._bad if counted else None, rows)
-        return self.spark.range(0, n, 1, n).mapInArrow(read, self.records_schema)
+        return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
 
     def _process_sink(self, c: CompiledSink, records: Any) -> SinkResult:
         result = c.aggregate(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name), self.commit_partitions)
@@ -371,6 +379,21 @@ def _unpersist(results: Any) -> None:
     for r in results:
         if r.frame is not None:
             r.frame.unpersist(blocking=False)
+
+
+def pack_ranges(ranges: Sequence[PartitionMetadata], tasks: int) -> tuple[tuple[PartitionMetadata, ...], ...]:
+    """``ranges`` in at most ``tasks`` groups of about equal records (each group by topic and partition).
+
+    Largest range first, into the group with the fewest records so far (ties: the lowest group): the
+    same plan always packs the same way, and the heaviest group exceeds the lightest by one range at most.
+    """
+    groups: list[list[PartitionMetadata]] = [[] for _ in range(max(1, min(tasks, len(ranges))))]
+    loads = [0] * len(groups)
+    for meta in sorted(ranges, key=lambda m: (-m.record_count, m.topic, m.partition)):
+        g = loads.index(min(loads))
+        groups[g].append(meta)
+        loads[g] += max(1, meta.record_count)  # a range that may hold nothing still costs a read
+    return tuple(tuple(sorted(g, key=lambda m: (m.topic, m.partition))) for g in groups if g)
 
 
 def _materialise(frame: Any) -> int:

@@ -37,6 +37,17 @@ def local_master(master: str, attempts: int = LOCAL_TASK_ATTEMPTS) -> str:
     return f"local[{threads},{given or attempts}]"
 
 
+def executor_cores(spark: Any) -> int:
+    """The cores tasks run on: N of a local master ``local[N]`` (``*``: this machine's), else Spark's
+    default parallelism (the executors' cores, unless ``spark.default.parallelism`` says otherwise)."""
+    sc = spark.sparkContext
+    m = _LOCAL.match(sc.master.strip())
+    if m is None:
+        return max(1, int(sc.defaultParallelism))
+    threads = m.group(1) or "1"
+    return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
+
+
 def default_conf(master: str) -> dict[str, str]:
     """The settings :func:`spark_session` applies unless ``conf`` overrides them."""
     cores = os.cpu_count() or 2

@@ -60,10 +60,11 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
 
 @dataclass(frozen=True)
 class ReadRanges:
-    """Reads the planned ``ranges`` through ``spout.read_arrow``: input row ``id`` reads ``ranges[id]``.
+    """Reads the planned ranges through ``spout.read_arrow``: input row ``id`` reads the ranges of ``groups[id]``.
 
-    The ranges travel inside this (pickled) task, and the task's input is ``spark.range(n)``: a txid's
-    read costs the driver no column of literals per range field (see ``SparkExecutor._records``).
+    The ranges travel inside this (pickled) task, and the task's input is ``spark.range(len(groups))``:
+    a txid's read costs the driver no column of literals per range field, and a group is one Spark
+    partition, so a task reads its group's ranges one after the other (see ``SparkExecutor._records``).
 
     Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
     the same range adds the same entry again, so the count is exact however often Spark recomputes.
@@ -73,7 +74,7 @@ class ReadRanges:
 
     spout: Any
     schema: pa.Schema  # what Spark expects (spark_arrow_schema of the spout's schema)
-    ranges: tuple[PartitionMetadata, ...]
+    groups: tuple[tuple[PartitionMetadata, ...], ...]
     txid: int
     attempt: int
     counts: Any  # a pyspark Accumulator merging dicts (see executor.RangeCounts)
@@ -83,8 +84,7 @@ class ReadRanges:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
-            for i in rb.column("id").to_pylist():
-                meta = self.ranges[i]
+            for meta in (m for i in rb.column("id").to_pylist() for m in self.groups[i]):
                 n, found = 0, list[Any]()
                 for b in self.spout.read_arrow(meta, on_bad=found.append):
                     if self.rows is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from py4j.protocol import MEMORY_COMMAND_NAME
+from pyspark.sql.functions import count, count_distinct, spark_partition_id
 
 from app.batch import Batch
 from app.spark import SparkExecutor
@@ -46,8 +47,10 @@ def test_a_txid_runs_two_spark_jobs_and_the_commit_reads_the_cached_aggregate(sp
         assert process is not None
         stages = [tracker.getStageInfo(s) for s in process.stageIds]
         ran = [s for s in stages if s is not None and s.numCompletedTasks > 0]
-        # the reads (one task per range), then the final aggregates cached and counted: no count stage
-        assert len(ran) == 2 and ran[-1].numCompletedTasks == executor.commit_partitions, stages
+        # the reads (3 ranges in 2 tasks: the cores of local[2]), then the final aggregates cached and
+        # counted: no count stage
+        assert executor.read_tasks == 2
+        assert [s.numCompletedTasks for s in ran] == [2, executor.commit_partitions], stages
         commit = tracker.getJobInfo(jobs[-1])
         assert commit is not None
         stages = [tracker.getStageInfo(s) for s in commit.stageIds]  # the process job's stages are listed, skipped
@@ -60,7 +63,8 @@ def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_
         spark: Any, spark_kafka: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ranges travel in the read task, not as literal columns: building the read DataFrame of 6
     ranges makes as many py4j calls as building that of one (the literal columns of the old layout
-    made about 24 more per range); the 6-range read still reads every range once, one partition each."""
+    made about 24 more per range); the 6-range read still reads every range once, in two Spark
+    partitions (the cores of local[2]) of three ranges each."""
     topic = Topic(spark_kafka, partitions=6)
     topic.produce(60, seed=5)
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
@@ -91,5 +95,9 @@ def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_
             calls[n] = sent[0]
         kept.append(records)
     assert calls[6] == calls[1], calls
-    assert records.rdd.getNumPartitions() == 6
+    assert records.rdd.getNumPartitions() == 2
+    per_task = records.groupBy(spark_partition_id().alias("task")).agg(count_distinct("partition").alias("ranges"),
+                                                                       count("*").alias("records"))
+    assert sorted((r["ranges"], r["records"]) for r in per_task.collect()) == [(3, 30), (3, 30)]
     assert records.count() == 60
+    assert sorted(records.select("partition", "offset").collect()) == [(p, o) for p in range(6) for o in range(10)]

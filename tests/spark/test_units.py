@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.batch import Batch
 from app.spark import SparkExecutor, TopologyCompileError, fatal
-from app.spark.session import default_conf, local_master
+from app.spark.executor import pack_ranges
+from app.spark.session import default_conf, executor_cores, local_master
 from app.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states import Count, Max, StaleBatchError, combiner
@@ -138,3 +143,29 @@ def test_only_fatal_state_errors_are_carried() -> None:
         fatal.encode(ValueError("not carried"))
     with pytest.raises(TypeError):
         fatal.encode(ValueError("not carried"))
+
+
+@pytest.mark.parametrize(("master", "cores"), [("local[3,4]", 3), ("local[1,4]", 1), ("local[*,4]", os.cpu_count())])
+def test_executor_cores_of_a_local_master_are_its_threads(master: str, cores: int) -> None:
+    """A local master runs N tasks at once, whatever ``spark.default.parallelism`` says (twice the cores here)."""
+    context = SimpleNamespace(master=master, defaultParallelism=99)
+    assert executor_cores(SimpleNamespace(sparkContext=context)) == cores
+
+
+def test_executor_cores_of_a_cluster_are_spark_default_parallelism() -> None:
+    context = SimpleNamespace(master="spark://host:7077", defaultParallelism=12)
+    assert executor_cores(SimpleNamespace(sparkContext=context)) == 12
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=st.lists(st.integers(0, 100_000), min_size=1, max_size=40), tasks=st.integers(1, 12))
+def test_packed_ranges_are_each_read_once_in_balanced_groups(counts: list[int], tasks: int) -> None:
+    """Every range lands in exactly one of at most ``tasks`` groups (never an empty one); the heaviest group
+    exceeds the lightest by one range at most; the same plan packs the same way whatever its order."""
+    ranges = [PartitionMetadata("t", p, 0, max(n, 1), n, "x") for p, n in enumerate(counts)]
+    groups = pack_ranges(ranges, tasks)
+    assert len(groups) == min(tasks, len(ranges)) and all(groups)
+    assert sorted((m for g in groups for m in g), key=lambda m: m.partition) == ranges
+    weights = [sum(max(1, m.record_count) for m in g) for g in groups]
+    assert max(weights) - min(weights) <= max(max(1, n) for n in counts)
+    assert pack_ranges(list(reversed(ranges)), tasks) == groups
