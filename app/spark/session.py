@@ -37,20 +37,24 @@ def local_master(master: str, attempts: int = LOCAL_TASK_ATTEMPTS) -> str:
     return f"local[{threads},{given or attempts}]"
 
 
-def executor_cores(spark: Any) -> int:
-    """The cores tasks run on: N of a local master ``local[N]`` (``*``: this machine's), else Spark's
-    default parallelism (the executors' cores, unless ``spark.default.parallelism`` says otherwise)."""
-    sc = spark.sparkContext
-    m = _LOCAL.match(sc.master.strip())
+def local_cores(master: str) -> int | None:
+    """N of a local master ``local[N]`` (``*``: this machine's cores); None for a cluster master."""
+    m = _LOCAL.match(master.strip())
     if m is None:
-        return max(1, int(sc.defaultParallelism))
+        return None
     threads = m.group(1) or "1"
     return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
 
 
+def executor_cores(spark: Any) -> int:
+    """The cores tasks run on: a local master's threads, else Spark's default parallelism (the
+    executors' cores, unless ``spark.default.parallelism`` says otherwise)."""
+    sc = spark.sparkContext
+    return local_cores(sc.master) or max(1, int(sc.defaultParallelism))
+
+
 def default_conf(master: str) -> dict[str, str]:
     """The settings :func:`spark_session` applies unless ``conf`` overrides them."""
-    cores = os.cpu_count() or 2
     conf = {
         "spark.pyspark.python": sys.executable,  # workers run the service's own interpreter...
         "spark.pyspark.driver.python": sys.executable,  # ...and so does the driver
@@ -68,9 +72,10 @@ def default_conf(master: str) -> dict[str, str]:
     pools = Path(__file__).with_name("fairscheduler.xml")
     if pools.is_file():  # the pools' weights; without it Spark makes them with defaults (and a warning)
         conf["spark.scheduler.allocation.file"] = str(pools)
-    if _LOCAL.match(master.strip()):  # one machine: small shuffles (a cluster sizes these by its executors)
-        conf["spark.sql.shuffle.partitions"] = str(2 * cores)
-        conf["spark.default.parallelism"] = str(2 * cores)
+    cores = local_cores(master)
+    if cores is not None:  # one machine: a shuffle partition, hence a commit task, per core (a cluster sizes these)
+        conf["spark.sql.shuffle.partitions"] = str(cores)
+        conf["spark.default.parallelism"] = str(cores)
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         # Workers import the service from the same checkout (an installed package needs nothing).

@@ -78,8 +78,7 @@ class ServiceCommit:
         s = self.settings
         doc = {
             "kafka": {"bootstrap_servers": self.cluster.bootstrap_servers()},
-            "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": self.partitions,
-                                                      "spark.default.parallelism": self.partitions}},
+            "spark": {"master": "local[2]"},  # the service's own partitioning: a commit task per core
             "http": {"host": "127.0.0.1", "port": self.port},
             "cassandra": {"contact_points": list(s.contact_points), "port": s.port, "keyspace": s.keyspace,
                           "local_dc": s.local_dc, "max_concurrency": s.max_concurrency},

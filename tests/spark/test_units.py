@@ -45,6 +45,19 @@ def test_default_conf_runs_workers_on_this_interpreter() -> None:
     assert conf["spark.ui.enabled"] == "false"
 
 
+@pytest.mark.parametrize(("master", "cores"), [("local[3,4]", 3), ("local", 1), ("local[*]", os.cpu_count())])
+def test_a_local_master_shuffles_into_a_partition_per_core(master: str, cores: int) -> None:
+    """One shuffle partition, hence one commit task, per core: more tasks than cores only add Python task
+    round trips (and split the commit into more, smaller requests windows)."""
+    conf = default_conf(master)
+    assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == str(cores)
+
+
+def test_a_cluster_master_keeps_spark_own_partitioning() -> None:
+    conf = default_conf("spark://host:7077")
+    assert "spark.sql.shuffle.partitions" not in conf and "spark.default.parallelism" not in conf
+
+
 def _sqlite(tmp_path: Path, kind: StateKind = StateKind.OPAQUE) -> StateFactory:
     return StateFactory(kind=kind, backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
 
@@ -147,7 +160,7 @@ def test_only_fatal_state_errors_are_carried() -> None:
 
 @pytest.mark.parametrize(("master", "cores"), [("local[3,4]", 3), ("local[1,4]", 1), ("local[*,4]", os.cpu_count())])
 def test_executor_cores_of_a_local_master_are_its_threads(master: str, cores: int) -> None:
-    """A local master runs N tasks at once, whatever ``spark.default.parallelism`` says (twice the cores here)."""
+    """A local master runs N tasks at once, whatever ``spark.default.parallelism`` says."""
     context = SimpleNamespace(master=master, defaultParallelism=99)
     assert executor_cores(SimpleNamespace(sparkContext=context)) == cores
 
