@@ -30,7 +30,7 @@ from spouts.kafka import KafkaSpout, KafkaSpoutConfig
 from spouts.planner import Caps
 from states import Count
 from states.factory import StateFactory
-from tests.bench.workload import PARTITIONS, Topic
+from tests.bench.workload import Topic
 from tests.kafka.bench_read_rate import bare_consume
 
 PEER_PYTHON = Path(".venv-peer/bin/python")
@@ -126,7 +126,7 @@ class Pipeline:
         self.metrics = Metrics(CollectorRegistry())
         self.executor = SparkExecutor(spark, t, metrics=self.metrics)
         self.commits = Commits(self.executor)
-        caps = caps or Caps(per_partition=max(1, per_txid // PARTITIONS), per_batch=per_txid)
+        caps = caps or Caps(per_partition=max(1, per_txid // topic.partitions), per_batch=per_txid)
         cfg = CoordinatorConfig(caps=caps, max_pending=max_pending, owner="bench", idle_sleep_s=0.01)
         self.coordinator = Coordinator(self.name, self.spout, self.commits, factory.txstate_store(self.name), cfg,
                                        metrics=self.metrics)
@@ -176,7 +176,7 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
     measured = p.coordinator.config
     try:  # warm up on small txids, so that the large sizes keep the topic for measuring
         small = min(per_txid, WARM_UP_TXID)
-        p.coordinator.config = replace(measured, caps=Caps(max(1, small // PARTITIONS), small))
+        p.coordinator.config = replace(measured, caps=Caps(max(1, small // topic.partitions), small))
         assert p.coordinator.run(max_batches=WARM_UP) == WARM_UP
         p.coordinator.config = measured
         first, warm = p.coordinator.committed_txid + 1, p.records()
@@ -228,7 +228,7 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds:
     the time its txid's commit returned minus the time it was produced.
     """
     p = Pipeline(spark, topic, factory, caps.per_batch, caps=caps)
-    sent: list[list[float]] = [[] for _ in range(PARTITIONS)]
+    sent: list[list[float]] = [[] for _ in range(topic.partitions)]
     stop = threading.Event()
 
     def produce() -> None:
@@ -237,7 +237,7 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds:
         while not stop.is_set():
             due = int((time.time() - start) * rate)
             while i < due:
-                part = i % PARTITIONS
+                part = i % topic.partitions
                 producer.produce(topic.name, b"w1 w2 w3 w4", partition=part)
                 sent[part].append(time.time())
                 i += 1

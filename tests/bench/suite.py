@@ -2,7 +2,7 @@
 
     python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--repeat 3]
 
-Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, 4 partitions):
+Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, ``--partitions``, 4 by default):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
 and exactly-once; the product's word count at each records-per-txid size into SQLite (sizes in
 rotated order), at 50k per txid with ``max_pending`` 1 and 2 (rotated), and into the CQL test
@@ -34,7 +34,7 @@ MAX_TXIDS = 20  # measured txids per size at most
 
 
 def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.Namespace, tmp: Path) -> list[Figure]:
-    topic = Topic.filled(cluster, f"bench-{rep}", args.records, seed=rep)
+    topic = Topic.filled(cluster, f"bench-{rep}", args.records, seed=rep, partitions=args.partitions)
     figures: list[Figure] = []
 
     def add(fig: Figure) -> Figure:
@@ -47,7 +47,8 @@ def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.N
     raw = add(runs.raw_consume(topic))
     raw.extra["read_arrow_cpu_us_per_record"] = runs.read_arrow_cpu(topic)
     if not args.no_quix:  # on a topic of its own: Quix Streams is slow enough that the whole topic would take minutes
-        peer_topic = Topic.filled(cluster, f"bench-peer-{rep}", min(args.peer_records, args.records), seed=rep)
+        peer_topic = Topic.filled(cluster, f"bench-peer-{rep}", min(args.peer_records, args.records), seed=rep,
+                                  partitions=args.partitions)
         for guarantee in ("at-least-once", "exactly-once"):
             try:
                 add(runs.quix(peer_topic, guarantee))
@@ -73,7 +74,7 @@ def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.N
                             "CQL test server", budget=args.budget))
     add(runs.fixed_cost(spark, topic, sqlite))
     if args.latency_s:
-        fresh = Topic.filled(cluster, f"latency-{rep}", 0)
+        fresh = Topic.filled(cluster, f"latency-{rep}", 0, partitions=args.partitions)
         add(runs.latency(spark, fresh, sqlite, args.rate, args.latency_s, Caps()))
     return figures
 
@@ -144,6 +145,7 @@ def plot(reps: list[list[Figure]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="sentences on the topic (the mock keeps about 5 MB a partition)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the topics (the mock keeps about 100k records each)")
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10_000, 50_000, 100_000])
     parser.add_argument("--budget", type=int, default=200_000, help="measured records per product run at most")
     parser.add_argument("--pending-size", type=int, default=50_000, help="records per txid of the max_pending and CQL runs")
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
         POOL.close_all()
         spark.stop()
         cluster.close()
-    print(f"\nword count over {args.records:,} sentences, 4 partitions, librdkafka mock cluster, Spark local[*]; "
+    print(f"\nword count over {args.records:,} sentences, {args.partitions} partitions, librdkafka mock cluster, Spark local[*]; "
           f"medians of {args.repeat}; {time.perf_counter() - started:.0f} s; end: {load()}")
     print("\n".join(table(reps)))
     plot(reps, args.plot)

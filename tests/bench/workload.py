@@ -1,4 +1,4 @@
-"""The bench's workload: short sentences on a 4-partition topic of librdkafka's mock cluster, and the machine's load.
+"""The bench's workload: short sentences on a topic (4 partitions unless asked) of librdkafka's mock cluster, and the machine's load.
 
 Every system of a run reads the same topic from its start: the raw consume loop, Quix Streams and
 the product. A word count over 1000 distinct words (3-8 words a sentence).
@@ -35,11 +35,13 @@ class Topic:
     records: int = 0
     words: int = 0
     value_bytes: int = 0
+    partitions: int = PARTITIONS
 
     @classmethod
-    def filled(cls, cluster: MockKafkaCluster, name: str, records: int, seed: int = 1) -> Topic:
-        cluster.create_topic(name, PARTITIONS, 1)
-        topic = cls(cluster, name)
+    def filled(cls, cluster: MockKafkaCluster, name: str, records: int, seed: int = 1,
+               partitions: int = PARTITIONS) -> Topic:
+        cluster.create_topic(name, partitions, 1)
+        topic = cls(cluster, name, partitions=partitions)
         topic.produce(records, seed)
         return topic
 
@@ -56,7 +58,7 @@ class Topic:
             value = " ".join(words).encode()
             self.words += len(words)
             self.value_bytes += len(value)
-            p.produce(self.name, value, partition=(self.records + i) % PARTITIONS)
+            p.produce(self.name, value, partition=(self.records + i) % self.partitions)
             if i % 50_000 == 0:
                 p.poll(0)
         assert p.flush(60) == 0
@@ -67,7 +69,7 @@ class Topic:
         consumer = Consumer(KafkaSpoutConfig(self.bootstrap, topics=(self.name,)).consumer_config("bench-ranges"))
         try:
             metas = []
-            for p in range(PARTITIONS):
+            for p in range(self.partitions):
                 low, high = consumer.get_watermark_offsets(TopicPartition(self.name, p), timeout=10)
                 if low != 0:
                     raise RuntimeError(f"the mock dropped records of partition {p}: use fewer records")
