@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools demo test test-fast bench lint clean chaos chaos-short
+.PHONY: venv tools demo test test-real test-fast bench lint clean chaos chaos-short chaos-short-real
 
 venv: $(STAMP)
 
@@ -23,6 +23,12 @@ demo: venv
 
 test: venv tools
 	$(PY) -m pytest
+
+# The same suite against real Apache Kafka, Cassandra and a Schema Registry started on loopback from a
+# realstack folder (REALSTACK_DIR, or shared/realstack beside the clone; see tests/realstack.py), with
+# REQUIRE_REAL_PEERS=1; the servers are stopped and wiped afterwards. Your own clusters: see the README.
+test-real: venv tools
+	python3 -m tests.realstack run -- $(PY) -m pytest
 
 test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest -m "not slow"
@@ -54,6 +60,7 @@ CHAOS_SEED    ?= $(shell date +%s)
 CHAOS_KILLS   ?= 200
 CHAOS_MINUTES ?= 25
 CHAOS_MALFORMED ?= 10000
+# (add `real` for the real-server lane, which needs a realstack folder)
 CHAOS_SCENARIOS ?= random-kills,protocol-points,cassandra-faults,retention,bad-records
 CHAOS_STAMP := $(VENV)/.chaos-installed
 
@@ -68,6 +75,10 @@ chaos: $(CHAOS_STAMP)
 # The short seeded version CI runs (about 10 minutes): fails on any difference from the truth.
 chaos-short: $(CHAOS_STAMP)
 	$(PY) -m tests.chaos --seed 14 --kills 24 --minutes 3 --malformed 1000 --scenarios $(CHAOS_SCENARIOS)
+
+# The short seeded real-server lane (needs a realstack folder: REALSTACK_DIR or shared/realstack beside the clone).
+chaos-short-real: $(CHAOS_STAMP)
+	$(PY) -m tests.chaos --seed 14 --kills 8 --minutes 4 --malformed 300 --scenarios real
 
 clean:
 	rm -rf $(VENV) $(PEER) .pytest_cache .hypothesis .benchmarks

@@ -32,6 +32,18 @@ REAL_CASSANDRA = RealPeer("a real Cassandra",
                           "set CASSANDRA_CONTACT_POINTS, or run a Docker engine for testcontainers")
 
 
+def cassandra_from_env() -> tuple[tuple[str, ...], int] | None:
+    """The real Cassandra named by ``CASSANDRA_CONTACT_POINTS`` (``host[:port],...``), its port defaulting to
+    ``CASSANDRA_PORT`` (else 9042); None when the variable is unset."""
+    env = os.environ.get("CASSANDRA_CONTACT_POINTS", "")
+    hosts = [h.strip() for h in env.split(",") if h.strip()]
+    if not hosts:
+        return None
+    default = int(os.environ.get("CASSANDRA_PORT") or 9042)
+    split = [h.rsplit(":", 1) if ":" in h else [h, str(default)] for h in hosts]
+    return tuple(h for h, _ in split), int(split[0][1])
+
+
 def real_peers_required() -> bool:
     """True when ``REQUIRE_REAL_PEERS`` is set to anything but empty or ``0``."""
     return os.environ.get(REQUIRE_REAL_PEERS, "").strip() not in ("", "0")

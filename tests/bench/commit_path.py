@@ -51,6 +51,7 @@ from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSett
 from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.bench.spark_commit import ServiceCommit, requests
+from tests.peers import cassandra_from_env
 
 PROCESSES = 2  # client processes of the parallel raw style: Spark local[2]'s concurrent commit tasks
 
@@ -79,10 +80,9 @@ class Row:
 @contextmanager
 def cassandra() -> Iterator[CassandraSettings]:
     """Settings of the peer: CASSANDRA_CONTACT_POINTS, else a CQL test server in a child process."""
-    env = os.environ.get("CASSANDRA_CONTACT_POINTS")
-    if env:
-        hosts = [h.strip().rsplit(":", 1) if ":" in h else [h.strip(), "9042"] for h in env.split(",") if h.strip()]
-        yield CassandraSettings(contact_points=tuple(h for h, _ in hosts), port=int(hosts[0][1]), keyspace="bench",
+    if (named := cassandra_from_env()) is not None:
+        hosts, port = named
+        yield CassandraSettings(contact_points=hosts, port=port, keyspace="bench",
                                 local_dc=os.environ.get("CASSANDRA_LOCAL_DC"))
         return
     proc = subprocess.Popen([sys.executable, "-m", "tests.cqlserver", "--port", "0"], stdout=subprocess.PIPE,

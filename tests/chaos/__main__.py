@@ -59,7 +59,7 @@ def _run(args: argparse.Namespace, names: list[str], workdir: Path, lanes: list[
     for name in names:
         _, options, _ = SCENARIOS[name]
         seed = args.seed * 1000 + list(SCENARIOS).index(name)
-        extra = {"malformed": args.malformed} if name == "bad-records" else {}
+        extra = {"malformed": args.malformed} if name in ("bad-records", "real") else {}
         lanes.append(lane_class(name)(name, seed, workdir, **options, **extra))  # type: ignore[arg-type]
     budget = Budget(time.monotonic(), time.monotonic() + args.minutes * 60, args.kills, lambda: sum(len(lane.kills) for lane in lanes))
     loads: list[tuple[float, float]] = []

@@ -84,19 +84,17 @@ class SalesProducer(TruthProducer):
             kind = ""
         good = None if kind else (self.rng.choice(VOCABULARY), self.rng.randint(1, 99))
         value = MALFORMED[kind](self.rng) if kind else json.dumps({"user": good[0], "amount": good[1]}).encode()
-
-        def acked(err: Any, msg: Any) -> None:
-            with self._lock:
-                if err is not None:
-                    self.errors.append(str(err))
-                elif good is None:
-                    self.bad[(msg.partition(), msg.offset())] = kind
-                else:
-                    self.sales[(msg.partition(), msg.offset())] = good
-                    self.records[(msg.partition(), msg.offset())] = (good[0],)
-
-        self._producer.produce(self.topic, value, partition=partition, on_delivery=acked)
+        self._producer.produce(self.topic, value, partition=partition,
+                               on_delivery=lambda err, msg, payload=(kind, good): sink(err, msg, payload))
         self.sent += 1
+
+    def _accept(self, partition: int, offset: int, payload: Any) -> None:
+        kind, good = payload
+        if good is None:
+            self.bad[(partition, offset)] = kind
+        else:
+            self.sales[(partition, offset)] = good
+            self.records[(partition, offset)] = (good[0],)
 
     def totals(self) -> dict[str, int]:
         with self._lock:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from tests.chaos import bad_records
+from tests.chaos import bad_records, real
 from tests.chaos.lane import Lane
 from tests.chaos.scenarios import SCENARIOS as _FAULTS
 
-SCENARIOS = {**_FAULTS, "bad-records": bad_records.SCENARIO}
-LANES: dict[str, type[Lane]] = {"bad-records": bad_records.BadRecordsLane}
+SCENARIOS = {**_FAULTS, "bad-records": bad_records.SCENARIO, "real": real.SCENARIO}
+LANES: dict[str, type[Lane]] = {"bad-records": bad_records.BadRecordsLane, "real": real.RealServersLane}
 
 
 def lane_class(name: str) -> type[Lane]:

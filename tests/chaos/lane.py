@@ -90,9 +90,9 @@ class Lane:
         self.dir = workdir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic, self.partitions = "sentences", partitions
-        self.kafka = MockKafkaCluster(3)
+        self.kafka = self.start_kafka()
         self.kafka.create_topic(self.topic, partitions, 3)
-        self.peer = CqlPeer(free_port(), free_port(), self.dir / "cqlpeer.log").start()
+        self.peer = self.start_cassandra()
         self.lease_ttl_s, self.max_pending, self.caps = lease_ttl_s, max_pending, caps
         self.services = [self._service(i, data_loss) for i in range(instances)]
         self.producer = TruthProducer(self.kafka.bootstrap_servers(), self.topic, partitions, rate=rate,
@@ -104,6 +104,14 @@ class Lane:
         self.outcome = Outcome()
         self._stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch, name=f"monitor-{name}", daemon=True)
+
+    def start_kafka(self) -> Any:
+        """The lane's Kafka: a 3-broker mock cluster (broker loss and leader moves on demand)."""
+        return MockKafkaCluster(3)
+
+    def start_cassandra(self) -> Any:
+        """The lane's Cassandra: the CQL test server in a process of its own (holds and faults on demand)."""
+        return CqlPeer(free_port(), free_port(), self.dir / "cqlpeer.log").start()
 
     def _service(self, i: int, data_loss: str) -> ServiceProcess:
         port = free_port()

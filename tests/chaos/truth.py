@@ -23,9 +23,10 @@ class TruthProducer(threading.Thread):
     ``tx_size`` records; :attr:`records` maps (partition, offset) to the words of each acknowledged one."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, rate: float, seed: int,
-                 transactional_id: str | None = None, tx_size: int = 20) -> None:
+                 transactional_id: str | None = None, tx_size: int = 20, abort_ratio: float = 0.0) -> None:
         super().__init__(name=f"producer-{topic}", daemon=True)
         self.topic, self.partitions, self.rate, self.tx_size = topic, partitions, rate, tx_size
+        self.abort_ratio = abort_ratio  # transactions aborted on purpose: their records are in the log, not the truth
         self.rng = random.Random(seed)
         self.records: dict[tuple[int, int], tuple[str, ...]] = {}
         self.excluded: set[tuple[int, int]] = set()
@@ -70,16 +71,22 @@ class TruthProducer(threading.Thread):
     def _words(self) -> tuple[str, ...]:
         return tuple(self.rng.choice(VOCABULARY) for _ in range(self.rng.randint(1, 6)))
 
-    def _pending_sink(self, pending: list[tuple[int, int, tuple[str, ...]]] | None) -> Any:
-        def sink(err: Any, msg: Any, words: tuple[str, ...]) -> None:
+    def _pending_sink(self, pending: list[tuple[int, int, Any]] | None) -> Any:
+        """A delivery callback: an acknowledged record joins the truth now (``pending`` None) or is kept in
+        ``pending`` until its transaction commits."""
+        def sink(err: Any, msg: Any, payload: Any) -> None:
             with self._lock:
                 if err is not None:
                     self.errors.append(str(err))
                 elif pending is None:
-                    self.records[(msg.partition(), msg.offset())] = words
+                    self._accept(msg.partition(), msg.offset(), payload)
                 else:
-                    pending.append((msg.partition(), msg.offset(), words))
+                    pending.append((msg.partition(), msg.offset(), payload))
         return sink
+
+    def _accept(self, partition: int, offset: int, payload: Any) -> None:
+        """Record an acknowledged (and committed) record in the truth; called under the lock."""
+        self.records[(partition, offset)] = payload
 
     def _produce(self, partition: int, sink: Any) -> None:
         words = self._words()
@@ -88,25 +95,39 @@ class TruthProducer(threading.Thread):
         self.sent += 1
 
     def _one_transaction(self, n: int) -> None:
-        """``n`` records in one transaction; they join the truth when the commit succeeds."""
-        pending: list[tuple[int, int, tuple[str, ...]]] = []
+        """``n`` records in one transaction; they join the truth when the commit succeeds. A transaction the
+        broker makes abortable (a broker killed under it) and one in ``abort_ratio`` on purpose are aborted:
+        their records stay in the log, marked aborted, and never join the truth."""
+        pending: list[tuple[int, int, Any]] = []
         p = self._producer
         p.begin_transaction()
         for _ in range(min(n, self.tx_size)):
             self._produce(self.rng.randrange(self.partitions), self._pending_sink(pending))
-        p.flush(60)  # every delivery report of the transaction, before it commits
+        p.flush(60)  # every delivery report of the transaction, before it commits or aborts
+        abort = self.rng.random() < self.abort_ratio
         for _ in range(20):
             try:
-                p.commit_transaction(60)
+                if abort:
+                    p.abort_transaction(60)
+                else:
+                    p.commit_transaction(60)
                 break
             except KafkaException as e:
                 if e.args[0].retriable():
                     continue
+                if e.args[0].txn_requires_abort() and not abort:
+                    abort = True
+                    continue
                 raise
+        else:
+            raise RuntimeError(f"transaction neither committed nor aborted after 20 tries (abort: {abort})")
         with self._lock:
+            if abort:
+                self.aborted += 1
+                return
             self.transactions += 1
-            for part, off, words in pending:
-                self.records[(part, off)] = words
+            for part, off, payload in pending:
+                self._accept(part, off, payload)
 
     def burst(self, partition: int, n: int) -> list[int]:
         """Produce ``n`` records to ``partition`` now and wait for them; their offsets, ascending."""
@@ -118,8 +139,8 @@ class TruthProducer(threading.Thread):
             self._produce(partition, sink)
         assert self._producer.flush(60) == 0
         with self._lock:
-            for part, off, words in pending:
-                self.records[(part, off)] = words
+            for part, off, payload in pending:
+                self._accept(part, off, payload)
         return sorted(off for _, off, _ in pending)
 
     # -- control ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import pytest
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
 from states.spec import MapSpec
 from states.sqlite import SqliteBackingMap, SqliteTransactionalStateStore
-from tests.peers import REAL_CASSANDRA, docker_problem, missing_peer
+from tests.peers import REAL_CASSANDRA, cassandra_from_env, docker_problem, missing_peer
 
 
 @dataclass
@@ -86,7 +86,7 @@ def sqlite_store(topology_id: str, request: pytest.FixtureRequest) -> StoreHarne
 
 
 # Cassandra peers: the CQL test server always; a real Cassandra named by CASSANDRA_CONTACT_POINTS
-# (host[:port],...; optional CASSANDRA_LOCAL_DC, CASSANDRA_USERNAME, CASSANDRA_PASSWORD,
+# (host[:port],... with CASSANDRA_PORT as the default port; optional CASSANDRA_LOCAL_DC, CASSANDRA_USERNAME, CASSANDRA_PASSWORD,
 # CASSANDRA_PROTOCOL_VERSION), else started by testcontainers when a Docker engine answers.
 # An absent real peer is reported SKIPPED with the reason, never passed (a failure under
 # REQUIRE_REAL_PEERS=1). Each test gets its own keyspace (dropped afterwards); peers and sessions
@@ -131,14 +131,13 @@ def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
                                                      protocol_version=max(server.protocol_versions),
                                                      backoff_initial_s=0.02, backoff_max_s=0.5, max_retries=8,
                                                      reconnect_base_s=0.05, reconnect_max_s=0.5), server)
-    env = os.environ.get("CASSANDRA_CONTACT_POINTS")
-    if env:
-        hosts = [h.strip().rsplit(":", 1) if ":" in h else [h.strip(), "9042"] for h in env.split(",") if h.strip()]
+    if (named := cassandra_from_env()) is not None:
+        hosts, port = named
         password = os.environ.get("CASSANDRA_PASSWORD")
         version = os.environ.get("CASSANDRA_PROTOCOL_VERSION")
         config.add_cleanup(close_shared_clients)
         return CassandraPeer(kind, CassandraSettings(
-            contact_points=tuple(h for h, _ in hosts), port=int(hosts[0][1]),
+            contact_points=hosts, port=port,
             local_dc=os.environ.get("CASSANDRA_LOCAL_DC"), username=os.environ.get("CASSANDRA_USERNAME"),
             password=password, protocol_version=int(version) if version else None))
     if (problem := docker_problem()) is not None:

@@ -142,4 +142,7 @@ def test_benchmark_reports_the_requests_per_key_of_each_scenario() -> None:
     assert rows["product, stale cache (another writer since)"] == [(2.0, 2.0)]
     assert rows["product, new keys, read + LWT"] == [(2.0, 1.0)]
     (new, lwts), = rows["product, new keys (blind INSERT IF NOT EXISTS)"]
-    assert lwts == 1.0 and new == 1 + 128 / 400  # two windows of 64 read before the first answers show new keys
+    # Reads go out in windows of 64 until the first answers show the keys are new: how many windows leave
+    # before that depends on the server's timing (1.32 on the CQL test server, about 1.5 on a real node),
+    # so only the bounds that hold on any server; `make bench` reports the figure.
+    assert lwts == 1.0 and 1.0 < new < 2.0
