@@ -8,17 +8,18 @@ look up (``POST /subjects/{s}``), ``GET /schemas/ids/{id}`` (and its ``/subjects
 ``GET/PUT /config`` (global, BACKWARD unless set) and ``GET/PUT/DELETE /config/{s}`` (a subject's
 own level, which overrides the global one; ``GET`` answers 40408 when it has none, unless
 ``defaultToGlobal=true``). A registration is checked at the subject's level (NONE, BACKWARD,
-FORWARD, FULL and their _TRANSITIVE forms) and refused with 409 when incompatible; Avro schemas
-are checked by Apache Avro's schema-resolution checker (the reader/writer rules of Confluent's and
-Karapace's Avro checks), JSON Schema and Protobuf schemas are NOT checked (always compatible here:
-a test evolving them must still do what a real registry demands). Errors use the registry's codes
+FORWARD, FULL and their _TRANSITIVE forms) and refused with 409 when incompatible: Avro schemas
+by Apache Avro's schema-resolution checker (the reader/writer rules of Confluent's and Karapace's
+Avro checks), JSON Schema by the subset of the registries' rules in :mod:`.json_compat`; Protobuf
+schemas are NOT checked (always compatible here: a test evolving one must still make a change a
+real registry accepts). Errors use the registry's codes
 (40401 subject not found, 40402 version not found, 40403 schema not found, 40408 no subject
 level, 409 incompatible, 42201 invalid schema, 42203 invalid level).
 
 Schemas are served as registered (confluent-kafka's Protobuf serializer registers the serialized
 form, base64). ``protobuf_versions_as_text=True`` answers like Karapace: a subject version of a
 Protobuf schema in its ``.proto`` text even when asked ``format=serialized`` (``/schemas/ids/{id}``
-still serves it as registered), rendered by :func:`proto_text`.
+still serves it as registered), rendered by :mod:`.proto_text`.
 
 It listens on 127.0.0.1 in a thread of the test process, so Spark's Python workers reach it as any
 client does. ``python -m tests.schemaregistry`` runs one in the foreground.
@@ -26,13 +27,15 @@ client does. ``python -m tests.schemaregistry`` runs one in the foreground.
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.schemaregistry import json_compat
+from tests.schemaregistry.proto_text import proto_text
 
 _JSON = "application/vnd.schemaregistry.v1+json"
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
@@ -145,9 +148,11 @@ class Registry:
         return problems
 
     def _cannot_read(self, reader: dict[str, Any], writer: dict[str, Any]) -> list[str]:
-        """Why data ``writer`` wrote cannot be read with ``reader`` (Avro only; other types: nothing)."""
+        """Why data ``writer`` wrote cannot be read with ``reader`` (Avro and JSON Schema; Protobuf: nothing)."""
         if reader["schemaType"] != writer["schemaType"]:
             return [f"a {reader['schemaType']} schema after a {writer['schemaType']} one"]
+        if reader["schemaType"] == "JSON":
+            return json_compat.problems(json.loads(reader["schema"]), json.loads(writer["schema"]))
         if reader["schemaType"] != "AVRO":
             return []
         from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
@@ -198,57 +203,6 @@ def _shown(schema: dict[str, Any]) -> dict[str, Any]:
     if schema["references"]:
         out["references"] = schema["references"]
     return out
-
-
-def proto_text(serialized: str) -> str:
-    """The ``.proto`` text of a schema in the serialized form (a base64 FileDescriptorProto), laid out as
-    Karapace does: syntax, package, imports, messages (fields, oneofs, nested messages and enums), enums.
-    Options are left out; a schema registered as text is returned as it is."""
-    from google.protobuf import descriptor_pb2
-
-    try:
-        raw = base64.b64decode(serialized, validate=True)
-    except ValueError:
-        return serialized
-    fd = descriptor_pb2.FileDescriptorProto.FromString(raw)
-    lines = [f'syntax = "{fd.syntax or "proto2"}";']
-    if fd.package:
-        lines.append(f"package {fd.package};")
-    lines += [f'import "{d}";' for d in fd.dependency]
-    lines.append("")
-    for m in fd.message_type:
-        lines += _message_lines(m, fd.syntax)
-    for e in fd.enum_type:
-        lines += _enum_lines(e)
-    return "\n".join(lines) + "\n"
-
-
-def _message_lines(m: Any, syntax: str) -> list[str]:
-    from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
-
-    scalars = {v: k[len("TYPE_"):].lower() for k, v in F.Type.items() if v not in (F.TYPE_MESSAGE, F.TYPE_ENUM,
-                                                                                   F.TYPE_GROUP)}
-
-    def line(f: Any) -> str:
-        label = "repeated " if f.label == F.LABEL_REPEATED else "required " if f.label == F.LABEL_REQUIRED else \
-            "optional " if syntax != "proto3" or f.proto3_optional else ""
-        return f"{label}{scalars.get(f.type) or f.type_name} {f.name} = {f.number};"
-
-    plain = [f for f in m.field if not f.HasField("oneof_index") or f.proto3_optional]
-    body = [f"  {line(f)}" for f in plain]
-    for i, oneof in enumerate(m.oneof_decl):
-        members = [f for f in m.field if f.HasField("oneof_index") and f.oneof_index == i and not f.proto3_optional]
-        if members:
-            body += ["", f"  oneof {oneof.name} {{", *(f"    {line(f)}" for f in members), "  }"]
-    nested = [x for n in m.nested_type for x in _message_lines(n, syntax)] + \
-        [x for e in m.enum_type for x in _enum_lines(e)]
-    if nested:
-        body += ["", *(f"  {x}" for x in nested)]
-    return [f"message {m.name} {{", *body, "}"]
-
-
-def _enum_lines(e: Any) -> list[str]:
-    return [f"enum {e.name} {{", *(f"  {v.name} = {v.number};" for v in e.value), "}"]
 
 
 class _Handler(BaseHTTPRequestHandler):

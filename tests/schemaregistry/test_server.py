@@ -25,6 +25,31 @@ PROMOTED = {**V1, "fields": [{"name": "a", "type": "long"}]}  # int -> long: a p
 EMPTY = {**V1, "fields": []}  # every field removed
 
 
+def obj(properties: dict[str, Any], closed: bool = False, **more: Any) -> dict[str, Any]:
+    """A JSON Schema object; ``closed``: no property but those named (``additionalProperties: false``)."""
+    return {"type": "object", "properties": properties, **({"additionalProperties": False} if closed else {}), **more}
+
+
+INT, NUM, STR = {"type": "integer"}, {"type": "number"}, {"type": "string"}
+ITEM_REF = {"i": {"$ref": "#/definitions/it"}}
+JSON_EVOLUTIONS = {  # old -> new, and whether a registry at BACKWARD accepts it (as Karapace 3.15 decides)
+    "property added to an open model": (obj({"a": INT}), obj({"a": INT, "b": STR}), False),
+    "property added to a closed model": (obj({"a": INT}, True), obj({"a": INT, "b": STR}, True), True),
+    "property removed from an open model": (obj({"a": INT, "b": STR}), obj({"a": INT}), True),
+    "property removed from a closed model": (obj({"a": INT, "b": STR}, True), obj({"a": INT}, True), False),
+    "closed model opened": (obj({"a": INT}, True), obj({"a": INT}), True),
+    "open model closed": (obj({"a": INT}), obj({"a": INT}, True), False),
+    "integer widened to number": (obj({"a": INT}), obj({"a": NUM}), True),
+    "number narrowed to integer": (obj({"a": NUM}), obj({"a": INT}), False),
+    "integer to string": (obj({"a": INT}), obj({"a": STR}), False),
+    "property added to a nested open model": (obj({"o": obj({"x": INT})}, True), obj({"o": obj({"x": INT, "y": STR})}, True),
+                                              False),
+    "required property added": (obj({"a": INT}, True), obj({"a": INT, "b": STR}, True, required=["b"]), False),
+    "property added through a $ref": (obj(ITEM_REF, True, definitions={"it": obj({"x": INT})}),
+                                      obj(ITEM_REF, True, definitions={"it": obj({"x": INT, "y": STR})}), False),
+}
+
+
 def avro(schema: dict[str, Any]) -> Schema:
     return Schema(json.dumps(schema), "AVRO")
 
@@ -107,6 +132,17 @@ def test_forward_and_full_levels(schema_registry: RegistrySettings) -> None:
     client.register_schema(forward, avro(BREAKING))  # v1 reads it, ignoring c
     assert refused(client.register_schema, full, avro(BREAKING)) == (409, 409)  # but it cannot read v1
     client.register_schema(full, avro(V2))  # both ways: b has a default
+
+
+@pytest.mark.parametrize("change", JSON_EVOLUTIONS)
+def test_json_schema_evolutions_at_the_default_level(schema_registry: RegistrySettings, change: str) -> None:
+    old, new, accepted = JSON_EVOLUTIONS[change]
+    client, subject = schema_registry.client(), f"compat-{uuid.uuid4().hex[:8]}-value"
+    client.register_schema(subject, Schema(json.dumps(old), "JSON"))
+    if accepted:
+        client.register_schema(subject, Schema(json.dumps(new), "JSON"))
+    else:
+        assert refused(client.register_schema, subject, Schema(json.dumps(new), "JSON")) == (409, 409)
 
 
 def test_a_subject_level_overrides_the_global_one() -> None:
