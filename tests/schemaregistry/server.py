@@ -165,6 +165,7 @@ class Registry:
 
     def _avro(self, schema: dict[str, Any], names: Any = None) -> Any:
         """The parsed Avro schema, its references' named types first (from the subject versions they name)."""
+        from avro.errors import SchemaParseException
         from avro.name import Names
         from avro.schema import make_avsc_object
 
@@ -172,7 +173,10 @@ class Registry:
         for ref in schema["references"]:
             versions = self._versions(ref["subject"])
             self._avro(self.schemas[versions[int(ref["version"]) - 1]], names)
-        return make_avsc_object(json.loads(schema["schema"]), names)
+        try:
+            return make_avsc_object(json.loads(schema["schema"]), names)
+        except SchemaParseException as e:
+            raise RegistryError(422, 42201, f"Invalid AVRO schema: {e}") from None
 
 
 def _normal(body: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from google.protobuf import descriptor_pb2
 
@@ -111,6 +111,21 @@ def test_an_incompatible_avro_schema_is_refused_at_the_default_level(schema_regi
     assert refused(client.register_schema, subject, avro(back)) == (409, 409)  # checked against the latest
     client.register_schema(subject, avro(EMPTY))  # a reader without fields reads anything
     assert client.get_versions(subject) == [1, 2, 3]
+
+
+def test_an_avro_schema_with_references_is_checked_with_them(client: SchemaRegistryClient) -> None:
+    """On the peer only: Karapace 3.15 refuses Avro references (44302), Confluent's registry takes them."""
+    tag = uuid.uuid4().hex[:8]
+    item = {"type": "record", "name": "Item", "namespace": f"shop{tag}", "fields": [{"name": "sku", "type": "string"}]}
+    sale = {"type": "record", "name": "Sale", "namespace": f"shop{tag}", "fields": [{"name": "item", "type": "Item"}]}
+    client.register_schema(f"item-{tag}", avro(item))
+    refs = [SchemaReference(f"shop{tag}.Item", f"item-{tag}", 1)]
+    client.register_schema(f"sale-{tag}-value", Schema(json.dumps(sale), "AVRO", refs))
+    more = [*sale["fields"], {"name": "n", "type": "int"}]
+    assert refused(client.register_schema, f"sale-{tag}-value", Schema(json.dumps({**sale, "fields": more}), "AVRO",
+                                                                           refs)) == (409, 409)
+    more[1]["default"] = 0
+    client.register_schema(f"sale-{tag}-value", Schema(json.dumps({**sale, "fields": more}), "AVRO", refs))
 
 
 def test_a_subject_at_none_accepts_any_avro_schema(schema_registry: RegistrySettings) -> None:
