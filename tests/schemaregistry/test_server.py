@@ -126,6 +126,8 @@ def test_an_avro_schema_with_references_is_checked_with_them(client: SchemaRegis
                                                                            refs)) == (409, 409)
     more[1]["default"] = 0
     client.register_schema(f"sale-{tag}-value", Schema(json.dumps({**sale, "fields": more}), "AVRO", refs))
+    unknown = {**sale, "fields": [{"name": "item", "type": "Nope"}]}
+    assert refused(client.register_schema, f"sale-{tag}-value", Schema(json.dumps(unknown), "AVRO", refs)) == (422, 42201)
 
 
 def test_a_subject_at_none_accepts_any_avro_schema(schema_registry: RegistrySettings) -> None:
