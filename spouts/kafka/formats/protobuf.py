@@ -10,6 +10,13 @@ columnar reader exists), and the fields read off each message into rows for one 
 Types: scalars as themselves (Spark has no unsigned types: uint32 as int64, uint64 as
 decimal(20,0)), enum → string (its name), message → struct, repeated → list, map → map. A message field or an ``optional`` scalar that is not set is
 null; a plain proto3 scalar that is not set is its default (0, "", false), as Protobuf defines.
+
+The reader schema is the registry's ``serialized`` form (a base64 FileDescriptorProto), always
+fetched by schema id (a configured version is first resolved to its id): Karapace answers
+``/subjects/{s}/versions/{v}?format=serialized`` with the ``.proto`` text and serves the serialized
+form only at ``/schemas/ids/{id}``, where Confluent's registry serves the same bytes as at the
+version. The id is in every version's answer, so one more request at start-up replaces a ``.proto``
+parser (protoc) in the product. A registry that serves no serialized form is refused at start-up.
 """
 
 from __future__ import annotations
@@ -76,13 +83,13 @@ def _message_class(schema: str, message: str | None) -> Any:
 
 
 def _build_class(schema: str, message: str | None) -> Any:
-    from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
+    from confluent_kafka.schema_registry.common.protobuf import _init_pool
     from google.protobuf.descriptor_pool import DescriptorPool
     from google.protobuf.message_factory import GetMessageClass
 
     pool = DescriptorPool()
     _init_pool(pool)  # the well-known types a schema may import
-    fd = _str_to_proto("default", schema)
+    fd = file_descriptor(schema)
     pool.Add(fd)
     file = pool.FindFileByName(fd.name)
     if message is None:
@@ -95,6 +102,27 @@ def _build_class(schema: str, message: str | None) -> Any:
         except KeyError:
             raise ValueError(f"protobuf: the schema has no message {message!r}") from None
     return GetMessageClass(desc)
+
+
+def file_descriptor(schema: str) -> Any:
+    """The FileDescriptorProto of a schema in the registry's serialized form (base64), named ``default``.
+
+    ValueError when it is not one (a registry answering with the ``.proto`` text instead)."""
+    import base64
+    import binascii
+
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+
+    fd = descriptor_pb2.FileDescriptorProto()
+    try:
+        fd.ParseFromString(base64.b64decode(schema, validate=True))
+    except (binascii.Error, ValueError, DecodeError):
+        raise ValueError("protobuf: the schema registry did not serve the reader schema as a serialized "
+                         "FileDescriptorProto (GET /schemas/ids/{id}?format=serialized answers it in base64 "
+                         f"on Confluent's registry and Karapace); it served {schema[:60]!r}") from None
+    fd.name = "default"
+    return fd
 
 
 def _payload_start(value: bytes) -> int:

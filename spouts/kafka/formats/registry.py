@@ -77,6 +77,9 @@ def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | Non
                   schema_type: str, fmt: str | None = None) -> Any:
     """The schema records are read as (a registry ``Schema``): by id, by version, else the subject's latest.
 
+    A schema in another ``fmt`` than the registry's default text (Protobuf's ``serialized``) is always
+    fetched by id, a version first resolved to its id: Confluent's registry serves that form at both
+    endpoints, Karapace only at ``/schemas/ids/{id}`` (its subject versions answer the text form).
     ValueError when the registry has no such schema or it is of another type; connection errors raise as they are.
     """
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -86,12 +89,17 @@ def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | Non
     what = f"schema id {schema_id}" if schema_id is not None else \
         f"version {version} of subject {subject!r}" if version is not None else f"schema under subject {subject!r}"
     try:
+        if schema_id is None and fmt is not None:
+            registered = client.get_version(subject, version) if version is not None else \
+                client.get_latest_version(subject)
+            schema_id = registered.schema_id
+            client = SchemaRegistryClient(settings.client_config())  # nothing cached: the id's own answer in ``fmt``
         if schema_id is not None:
             schema = client.get_schema(schema_id, fmt=fmt)
         elif version is not None:
-            schema = client.get_version(subject, version, fmt=fmt).schema
+            schema = client.get_version(subject, version).schema
         else:
-            schema = client.get_latest_version(subject, fmt=fmt).schema
+            schema = client.get_latest_version(subject).schema
     except SchemaRegistryError as e:
         if e.http_status_code == 404:
             raise ValueError(f"the schema registry has no {what}: {e.error_message}") from None

@@ -1,5 +1,6 @@
 """Protobuf through the Schema Registry: records of an evolved writer message read as the start-up
-message (matched by field number), presence kept as null, bad records reported with their reason."""
+message (matched by field number), presence kept as null, bad records reported with their reason;
+the reader schema read from a registry whose subject versions answer the ``.proto`` text (Karapace)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from spouts.bad_records import Stage
 from spouts.kafka.arrow import SCHEMA
 from spouts.kafka.formats import BatchDecoder, RecordFormat, RegistrySettings, decoded_schema, resolve
+from spouts.kafka.formats.protobuf import ProtobufDecoder
 from tests.kafka.formats.helpers import Collected, raw_batch
+from tests.schemaregistry.server import SchemaRegistryServer
 
 F = descriptor_pb2.FieldDescriptorProto
 
@@ -118,3 +121,24 @@ def test_unsigned_and_every_scalar_type_fit_spark(schema_registry: RegistrySetti
     from_arrow_type(d.schema.field("value").type)  # Spark holds it
     [row] = d.decode(raw_batch([written]), None).column("value").to_pylist()
     assert (row["f4"], row["f11"], row["f3"]) == (2**64 - 1, 2**32 - 1, -5)
+
+
+def test_protobuf_reader_schema_from_a_registry_answering_versions_in_text() -> None:
+    with SchemaRegistryServer(protobuf_versions_as_text=True) as server:
+        registry = RegistrySettings(server.url)
+        topic = f"pb-{uuid.uuid4().hex[:8]}"
+        written = serializer(registry, sale_class(1), topic)(store="a", amount=3, tags=["t"])
+        serializer(registry, sale_class(2), topic)(store="b")
+        assert registry.client().get_version(f"{topic}-value", 1, fmt="serialized").schema.schema_str.startswith(
+            'syntax = "proto3";')  # what the decoder cannot parse: it asks for the schema by id
+        for fmt in ({}, {"version": 1}):
+            d = decoder(registry, topic, **fmt)
+            [row] = d.decode(raw_batch([written]), None).column("value").to_pylist()
+            assert (row["store"], row["amount"], row["tags"]) == ("a", 3, ["t"])
+            assert ("note" in row) == (fmt == {})  # latest: v2; version 1: v1
+
+
+def test_a_registry_serving_no_serialized_protobuf_schema_is_refused_at_start_up() -> None:
+    text = 'syntax = "proto3";\npackage shop;\n\nmessage Sale {\n  string store = 1;\n}\n'
+    with pytest.raises(ValueError, match="did not serve the reader schema as a serialized FileDescriptorProto"):
+        ProtobufDecoder(RegistrySettings("http://127.0.0.1:9"), "s-value", text, None).arrow_type  # noqa: B018
