@@ -71,20 +71,50 @@ def _container(manifests: list[Manifest]) -> dict[str, Any]:
     return one(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]
 
 
+def _container_env(container: dict[str, Any]) -> dict[str, str]:
+    """The environment Kubernetes gives ``container``: literal values, the pod's name for the
+    ``metadata.name`` field, a stand-in for each Secret key; nothing the manifest does not declare."""
+    env = {}
+    for e in container.get("env", []):
+        source = e.get("valueFrom", {})
+        if "secretKeyRef" in source:
+            env[e["name"]] = f"from-secret-{source['secretKeyRef']['key']}"
+        elif source.get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[e["name"]] = "demo-pod-0"
+        elif "value" in e:
+            env[e["name"]] = str(e["value"])
+    return env
+
+
+def _validate_as(command: list[str], config_text: str, container: dict[str, Any],
+                 tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m app <command> --config`` on ``config_text`` with only the container's declared environment."""
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TRIDENT_") and k != "POD_NAME"}
+    return subprocess.run([sys.executable, "-m", "app", *command, "--config", str(config)], cwd=ROOT,
+                          env={**base, **_container_env(container)}, capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendered_config_passes_app_validate(scenario: str, tmp_path: Path) -> None:
-    """``python -m app validate`` accepts the ConfigMap's config with the environment the pod gets from its Secret."""
+    """``python -m app validate`` accepts the ConfigMap's config with the environment the pod declares (its Secret, its name)."""
     manifests = render(scenario_values(scenario))
-    config = tmp_path / "config.yaml"
-    config.write_text(one(manifests, "ConfigMap", "trident-stream")["data"]["config.yaml"])
-    secret_env = {e["name"]: f"from-secret-{e['valueFrom']['secretKeyRef']['key']}"
-                  for e in _container(manifests).get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIDENT_")}
-    result = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(config)], cwd=ROOT,
-                            env={**env, **secret_env, "POD_NAME": "demo-0"}, capture_output=True, text=True,
-                            timeout=120)
+    result = _validate_as(["validate"], one(manifests, "ConfigMap", "trident-stream")["data"]["config.yaml"],
+                          _container(manifests), tmp_path)
     assert result.returncode == 0, result.stderr
     assert "from-secret" not in result.stdout  # secrets are masked in the printed plan
+
+
+def test_topic_job_config_validates_with_the_jobs_own_environment(tmp_path: Path) -> None:
+    """Spark on Kubernetes with the topic hook: the hook ConfigMap's config (which names the driver pod
+    through ``${POD_NAME}``) passes ``app validate`` with the environment the Job's container declares."""
+    manifests = render(scenario_values("spark-k8s") | scenario_values("topics-job"))
+    job_container = one(manifests, "Job")["spec"]["template"]["spec"]["containers"][0]
+    config_text = one(manifests, "ConfigMap", "-topics")["data"]["config.yaml"]
+    assert "${POD_NAME}" in config_text  # the case that needs the variable
+    result = _validate_as(["validate"], config_text, job_container, tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 # -- what each scenario must contain ------------------------------------------------------------------
@@ -163,6 +193,8 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     assert spark["master"].startswith("k8s://https://")
     driver = one(manifests, "Service", "-driver")
     assert driver["spec"]["clusterIP"] == "None"
+    # Executors resolve the driver before the pod is Ready (its first step may need them).
+    assert driver["spec"]["publishNotReadyAddresses"] is True
     assert conf["spark.driver.host"] == f"{driver['metadata']['name']}.{NAMESPACE}.svc"
     assert {p["port"] for p in driver["spec"]["ports"]} == {int(conf["spark.driver.port"]),
                                                             int(conf["spark.blockManager.port"])}
@@ -204,7 +236,8 @@ def test_topic_job_is_a_hook_that_runs_topics_apply() -> None:
     assert pod["restartPolicy"] == "Never"
     assert {"name": "config", "configMap": {"name": hook_cm["metadata"]["name"]}} in pod["volumes"]
     assert hook_cm["data"] == one(manifests, "ConfigMap", "demo-trident-stream")["data"]
-    assert {e["name"] for e in container["env"]} == {"TRIDENT_KAFKA_SASL_PASSWORD", "TRIDENT_CASSANDRA_PASSWORD"}
+    assert {e["name"] for e in container["env"]} == {"POD_NAME", "TRIDENT_KAFKA_SASL_PASSWORD",
+                                                     "TRIDENT_CASSANDRA_PASSWORD"}
     assert not any(m.kind == "Job" for m in render({}))
 
 
