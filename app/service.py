@@ -260,7 +260,9 @@ class Service:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         window = self.config.service.ready_window_s
         pipelines = {r.id: r.status(window) for r in self.runners}
-        ready = bool(pipelines) and not self.stop.is_set() and all(p["ready"] for p in pipelines.values())
+        standby_ok = self.config.service.standby_ready  # a standby is ready to take over
+        ready = bool(pipelines) and not self.stop.is_set() and all(
+            p["ready"] or (standby_ok and p["state"] == "standby") for p in pipelines.values())
         failed = sorted(i for i, p in pipelines.items() if p["state"] == "failed")
         return ready, {"stopping": self.stop.is_set(), "failed": failed, "pipelines": pipelines}
 

@@ -52,6 +52,7 @@ class ServiceSettings:
     shutdown_grace_s: float  # after SIGTERM, how long the current txid may take before it is abandoned
     log_level: str
     on_pipeline_failure: str = "isolate"  # "isolate" (the others go on) or "exit" (stop the process)
+    standby_ready: bool = False  # /readyz counts a standby pipeline as ready (rolling updates of standbys)
 
 
 @dataclass(frozen=True, slots=True)

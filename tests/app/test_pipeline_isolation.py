@@ -53,7 +53,7 @@ class RunningService:
     """A :class:`Service` of pipelines ``a`` and ``b`` (topics of the same names) run in a thread."""
 
     def __init__(self, cluster: MockKafkaCluster, tmp_path: Path, errors: dict[str, list[BaseException]],
-                 policy: str | None = None) -> None:
+                 policy: str | None = None, **service: Any) -> None:
         pipelines = [{"id": p, "spout": {"topics": [p], "first_poll": "earliest"},
                       "transforms": [{"map": ["CAST(value AS STRING) AS word"]}],
                       "group_by": ["word"], "aggregates": [{"count": {"as": "n"}}],
@@ -64,6 +64,7 @@ class RunningService:
                                "pipelines": pipelines}
         if policy is not None:
             doc["service"]["on_pipeline_failure"] = policy
+        doc["service"].update(service)
         self.metrics = Metrics(CollectorRegistry())
         executors = [ScriptedExecutor(list(errors.get(p, []))) for p in ("a", "b")]
         self.service = Service(loads(yaml.safe_dump(doc)), metrics=self.metrics,
@@ -159,3 +160,17 @@ def test_the_policy_defaults_to_isolate_and_refuses_unknown_values() -> None:
     assert loads(base + "service: {on_pipeline_failure: EXIT}\n").service.on_pipeline_failure == "exit"
     with pytest.raises(Exception, match="on_pipeline_failure"):
         loads(base + "service: {on_pipeline_failure: restart}\n")
+
+
+@pytest.mark.parametrize("standby_ready", [True, False])
+def test_a_standby_is_ready_only_when_standby_ready_says_so(cluster: MockKafkaCluster, tmp_path: Path,
+                                                            standby_ready: bool) -> None:
+    """A second process on the same state waits as standby for both pipelines; with
+    ``service.standby_ready`` its /readyz is 200 (a rolling update may go on), else 503."""
+    with RunningService(cluster, tmp_path, {}) as active:
+        wait_for(lambda: active.state("a") == "active" and active.state("b") == "active")
+        with RunningService(cluster, tmp_path, {}, standby_ready=standby_ready) as standby:
+            wait_for(lambda: standby.state("a") == "standby" and standby.state("b") == "standby")
+            ready, body = standby.service.readiness()
+            assert ready is standby_ready and body["failed"] == []
+            assert active.service.readiness()[0]

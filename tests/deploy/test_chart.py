@@ -123,8 +123,8 @@ def test_topic_job_config_validates_with_the_jobs_own_environment(tmp_path: Path
 def test_defaults_run_one_hardened_coordinator() -> None:
     """Defaults: one pod, Recreate, probes on /healthz and /readyz, non-root with a read-only root and no capabilities."""
     manifests = render({})
-    assert sorted(m.kind for m in manifests) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
-                                                 "ServiceAccount"]
+    assert sorted(m.kind for m in manifests) == ["ConfigMap", "Deployment", "PersistentVolumeClaim",
+                                                 "PodDisruptionBudget", "Service", "ServiceAccount"]
     deployment = one(manifests, "Deployment")
     spec = deployment["spec"]
     assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
@@ -147,6 +147,69 @@ def test_defaults_run_one_hardened_coordinator() -> None:
     assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
     assert one(manifests, "PodDisruptionBudget")["spec"]["selector"] == spec["selector"]
+    # SQLite state on the chart's claim: it outlives the pod and upgrades
+    claim = one(manifests, "PersistentVolumeClaim")
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}} in pod["volumes"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"] and claim["spec"]["resources"]["requests"] == {
+        "storage": "1Gi"}
+    assert "storageClassName" not in claim["spec"]  # the cluster's default class
+    assert "topologySpreadConstraints" not in pod and "standby_ready" not in _config(manifests)["service"]
+
+
+def test_persistence_the_bitnami_way() -> None:
+    """An existing claim is used as is (none created); storageClass "-" asks for no class; disabled: an emptyDir."""
+    existing = render({"persistence": {"existingClaim": "words-data"}})
+    assert not any(m.kind == "PersistentVolumeClaim" for m in existing)
+    volumes = one(existing, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "words-data"}} in volumes
+    claim = one(render({"persistence": {"storageClass": "-", "size": "20Gi", "accessModes": ["ReadWriteOncePod"],
+                                        "annotations": {"helm.sh/resource-policy": "keep"}}}),
+                "PersistentVolumeClaim")
+    assert claim["spec"]["storageClassName"] == "" and claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOncePod"]
+    assert claim["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert one(render({"persistence": {"storageClass": "fast"}}), "PersistentVolumeClaim")["spec"][
+        "storageClassName"] == "fast"
+    off = render({"persistence": {"enabled": False}})
+    assert {"name": "data", "emptyDir": {}} in one(off, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert not any(m.kind == "PersistentVolumeClaim" for m in off)
+
+
+def test_standby_replicas_roll_one_pod_at_a_time_and_keep_one() -> None:
+    """replicaCount 3 on Cassandra: a rolling update that starts a new pod (a standby, Ready by
+    service.standby_ready) before it stops an old one, a budget that keeps one pod, spread over nodes and zones."""
+    manifests = render(scenario_values("standby"))
+    spec = one(manifests, "Deployment")["spec"]
+    assert spec["replicas"] == 3
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert one(manifests, "PodDisruptionBudget")["spec"] == {"minAvailable": 1, "selector": spec["selector"]}
+    spread = spec["template"]["spec"]["topologySpreadConstraints"]
+    assert [c["topologyKey"] for c in spread] == ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]
+    assert all(c["labelSelector"] == spec["selector"] and c["maxSkew"] == 1 and
+               c["matchLabelKeys"] == ["pod-template-hash"] for c in spread)
+    assert _config(manifests)["service"]["standby_ready"] is True
+    assert not any(m.kind == "PersistentVolumeClaim" for m in manifests)
+    assert {"name": "data", "emptyDir": {}} in spec["template"]["spec"]["volumes"]
+    own = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "demo"}}}]
+    pod = one(render(scenario_values("standby") | {"topologySpreadConstraints": own}), "Deployment")["spec"]["template"]
+    assert pod["spec"]["topologySpreadConstraints"] == own
+
+
+@pytest.mark.parametrize(("values", "complaint"), [
+    ({"replicaCount": 2}, "pipeline word-count keeps its state in SQLite"),
+    ({"persistence": {"enabled": True}}, "replicaCount 3 with persistence.enabled"),
+    ({"terminationGracePeriodSeconds": 30}, "terminationGracePeriodSeconds 30 must exceed "
+                                            "config.service.shutdown_grace_s 30"),
+    ({"terminationGracePeriodSeconds": 100, "config": {"service": {"shutdown_grace_s": 120}}},
+     "terminationGracePeriodSeconds 100 must exceed config.service.shutdown_grace_s 120"),
+])
+def test_values_that_cannot_work_are_refused_with_the_fix(values: dict[str, Any], complaint: str) -> None:
+    """Standby replicas with SQLite state or a data volume, and a kill before the shutdown grace ends, fail the
+    render with a message naming the values to change."""
+    base = scenario_values("standby") if "persistence" in values else {}
+    with pytest.raises(helm.HelmRenderError, match=complaint):
+        render(base | values)  # helm install / upgrade / template (helm lint only logs a template's fail)
 
 
 def test_sasl_tls_credentials_come_from_the_existing_secret() -> None:
@@ -249,7 +312,7 @@ def test_long_release_names_stay_within_63_characters() -> None:
                                 name="a" * 53, namespace=NAMESPACE, is_install=True)
     objects = [(d["kind"], d["metadata"]["name"]) for t, text in rendered.items() if not t.endswith("NOTES.txt")
                for d in yaml.safe_load_all(text) if d]
-    assert len(objects) == 11 and all(len(name) <= 63 for _, name in objects)
+    assert len(objects) == 12 and all(len(name) <= 63 for _, name in objects)  # the data claim included
     assert len(set(objects)) == len(objects)  # truncation made no two objects of a kind collide
 
 
@@ -274,7 +337,9 @@ def test_schema_accepts_every_scenario(scenario: str) -> None:
 
 @pytest.mark.parametrize(("values", "complaint"), [
     ({"replicaCount": "one"}, "/replicaCount"),
-    ({"replicaCount": 2}, "/replicaCount"),
+    ({"replicaCount": -1}, "/replicaCount"),
+    ({"persistence": {"size": "3 GB"}}, "/persistence/size"),
+    ({"persistence": {"accessModes": ["ReadWriteSometimes"]}}, "/persistence/accessModes"),
     ({"metrics": {"port": "9400"}}, "/metrics/port"),
     ({"metrics": {"serviceMonitor": {"enabled": "yes"}}}, "/metrics/serviceMonitor/enabled"),
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
