@@ -43,6 +43,7 @@ from app.failures import BAD_INPUT, FAILED, describe, fatal_cause
 from app.health import Health, assess
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
+from app.pod_resources import sized_spark
 from app.progress import read_progress
 from app.topology import Topology
 from states.protocols import LeaseInfo
@@ -286,8 +287,11 @@ class Service:
         s = self.config.spark
         from app.spark.session import spark_session
 
-        log.info("starting Spark (master %s)", s.master)
-        self.spark = spark_session(master=s.master, app_name=s.app_name, conf=dict(s.conf))
+        master, conf, sized = sized_spark(s.master, {k: str(v) for k, v in s.conf})
+        for change in sized:
+            log.info("sized to the container: %s", change)
+        log.info("starting Spark (master %s)", master)
+        self.spark = spark_session(master=master, app_name=s.app_name, conf=conf)
 
     def _start_http(self) -> None:
         h = self.config.http

@@ -339,6 +339,14 @@ def test_schema_accepts_every_scenario(scenario: str) -> None:
     ({"replicaCount": "one"}, "/replicaCount"),
     ({"replicaCount": -1}, "/replicaCount"),
     ({"persistence": {"size": "3 GB"}}, "/persistence/size"),
+    ({"resources": {"limits": {"memory": "3 GB"}}}, "/resources/limits/memory"),
+    ({"resources": {"requests": {"cpu": "two"}}}, "/resources/requests/cpu"),
+    ({"volumes": {"tmpSizeLimit": "big"}}, "/volumes/tmpSizeLimit"),
+    ({"volumes": {"sparkLocalSizeLimit": "10 Gi"}}, "/volumes/sparkLocalSizeLimit"),
+    ({"topics": {"job": {"resources": {"limits": {"memory": "1gb"}}}}}, "/topics/job/resources/limits/memory"),
+    ({"spark": {"kubernetes": {"executor": {"resources": {"limits": {"memory": "4 Gi"}}}}}},
+     "/spark/kubernetes/executor/resources/limits/memory"),
+    ({"spark": {"kubernetes": {"executor": {"memory": "3 GB"}}}}, "/spark/kubernetes/executor/memory"),
     ({"persistence": {"accessModes": ["ReadWriteSometimes"]}}, "/persistence/accessModes"),
     ({"metrics": {"port": "9400"}}, "/metrics/port"),
     ({"metrics": {"serviceMonitor": {"enabled": "yes"}}}, "/metrics/serviceMonitor/enabled"),
@@ -356,6 +364,16 @@ def test_schema_rejects_wrong_types_and_unknown_keys(values: dict[str, Any], com
     with pytest.raises(helm.HelmValuesError):
         render(values)
     assert lint(values)["errors"]
+
+
+def test_schema_accepts_kubernetes_quantities() -> None:
+    """Millicores, plain and fractional numbers, binary and decimal suffixes pass the quantity patterns."""
+    values = {"resources": {"requests": {"cpu": "500m", "memory": "1.5Gi", "ephemeral-storage": "2G"},
+                            "limits": {"cpu": 2, "memory": "3072Mi"}},
+              "volumes": {"tmpSizeLimit": "512Mi", "sparkLocalSizeLimit": 10737418240},
+              "persistence": {"size": "20Gi"}}
+    validate_schema(values)
+    assert _container(render(values))["resources"]["limits"] == {"cpu": 2, "memory": "3072Mi"}
 
 
 # -- documentation ------------------------------------------------------------------------------------
