@@ -245,8 +245,15 @@ def test_monitoring_objects_match_the_service_and_the_files() -> None:
     dashboard = one(manifests, "ConfigMap", "-dashboard")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Streaming"}
-    assert json.loads(dashboard["data"]["trident-stream.json"]) == json.loads(
+    shipped = json.loads(dashboard["data"]["trident-stream.json"])
+    assert shipped | {"uid": "trident-stream", "title": "trident-stream"} == json.loads(
         (CHART / "dashboards" / "trident-stream.json").read_text())
+    assert shipped["title"] == f"trident-stream {NAMESPACE}/demo" and len(shipped["uid"]) <= 40
+    with helm.Chart.load(CHART) as chart:  # another release: another uid (Grafana keys dashboards by uid)
+        other = chart.render(values=scenario_values("monitoring"), name="words", namespace=NAMESPACE, is_install=True)
+    other_cm = next(d for t, text in other.items() if t.endswith("dashboard-configmap.yaml")
+                    for d in yaml.safe_load_all(text) if d)
+    assert json.loads(other_cm["data"]["trident-stream.json"])["uid"] not in {shipped["uid"], "trident-stream"}
 
 
 def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
