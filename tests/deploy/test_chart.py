@@ -156,6 +156,48 @@ def test_defaults_run_one_hardened_coordinator() -> None:
     assert "topologySpreadConstraints" not in pod and "standby_ready" not in _config(manifests)["service"]
 
 
+def test_labels_name_the_component_and_the_system() -> None:
+    """Every object is part-of trident-stream; the service, the topic Job and the executor pods each name
+    their component (on pods too, never in a selector, which is immutable)."""
+    values = scenario_values("spark-k8s") | scenario_values("topics-job")
+    manifests = render(values)
+    assert all(m.doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "trident-stream" for m in manifests)
+    deployment = one(manifests, "Deployment")
+    assert deployment["metadata"]["labels"]["app.kubernetes.io/component"] == "coordinator"
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "coordinator"
+    assert "app.kubernetes.io/component" not in deployment["spec"]["selector"]["matchLabels"]
+    job = one(manifests, "Job")
+    assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "topic-setup"
+    executor = yaml.safe_load(one(manifests, "ConfigMap", "-executor")["data"]["executor-pod.yaml"])
+    assert executor["metadata"]["labels"]["app.kubernetes.io/component"] == "spark-executor"
+
+
+def test_startup_probe_holds_liveness_off_until_healthz_answers() -> None:
+    c = _container(render({}))
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] == 120
+
+
+def test_network_policy_admits_metrics_and_this_releases_executors() -> None:
+    """Off by default; on, it selects the service pods, admits the metrics port from metricsFrom and the
+    driver ports only from this release's executor pods (the labels of the executor pod template)."""
+    assert not any(m.kind == "NetworkPolicy" for m in render({}))
+    manifests = render(scenario_values("network-policy"))
+    policy = one(manifests, "NetworkPolicy")["spec"]
+    assert policy["podSelector"] == one(manifests, "Deployment")["spec"]["selector"]
+    assert policy["policyTypes"] == ["Ingress"]
+    metrics, driver = policy["ingress"]
+    assert metrics["ports"] == [{"port": "http-metrics", "protocol": "TCP"}]
+    assert metrics["from"] == scenario_values("network-policy")["networkPolicy"]["metricsFrom"]
+    executor = yaml.safe_load(one(manifests, "ConfigMap", "-executor")["data"]["executor-pod.yaml"])
+    selector = driver["from"][0]["podSelector"]["matchLabels"]
+    assert selector.items() <= executor["metadata"]["labels"].items()
+    assert {p["port"] for p in driver["ports"]} == {"spark-driver", "spark-blockmgr"}
+    # local Spark, no metricsFrom: the metrics port from anywhere, nothing else
+    assert one(render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")["spec"]["ingress"] == [
+        {"ports": [{"port": "http-metrics", "protocol": "TCP"}]}]
+
+
 def test_persistence_the_bitnami_way() -> None:
     """An existing claim is used as is (none created); storageClass "-" asks for no class; disabled: an emptyDir."""
     existing = render({"persistence": {"existingClaim": "words-data"}})
@@ -276,6 +318,8 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     role = one(manifests, "Role")
     pod_rules = [r for r in role["rules"] if "pods" in r["resources"]]
     assert pod_rules and {"create", "delete", "watch", "list"} <= set(pod_rules[0]["verbs"])
+    # client mode: executor pods and their ConfigMap; no Services, no PersistentVolumeClaims
+    assert sorted(res for r in role["rules"] for res in r["resources"]) == ["configmaps", "pods"]
     binding = one(manifests, "RoleBinding")
     account = one(manifests, "ServiceAccount")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -290,6 +334,10 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     assert command.startswith("/usr/bin/tini -- ") and "KubernetesExecutorBackend" in command
     assert executor["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
     assert executor["containers"][0]["resources"]["limits"] == {"memory": "4Gi"}
+    # the executor's local dir (shuffle, spill) is a bounded template volume Spark picks up by its name
+    assert {"name": "spark-local-dir-1", "emptyDir": {"sizeLimit": "10Gi"}} in executor["volumes"]
+    assert {"name": "spark-local-dir-1", "mountPath": "/var/lib/trident/spark"} in \
+        executor["containers"][0]["volumeMounts"]
 
 
 def test_topic_job_is_a_hook_that_runs_topics_apply() -> None:

@@ -43,6 +43,7 @@ that the whole stays within 63 characters.
 helm.sh/chart: {{ include "trident-stream.chart" . }}
 {{ include "trident-stream.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: trident-stream
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
