@@ -39,6 +39,11 @@ BAD_INPUT = 2  # configuration that only shows at run time, or a start-up error 
 #: Never retried: a replay would only repeat them (the layers' own lists).
 FATAL: tuple[type[BaseException], ...] = spout_errors.FATAL + state_errors.FATAL
 
+#: Why a pipeline stopped for good, few enough to be a metric label (``trident_pipeline_failures_total``):
+#: ``unexpected`` is an error outside the policy (a bug, or a start-up step of the pipeline).
+CAUSES = ("lease_lost", "data_loss", "stale_batch", "bad_record", "configuration", "authentication",
+          "kafka_fatal", "deterministic_error", "outage_limit", "unexpected")
+
 #: Spark SQL error classes that a replay of the same records raises again (ANSI mode, bad casts,
 #: arithmetic): the same input gives the same error on every attempt.
 DETERMINISTIC_SPARK_ERRORS = frozenset({
@@ -89,6 +94,7 @@ class Decision:
     reason: str  # one line that names the object at fault
     retry_in_s: float = 0.0
     exit_code: int = FAILED
+    cause: str = "transient"  # a permanent decision's class, one of CAUSES (the failure counter's label)
 
     @property
     def permanent(self) -> bool:
@@ -111,32 +117,47 @@ class FailurePolicy:
             # then stops (policy fail) or reads what is left (skip).
             return Decision(FailureClass.TRANSIENT, why, retry_in_s=0.0)
         if isinstance(e, FATAL):
-            return Decision(FailureClass.PERMANENT, why, exit_code=FAILED)
+            return Decision(FailureClass.PERMANENT, why, exit_code=FAILED, cause=fatal_cause(e))
         if isinstance(e, BadRecordError):  # error policy fail: the message names the record and its error
-            return Decision(FailureClass.PERMANENT, f"{e} (errors: fail)", exit_code=FAILED)
+            return Decision(FailureClass.PERMANENT, f"{e} (errors: fail)", exit_code=FAILED, cause="bad_record")
         if isinstance(e, SchemaMismatchError | state_errors.InvalidIdentifierError):
-            return Decision(FailureClass.PERMANENT, f"state table: {why}", exit_code=BAD_INPUT)
+            return Decision(FailureClass.PERMANENT, f"state table: {why}", exit_code=BAD_INPUT, cause="configuration")
         in_task = _STATE_CONFIG_TEXT.search(str(e))
         if in_task is not None:
             return Decision(FailureClass.PERMANENT, f"state table: {in_task.group(1)}: {in_task.group(2).strip()}",
-                            exit_code=BAD_INPUT)
+                            exit_code=BAD_INPUT, cause="configuration")
         kafka = _kafka_error_name(e)
         if kafka == "_FATAL":
-            return Decision(FailureClass.PERMANENT, f"kafka client failed for good: {why}", exit_code=FAILED)
+            return Decision(FailureClass.PERMANENT, f"kafka client failed for good: {why}", exit_code=FAILED,
+                            cause="kafka_fatal")
         if kafka in KAFKA_AUTH_ERRORS or _is_cassandra_auth(e) or _AUTH_TEXT.search(str(e)):
-            return Decision(FailureClass.PERMANENT, f"authentication refused: {why}", exit_code=BAD_INPUT)
+            return Decision(FailureClass.PERMANENT, f"authentication refused: {why}", exit_code=BAD_INPUT,
+                            cause="authentication")
         if kafka in KAFKA_CONFIG_ERRORS or _CONFIG_TEXT.search(str(e)):
-            return Decision(FailureClass.PERMANENT, f"kafka configuration: {why}", exit_code=BAD_INPUT)
+            return Decision(FailureClass.PERMANENT, f"kafka configuration: {why}", exit_code=BAD_INPUT,
+                            cause="configuration")
         spark_class = deterministic_spark_error(e)
         if spark_class is not None and f.same_error_attempts >= self.deterministic_attempts:
             return Decision(FailureClass.PERMANENT,
                             f"txid {f.txid} failed {f.same_error_attempts} attempts alike with {spark_class} "
-                            f"(the transform fails on these records every time): {why}", exit_code=FAILED)
+                            f"(the transform fails on these records every time): {why}", exit_code=FAILED,
+                            cause="deterministic_error")
         if self.outage_limit_s is not None and f.failing_for_s > self.outage_limit_s:
             return Decision(FailureClass.PERMANENT,
                             f"failing for {f.failing_for_s:.0f} s, past the outage limit of {self.outage_limit_s:.0f} s: "
-                            f"{why}", exit_code=FAILED)
+                            f"{why}", exit_code=FAILED, cause="outage_limit")
         return Decision(FailureClass.TRANSIENT, why, retry_in_s=backoff(f.failures_in_a_row, *self.retry_backoff_s))
+
+
+def fatal_cause(e: BaseException) -> str:
+    """The :data:`CAUSES` entry of an error of :data:`FATAL` (``unexpected`` for anything else)."""
+    if isinstance(e, state_errors.LeaseLostError | state_errors.LeaseHeldError):
+        return "lease_lost"
+    if isinstance(e, spout_errors.DataLossError):
+        return "data_loss"
+    if isinstance(e, state_errors.StaleBatchError):
+        return "stale_batch"
+    return "unexpected"
 
 
 def describe(e: BaseException) -> str:

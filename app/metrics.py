@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from app.failures import CAUSES
 from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from states.metrics import STATE_METRICS, StateMetrics
 
@@ -56,6 +57,11 @@ class Metrics:
                                    ["pipeline", "stage", "reason", "action"], registry=r)
         self.lease_epoch = Gauge("trident_lease_epoch", "Epoch of the coordinator lease held.", ["pipeline"],
                                  registry=r)
+        # -- Failures that stop a pipeline (the alerts key on them) ---------------------------------
+        self.pipeline_failures = Counter(
+            "trident_pipeline_failures_total", "Pipelines stopped by a permanent failure, by reason "
+            "(app.failures.CAUSES); every reason's series exists from the pipeline's start at 0.",
+            ["pipeline", "reason"], registry=r)
 
     def precreate(self, pipeline: str, topic: str, partition: str, policy: str) -> None:
         """As :meth:`spouts.metrics.SpoutMetrics.precreate` (spouts are handed the service's metrics too)."""
@@ -65,6 +71,11 @@ class Metrics:
         """One series per state: 1 for ``state``, 0 for the others (all present from the first call)."""
         for s in PIPELINE_STATES:
             self.pipeline_state.labels(pipeline, s).set(1 if s == state else 0)
+
+    def precreate_failures(self, pipeline: str) -> None:
+        """Every reason's failure series at 0, so the first failure is an increase Prometheus sees."""
+        for reason in CAUSES:
+            self.pipeline_failures.labels(pipeline, reason)
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of a sample (0 when absent): for tests and the CLI's summary."""

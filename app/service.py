@@ -17,10 +17,14 @@ Lifecycle of the process:
    (a successor starts at once), Spark stops, and the process exits 0.
 
 A failure the policy calls permanent (:mod:`app.failures`: data loss with policy ``fail``, a lost
-lease, a batch behind the state, configuration that only shows at run time) stops every pipeline
-and exits with the decision's code (1, or 2 for configuration), so the orchestrator restarts the
-pod; a start-up error (e.g. the HTTP port in use) exits 2. Transient failures keep the process
-alive and ``/readyz`` says ``degraded`` (:mod:`app.health`).
+lease, a batch behind the state, configuration that only shows at run time) stops that pipeline:
+its state is ``failed`` (``/readyz`` names it and the reason), ``trident_pipeline_failures_total``
+counts it by reason. What happens next is ``service.on_pipeline_failure``: ``isolate`` (the
+default) lets the other pipelines go on and the process exits once every pipeline has stopped;
+``exit`` stops every pipeline at once, as a process with one pipeline would. Either way the exit
+code is the failed pipelines' highest (1, or 2 for configuration), also after a later signal, so
+the orchestrator restarts the pod; a start-up error (e.g. the HTTP port in use) exits 2. Transient
+failures keep the process alive and ``/readyz`` says ``degraded`` (:mod:`app.health`).
 """
 
 from __future__ import annotations
@@ -35,10 +39,11 @@ from typing import TYPE_CHECKING, Any
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
-from app.failures import BAD_INPUT, FAILED, describe
+from app.failures import BAD_INPUT, FAILED, describe, fatal_cause
 from app.health import Health, assess
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
+from app.pod_resources import sized_spark
 from app.progress import read_progress
 from app.topology import Topology
 from states.protocols import LeaseInfo
@@ -77,14 +82,24 @@ class PipelineRunner:
         self._metrics = metrics
         self._wall_clock = time.time
         metrics.set_pipeline_state(self.id, "standby")  # every state's series exists from the start
+        metrics.precreate_failures(self.id)
         self.loop_done = threading.Event()
         self.thread = threading.Thread(target=self._main, name=f"pipeline-{self.id}", daemon=True)
         self._stop: threading.Event | None = None
         self._on_fatal: Callable[[], None] = lambda: None
 
     def start(self, stop: threading.Event, on_fatal: Callable[[], None]) -> None:
+        """Run the loop until ``stop``; ``on_fatal`` is called (from the loop's thread) if a permanent failure stops it."""
         self._stop, self._on_fatal = stop, on_fatal
         self.thread.start()
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The permanent failure's class (:data:`app.failures.CAUSES`), None while the pipeline has not failed."""
+        if self.error is None:
+            return None
+        stopped = self.coordinator.stopped_by
+        return stopped.cause if stopped is not None else fatal_cause(self.error)
 
     @property
     def role(self) -> str:
@@ -141,6 +156,7 @@ class PipelineRunner:
                       describe(e) if stopped is None else stopped.reason,
                       exc_info=stopped is None and not _is_expected_fatal(e))
             self._metrics.set_pipeline_state(self.id, "failed")
+            self._metrics.pipeline_failures.labels(self.id, self.failure_reason).inc()
             self._on_fatal()
         finally:
             self.loop_done.set()
@@ -225,7 +241,9 @@ class Service:
             if not self.stop.is_set():
                 self._start_pipelines()
                 while not self.stop.wait(0.2):
-                    pass
+                    if self.runners and all(r.loop_done.is_set() for r in self.runners):
+                        log.error("every pipeline has stopped: the process exits")
+                        break
         except StartupError as e:
             log.error("start-up failed: %s", e)
             self._exit_code = BAD_INPUT
@@ -243,8 +261,11 @@ class Service:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         window = self.config.service.ready_window_s
         pipelines = {r.id: r.status(window) for r in self.runners}
-        ready = bool(pipelines) and not self.stop.is_set() and all(p["ready"] for p in pipelines.values())
-        return ready, {"stopping": self.stop.is_set(), "pipelines": pipelines}
+        standby_ok = self.config.service.standby_ready  # a standby is ready to take over
+        ready = bool(pipelines) and not self.stop.is_set() and all(
+            p["ready"] or (standby_ok and p["state"] == "standby") for p in pipelines.values())
+        failed = sorted(i for i, p in pipelines.items() if p["state"] == "failed")
+        return ready, {"stopping": self.stop.is_set(), "failed": failed, "pipelines": pipelines}
 
     # -- steps ----------------------------------------------------------------------------------
 
@@ -266,8 +287,11 @@ class Service:
         s = self.config.spark
         from app.spark.session import spark_session
 
-        log.info("starting Spark (master %s)", s.master)
-        self.spark = spark_session(master=s.master, app_name=s.app_name, conf=dict(s.conf))
+        master, conf, sized = sized_spark(s.master, {k: str(v) for k, v in s.conf})
+        for change in sized:
+            log.info("sized to the container: %s", change)
+        log.info("starting Spark (master %s)", master)
+        self.spark = spark_session(master=master, app_name=s.app_name, conf=conf)
 
     def _start_http(self) -> None:
         h = self.config.http
@@ -291,7 +315,19 @@ class Service:
                      ",".join(p.spout.topics) or f"/{p.spout.topic_pattern}/", p.state.backend,
                      compiled.topology.sinks[0][1].name, p.state.kind.value, compiled.coordinator.owner)
         for r in self.runners:
-            r.start(self.stop, self._on_fatal)
+            r.start(self.stop, self._on_pipeline_failed)
+
+    def _on_pipeline_failed(self) -> None:
+        """A pipeline stopped for good: the exit code will say so; ``on_pipeline_failure`` decides about the others."""
+        self._fatal.set()
+        if self.config.service.on_pipeline_failure == "exit":
+            log.error("a pipeline failed and service.on_pipeline_failure is exit: stopping every pipeline")
+            self.stop.set()
+        else:
+            running = [r.id for r in self.runners if not r.loop_done.is_set() and r.error is None]
+            if running:
+                log.warning("a pipeline failed; the others go on (service.on_pipeline_failure: isolate): %s",
+                            ", ".join(running))
 
     def _on_fatal(self) -> None:
         self._fatal.set()

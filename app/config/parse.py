@@ -91,7 +91,8 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
         spark=SparkSettings(master=m.spark.master, app_name=m.spark.app_name, conf=tuple(sorted(m.spark.conf.items()))),
         http=HttpSettings(enabled=m.http.enabled, host=m.http.host, port=m.http.port),
         service=ServiceSettings(owner=s.owner_or_unique(), ready_window_s=s.ready_window_s,
-                                shutdown_grace_s=s.shutdown_grace_s, log_level=s.log_level),
+                                shutdown_grace_s=s.shutdown_grace_s, log_level=s.log_level,
+                                on_pipeline_failure=s.on_pipeline_failure, standby_ready=s.standby_ready),
         topics=tuple(TopicSettings(name, t.partitions, t.replication_factor, tuple(sorted(t.configs.items())))
                      for name, t in m.topics.items()))
 

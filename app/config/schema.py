@@ -214,6 +214,12 @@ class ServiceModel(Section):
                                                          "hostname plus the process id and a random suffix")
     ready_window_s: Positive = 120.0
     shutdown_grace_s: Annotated[Number, Field(ge=0)] = 30.0
+    on_pipeline_failure: _choice("isolate", "exit") = Field(  # type: ignore[valid-type]
+        default="isolate", description="isolate: a pipeline stopped by a permanent failure stays failed while the "
+                                       "others go on, and the process exits once every pipeline has stopped; exit: "
+                                       "the first permanent failure stops every pipeline and the process")
+    standby_ready: Bool = Field(default=False, description="/readyz counts a pipeline waiting as standby as ready "
+                                                           "(standby replicas behind a rolling update)")
     log_level: _choice("DEBUG", "INFO", "WARNING", "ERROR", upper=True) = "INFO"  # type: ignore[valid-type]
 
     def owner_or_unique(self) -> str:

@@ -51,6 +51,8 @@ class ServiceSettings:
     ready_window_s: float  # /readyz fails when no commit or idle poll happened for this long
     shutdown_grace_s: float  # after SIGTERM, how long the current txid may take before it is abandoned
     log_level: str
+    on_pipeline_failure: str = "isolate"  # "isolate" (the others go on) or "exit" (stop the process)
+    standby_ready: bool = False  # /readyz counts a standby pipeline as ready (rolling updates of standbys)
 
 
 @dataclass(frozen=True, slots=True)

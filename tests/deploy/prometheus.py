@@ -15,8 +15,10 @@ import yaml
 
 from tests.service.helpers import free_port
 
-#: Grafana's variables as the dashboard is shown with the pipeline variable on "All" (its allValue).
-GRAFANA_VARIABLES = {"$__rate_interval": "20s", "$__interval": "1s", "$__range": "5m", "$pipeline": ".*"}
+#: Grafana's variables as the dashboard is shown with the namespace, instance and pipeline variables on
+#: "All" (their allValue).
+GRAFANA_VARIABLES = {"$__rate_interval": "20s", "$__interval": "1s", "$__range": "5m", "$pipeline": ".*",
+                     "$namespace": ".*", "$instance": ".*"}
 
 
 class PrometheusServer:

@@ -71,20 +71,50 @@ def _container(manifests: list[Manifest]) -> dict[str, Any]:
     return one(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]
 
 
+def _container_env(container: dict[str, Any]) -> dict[str, str]:
+    """The environment Kubernetes gives ``container``: literal values, the pod's name for the
+    ``metadata.name`` field, a stand-in for each Secret key; nothing the manifest does not declare."""
+    env = {}
+    for e in container.get("env", []):
+        source = e.get("valueFrom", {})
+        if "secretKeyRef" in source:
+            env[e["name"]] = f"from-secret-{source['secretKeyRef']['key']}"
+        elif source.get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[e["name"]] = "demo-pod-0"
+        elif "value" in e:
+            env[e["name"]] = str(e["value"])
+    return env
+
+
+def _validate_as(command: list[str], config_text: str, container: dict[str, Any],
+                 tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m app <command> --config`` on ``config_text`` with only the container's declared environment."""
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TRIDENT_") and k != "POD_NAME"}
+    return subprocess.run([sys.executable, "-m", "app", *command, "--config", str(config)], cwd=ROOT,
+                          env={**base, **_container_env(container)}, capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendered_config_passes_app_validate(scenario: str, tmp_path: Path) -> None:
-    """``python -m app validate`` accepts the ConfigMap's config with the environment the pod gets from its Secret."""
+    """``python -m app validate`` accepts the ConfigMap's config with the environment the pod declares (its Secret, its name)."""
     manifests = render(scenario_values(scenario))
-    config = tmp_path / "config.yaml"
-    config.write_text(one(manifests, "ConfigMap", "trident-stream")["data"]["config.yaml"])
-    secret_env = {e["name"]: f"from-secret-{e['valueFrom']['secretKeyRef']['key']}"
-                  for e in _container(manifests).get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIDENT_")}
-    result = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(config)], cwd=ROOT,
-                            env={**env, **secret_env, "POD_NAME": "demo-0"}, capture_output=True, text=True,
-                            timeout=120)
+    result = _validate_as(["validate"], one(manifests, "ConfigMap", "trident-stream")["data"]["config.yaml"],
+                          _container(manifests), tmp_path)
     assert result.returncode == 0, result.stderr
     assert "from-secret" not in result.stdout  # secrets are masked in the printed plan
+
+
+def test_topic_job_config_validates_with_the_jobs_own_environment(tmp_path: Path) -> None:
+    """Spark on Kubernetes with the topic hook: the hook ConfigMap's config (which names the driver pod
+    through ``${POD_NAME}``) passes ``app validate`` with the environment the Job's container declares."""
+    manifests = render(scenario_values("spark-k8s") | scenario_values("topics-job"))
+    job_container = one(manifests, "Job")["spec"]["template"]["spec"]["containers"][0]
+    config_text = one(manifests, "ConfigMap", "-topics")["data"]["config.yaml"]
+    assert "${POD_NAME}" in config_text  # the case that needs the variable
+    result = _validate_as(["validate"], config_text, job_container, tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 # -- what each scenario must contain ------------------------------------------------------------------
@@ -93,8 +123,8 @@ def test_rendered_config_passes_app_validate(scenario: str, tmp_path: Path) -> N
 def test_defaults_run_one_hardened_coordinator() -> None:
     """Defaults: one pod, Recreate, probes on /healthz and /readyz, non-root with a read-only root and no capabilities."""
     manifests = render({})
-    assert sorted(m.kind for m in manifests) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
-                                                 "ServiceAccount"]
+    assert sorted(m.kind for m in manifests) == ["ConfigMap", "Deployment", "PersistentVolumeClaim",
+                                                 "PodDisruptionBudget", "Service", "ServiceAccount"]
     deployment = one(manifests, "Deployment")
     spec = deployment["spec"]
     assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
@@ -117,6 +147,111 @@ def test_defaults_run_one_hardened_coordinator() -> None:
     assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
     assert one(manifests, "PodDisruptionBudget")["spec"]["selector"] == spec["selector"]
+    # SQLite state on the chart's claim: it outlives the pod and upgrades
+    claim = one(manifests, "PersistentVolumeClaim")
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}} in pod["volumes"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"] and claim["spec"]["resources"]["requests"] == {
+        "storage": "1Gi"}
+    assert "storageClassName" not in claim["spec"]  # the cluster's default class
+    assert "topologySpreadConstraints" not in pod and "standby_ready" not in _config(manifests)["service"]
+
+
+def test_labels_name_the_component_and_the_system() -> None:
+    """Every object is part-of trident-stream; the service, the topic Job and the executor pods each name
+    their component (on pods too, never in a selector, which is immutable)."""
+    values = scenario_values("spark-k8s") | scenario_values("topics-job")
+    manifests = render(values)
+    assert all(m.doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "trident-stream" for m in manifests)
+    deployment = one(manifests, "Deployment")
+    assert deployment["metadata"]["labels"]["app.kubernetes.io/component"] == "coordinator"
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "coordinator"
+    assert "app.kubernetes.io/component" not in deployment["spec"]["selector"]["matchLabels"]
+    job = one(manifests, "Job")
+    assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "topic-setup"
+    executor = yaml.safe_load(one(manifests, "ConfigMap", "-executor")["data"]["executor-pod.yaml"])
+    assert executor["metadata"]["labels"]["app.kubernetes.io/component"] == "spark-executor"
+
+
+def test_startup_probe_holds_liveness_off_until_healthz_answers() -> None:
+    c = _container(render({}))
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] == 120
+
+
+def test_network_policy_admits_metrics_and_this_releases_executors() -> None:
+    """Off by default; on, it selects the service pods, admits the metrics port from metricsFrom and the
+    driver ports only from this release's executor pods (the labels of the executor pod template)."""
+    assert not any(m.kind == "NetworkPolicy" for m in render({}))
+    manifests = render(scenario_values("network-policy"))
+    policy = one(manifests, "NetworkPolicy")["spec"]
+    assert policy["podSelector"] == one(manifests, "Deployment")["spec"]["selector"]
+    assert policy["policyTypes"] == ["Ingress"]
+    metrics, driver = policy["ingress"]
+    assert metrics["ports"] == [{"port": "http-metrics", "protocol": "TCP"}]
+    assert metrics["from"] == scenario_values("network-policy")["networkPolicy"]["metricsFrom"]
+    executor = yaml.safe_load(one(manifests, "ConfigMap", "-executor")["data"]["executor-pod.yaml"])
+    selector = driver["from"][0]["podSelector"]["matchLabels"]
+    assert selector.items() <= executor["metadata"]["labels"].items()
+    assert {p["port"] for p in driver["ports"]} == {"spark-driver", "spark-blockmgr"}
+    # local Spark, no metricsFrom: the metrics port from anywhere, nothing else
+    assert one(render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")["spec"]["ingress"] == [
+        {"ports": [{"port": "http-metrics", "protocol": "TCP"}]}]
+
+
+def test_persistence_the_bitnami_way() -> None:
+    """An existing claim is used as is (none created); storageClass "-" asks for no class; disabled: an emptyDir."""
+    existing = render({"persistence": {"existingClaim": "words-data"}})
+    assert not any(m.kind == "PersistentVolumeClaim" for m in existing)
+    volumes = one(existing, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "words-data"}} in volumes
+    claim = one(render({"persistence": {"storageClass": "-", "size": "20Gi", "accessModes": ["ReadWriteOncePod"],
+                                        "annotations": {"helm.sh/resource-policy": "keep"}}}),
+                "PersistentVolumeClaim")
+    assert claim["spec"]["storageClassName"] == "" and claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOncePod"]
+    assert claim["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert one(render({"persistence": {"storageClass": "fast"}}), "PersistentVolumeClaim")["spec"][
+        "storageClassName"] == "fast"
+    off = render({"persistence": {"enabled": False}})
+    assert {"name": "data", "emptyDir": {}} in one(off, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert not any(m.kind == "PersistentVolumeClaim" for m in off)
+
+
+def test_standby_replicas_roll_one_pod_at_a_time_and_keep_one() -> None:
+    """replicaCount 3 on Cassandra: a rolling update that starts a new pod (a standby, Ready by
+    service.standby_ready) before it stops an old one, a budget that keeps one pod, spread over nodes and zones."""
+    manifests = render(scenario_values("standby"))
+    spec = one(manifests, "Deployment")["spec"]
+    assert spec["replicas"] == 3
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert one(manifests, "PodDisruptionBudget")["spec"] == {"minAvailable": 1, "selector": spec["selector"]}
+    spread = spec["template"]["spec"]["topologySpreadConstraints"]
+    assert [c["topologyKey"] for c in spread] == ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]
+    assert all(c["labelSelector"] == spec["selector"] and c["maxSkew"] == 1 and
+               c["matchLabelKeys"] == ["pod-template-hash"] for c in spread)
+    assert _config(manifests)["service"]["standby_ready"] is True
+    assert not any(m.kind == "PersistentVolumeClaim" for m in manifests)
+    assert {"name": "data", "emptyDir": {}} in spec["template"]["spec"]["volumes"]
+    own = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "demo"}}}]
+    pod = one(render(scenario_values("standby") | {"topologySpreadConstraints": own}), "Deployment")["spec"]["template"]
+    assert pod["spec"]["topologySpreadConstraints"] == own
+
+
+@pytest.mark.parametrize(("values", "complaint"), [
+    ({"replicaCount": 2}, "pipeline word-count keeps its state in SQLite"),
+    ({"persistence": {"enabled": True}}, "replicaCount 3 with persistence.enabled"),
+    ({"terminationGracePeriodSeconds": 30}, "terminationGracePeriodSeconds 30 must exceed "
+                                            "config.service.shutdown_grace_s 30"),
+    ({"terminationGracePeriodSeconds": 100, "config": {"service": {"shutdown_grace_s": 120}}},
+     "terminationGracePeriodSeconds 100 must exceed config.service.shutdown_grace_s 120"),
+])
+def test_values_that_cannot_work_are_refused_with_the_fix(values: dict[str, Any], complaint: str) -> None:
+    """Standby replicas with SQLite state or a data volume, and a kill before the shutdown grace ends, fail the
+    render with a message naming the values to change."""
+    base = scenario_values("standby") if "persistence" in values else {}
+    with pytest.raises(helm.HelmRenderError, match=complaint):
+        render(base | values)  # helm install / upgrade / template (helm lint only logs a template's fail)
 
 
 def test_sasl_tls_credentials_come_from_the_existing_secret() -> None:
@@ -147,12 +282,20 @@ def test_monitoring_objects_match_the_service_and_the_files() -> None:
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     rule = one(manifests, "PrometheusRule")
-    assert rule["spec"] == yaml.safe_load((CHART / "rules" / "trident-stream.rules.yaml").read_text())
+    file_groups = yaml.safe_load((CHART / "rules" / "trident-stream.rules.yaml").read_text())["groups"]
+    assert rule["spec"]["groups"][:-1] == file_groups  # then the release's own group (test_rules.py)
     dashboard = one(manifests, "ConfigMap", "-dashboard")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Streaming"}
-    assert json.loads(dashboard["data"]["trident-stream.json"]) == json.loads(
+    shipped = json.loads(dashboard["data"]["trident-stream.json"])
+    assert shipped | {"uid": "trident-stream", "title": "trident-stream"} == json.loads(
         (CHART / "dashboards" / "trident-stream.json").read_text())
+    assert shipped["title"] == f"trident-stream {NAMESPACE}/demo" and len(shipped["uid"]) <= 40
+    with helm.Chart.load(CHART) as chart:  # another release: another uid (Grafana keys dashboards by uid)
+        other = chart.render(values=scenario_values("monitoring"), name="words", namespace=NAMESPACE, is_install=True)
+    other_cm = next(d for t, text in other.items() if t.endswith("dashboard-configmap.yaml")
+                    for d in yaml.safe_load_all(text) if d)
+    assert json.loads(other_cm["data"]["trident-stream.json"])["uid"] not in {shipped["uid"], "trident-stream"}
 
 
 def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
@@ -163,6 +306,8 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     assert spark["master"].startswith("k8s://https://")
     driver = one(manifests, "Service", "-driver")
     assert driver["spec"]["clusterIP"] == "None"
+    # Executors resolve the driver before the pod is Ready (its first step may need them).
+    assert driver["spec"]["publishNotReadyAddresses"] is True
     assert conf["spark.driver.host"] == f"{driver['metadata']['name']}.{NAMESPACE}.svc"
     assert {p["port"] for p in driver["spec"]["ports"]} == {int(conf["spark.driver.port"]),
                                                             int(conf["spark.blockManager.port"])}
@@ -173,6 +318,8 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     role = one(manifests, "Role")
     pod_rules = [r for r in role["rules"] if "pods" in r["resources"]]
     assert pod_rules and {"create", "delete", "watch", "list"} <= set(pod_rules[0]["verbs"])
+    # client mode: executor pods and their ConfigMap; no Services, no PersistentVolumeClaims
+    assert sorted(res for r in role["rules"] for res in r["resources"]) == ["configmaps", "pods"]
     binding = one(manifests, "RoleBinding")
     account = one(manifests, "ServiceAccount")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -187,6 +334,10 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     assert command.startswith("/usr/bin/tini -- ") and "KubernetesExecutorBackend" in command
     assert executor["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
     assert executor["containers"][0]["resources"]["limits"] == {"memory": "4Gi"}
+    # the executor's local dir (shuffle, spill) is a bounded template volume Spark picks up by its name
+    assert {"name": "spark-local-dir-1", "emptyDir": {"sizeLimit": "10Gi"}} in executor["volumes"]
+    assert {"name": "spark-local-dir-1", "mountPath": "/var/lib/trident/spark"} in \
+        executor["containers"][0]["volumeMounts"]
 
 
 def test_topic_job_is_a_hook_that_runs_topics_apply() -> None:
@@ -204,7 +355,8 @@ def test_topic_job_is_a_hook_that_runs_topics_apply() -> None:
     assert pod["restartPolicy"] == "Never"
     assert {"name": "config", "configMap": {"name": hook_cm["metadata"]["name"]}} in pod["volumes"]
     assert hook_cm["data"] == one(manifests, "ConfigMap", "demo-trident-stream")["data"]
-    assert {e["name"] for e in container["env"]} == {"TRIDENT_KAFKA_SASL_PASSWORD", "TRIDENT_CASSANDRA_PASSWORD"}
+    assert {e["name"] for e in container["env"]} == {"POD_NAME", "TRIDENT_KAFKA_SASL_PASSWORD",
+                                                     "TRIDENT_CASSANDRA_PASSWORD"}
     assert not any(m.kind == "Job" for m in render({}))
 
 
@@ -215,7 +367,7 @@ def test_long_release_names_stay_within_63_characters() -> None:
                                 name="a" * 53, namespace=NAMESPACE, is_install=True)
     objects = [(d["kind"], d["metadata"]["name"]) for t, text in rendered.items() if not t.endswith("NOTES.txt")
                for d in yaml.safe_load_all(text) if d]
-    assert len(objects) == 11 and all(len(name) <= 63 for _, name in objects)
+    assert len(objects) == 12 and all(len(name) <= 63 for _, name in objects)  # the data claim included
     assert len(set(objects)) == len(objects)  # truncation made no two objects of a kind collide
 
 
@@ -240,7 +392,17 @@ def test_schema_accepts_every_scenario(scenario: str) -> None:
 
 @pytest.mark.parametrize(("values", "complaint"), [
     ({"replicaCount": "one"}, "/replicaCount"),
-    ({"replicaCount": 2}, "/replicaCount"),
+    ({"replicaCount": -1}, "/replicaCount"),
+    ({"persistence": {"size": "3 GB"}}, "/persistence/size"),
+    ({"resources": {"limits": {"memory": "3 GB"}}}, "/resources/limits/memory"),
+    ({"resources": {"requests": {"cpu": "two"}}}, "/resources/requests/cpu"),
+    ({"volumes": {"tmpSizeLimit": "big"}}, "/volumes/tmpSizeLimit"),
+    ({"volumes": {"sparkLocalSizeLimit": "10 Gi"}}, "/volumes/sparkLocalSizeLimit"),
+    ({"topics": {"job": {"resources": {"limits": {"memory": "1gb"}}}}}, "/topics/job/resources/limits/memory"),
+    ({"spark": {"kubernetes": {"executor": {"resources": {"limits": {"memory": "4 Gi"}}}}}},
+     "/spark/kubernetes/executor/resources/limits/memory"),
+    ({"spark": {"kubernetes": {"executor": {"memory": "3 GB"}}}}, "/spark/kubernetes/executor/memory"),
+    ({"persistence": {"accessModes": ["ReadWriteSometimes"]}}, "/persistence/accessModes"),
     ({"metrics": {"port": "9400"}}, "/metrics/port"),
     ({"metrics": {"serviceMonitor": {"enabled": "yes"}}}, "/metrics/serviceMonitor/enabled"),
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
@@ -257,6 +419,16 @@ def test_schema_rejects_wrong_types_and_unknown_keys(values: dict[str, Any], com
     with pytest.raises(helm.HelmValuesError):
         render(values)
     assert lint(values)["errors"]
+
+
+def test_schema_accepts_kubernetes_quantities() -> None:
+    """Millicores, plain and fractional numbers, binary and decimal suffixes pass the quantity patterns."""
+    values = {"resources": {"requests": {"cpu": "500m", "memory": "1.5Gi", "ephemeral-storage": "2G"},
+                            "limits": {"cpu": 2, "memory": "3072Mi"}},
+              "volumes": {"tmpSizeLimit": "512Mi", "sparkLocalSizeLimit": 10737418240},
+              "persistence": {"size": "20Gi"}}
+    validate_schema(values)
+    assert _container(render(values))["resources"]["limits"] == {"cpu": 2, "memory": "3072Mi"}
 
 
 # -- documentation ------------------------------------------------------------------------------------

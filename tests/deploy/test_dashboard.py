@@ -75,19 +75,36 @@ def load_dashboard() -> dict:
     return json.loads(DASHBOARD.read_text())
 
 
-def test_dashboard_has_the_panels_and_the_pipeline_variable() -> None:
-    """Every panel queries with the pipeline variable, whose "All" is the regex .* (series with or without the label)."""
+#: Panels fed by the kubelet (cAdvisor) and kube-state-metrics, which the test's Prometheus does not
+#: scrape: their queries must be valid, and are empty here.
+KUBERNETES_PANELS = {"Container memory (JVM included)"}
+FILTER = 'namespace=~"$namespace", instance=~"$instance", pipeline=~"$pipeline"'
+
+
+def test_dashboard_has_the_rows_panels_and_variables() -> None:
+    """A health row first; every query filters by the namespace variable, and every selector of a trident_
+    metric by namespace, instance and pipeline, whose "All" is the regex .* (series with or without the label)."""
     dashboard = load_dashboard()
-    titles = {p["title"] for p in dashboard["panels"]}
-    assert {"Throughput", "Committed txid", "Lag per partition", "Phase latency (p50, p99)", "Replays",
-            "CAS conflicts", "Unknown CAS outcomes", "Data loss", "Lease holder"} <= titles
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    assert rows == ["Health", "Progress", "Failures and data quality", "State store and lease", "Process"]
+    assert [p["title"] for p in dashboard["panels"][1:4]] == ["Target up", "Pipeline state", "Permanent failures (1h)"]
+    titles = {p["title"] for p in panels}
+    assert {"Throughput", "Committed txid", "Lag per partition", "Lag in seconds", "Phase latency (p50, p99)",
+            "Replays", "Bad records and dead letters", "CAS conflicts", "Unknown CAS outcomes", "Data loss",
+            "Lease holder", "Process CPU", "Process memory", "Python GC"} | KUBERNETES_PANELS <= titles
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
-    assert variables["pipeline"]["includeAll"] and variables["pipeline"]["allValue"] == ".*"
+    assert list(variables) == ["datasource", "namespace", "instance", "pipeline"]
+    for name in ("namespace", "instance", "pipeline"):
+        assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
     assert variables["datasource"]["type"] == "datasource"
-    for panel in dashboard["panels"]:
+    for panel in panels:
         assert panel["datasource"]["uid"] == "${datasource}"
         for target in panel["targets"]:
-            assert 'pipeline=~"$pipeline"' in target["expr"], (panel["title"], target["expr"])
+            expr = target["expr"]
+            assert 'namespace=~"$namespace"' in expr, (panel["title"], expr)
+            selectors = re.findall(r"trident_\w+\{([^}]*)\}", expr)
+            assert all(s == FILTER for s in selectors), (panel["title"], expr)
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     assert (CHART.parent / "trident-stream-dashboard.json").read_text() == DASHBOARD.read_text()
@@ -101,9 +118,12 @@ def finite(result: list[dict]) -> list[float]:
 @pytest.mark.timeout(400)
 def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, tmp_path: Path) -> None:
     """Prometheus scrapes the running service; each panel's PromQL (variables substituted) returns finite
-    samples, the pipeline variable lists the pipeline, the data-loss panel counts exactly the loss
-    caused, and of the alerts only TridentDataLoss fires."""
-    queries = panel_queries(load_dashboard())
+    samples (the Kubernetes panels, fed by exporters not running here, are valid and empty), the
+    variables list the pipeline and the instance, the data-loss panel counts exactly the loss caused,
+    of the alerts only TridentDataLoss fires, and once the service is stopped "Target up" shows 0,
+    not nothing."""
+    queries = [(t, e) for t, e in panel_queries(load_dashboard()) if t not in KUBERNETES_PANELS]
+    kubernetes_queries = [(t, e) for t, e in panel_queries(load_dashboard()) if t in KUBERNETES_PANELS]
     with MockKafkaCluster(1) as kafka:
         kafka.create_topic("sentences", 2, replication=1)
         kafka.create_topic("expiring", 1, replication=1)
@@ -141,14 +161,27 @@ def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, 
                 for title, expr in queries:  # all of them at once, not only each at some moment
                     assert finite(prom.query(expr)), (title, expr)
                 assert PIPELINE in prom.api("label/pipeline/values", **{"match[]": "trident_committed_txid"})
+                assert f"127.0.0.1:{port}" in prom.api("label/instance/values", **{"match[]": "trident_committed_txid"})
+                for title, expr in kubernetes_queries:
+                    assert prom.query(expr) == [], (title, expr)  # valid PromQL; no kubelet here
+                states = {s["metric"]["pipeline"]: s["metric"]["state"]
+                          for s in prom.query(dict(queries)["Pipeline state"])}
+                assert states == {PIPELINE: "active", EXPIRING: "active"}
+                assert finite(prom.query(dict(queries)["Target up"])) == [1.0]
                 assert finite(prom.query(f'max(trident_committed_txid{{pipeline="{PIPELINE}"}})'))[0] >= 1
                 assert finite(prom.query(f'max(trident_lease_held{{pipeline="{PIPELINE}"}})')) == [1.0]
                 data_loss = [e for t, e in queries if t == "Data loss"]
                 assert [finite(prom.query(e)) for e in data_loss] == [[1.0], [20.0]]  # 1 event, 20 offsets skipped
                 rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
-                assert len(rules) == 8 and all(r["health"] == "ok" for r in rules), rules
+                in_file = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+                assert len(rules) == len(in_file) == 11 and all(r["health"] == "ok" for r in rules), rules
                 firing = {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
                 assert firing == {"TridentDataLoss"}  # the healthy pipelines raise nothing
+                service.terminate()  # the service goes away: the health row says so
+                deadline = time.monotonic() + 30
+                while finite(prom.query(dict(queries)["Target up"])) != [0.0]:
+                    assert time.monotonic() < deadline, prom.query(dict(queries)["Target up"])
+                    time.sleep(1)
         finally:
             producer.stop()
             service.terminate()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import tomllib
 import subprocess
 import sys
 import uuid
@@ -71,14 +72,66 @@ def test_base_images_are_pinned_to_exact_versions() -> None:
 def test_final_stage_runs_as_a_non_root_user_under_tini() -> None:
     """The final stage: a numeric non-root USER, tini as PID 1, entrypoint ``python -m app``, Java 17, no compilers."""
     stage = final_stage()
+    args = dict(a.split("=", 1) for k, a in stage if k == "ARG" and "=" in a)
     users = [a for k, a in stage if k == "USER"]
-    assert users and users[-1].split(":")[0].isdigit() and int(users[-1].split(":")[0]) != 0
+    uid = users[-1].split(":")[0].replace("${UID}", args["UID"]) if users else ""
+    assert uid.isdigit() and int(uid) != 0
     entrypoint = json.loads(next(a for k, a in stage if k == "ENTRYPOINT"))
     assert entrypoint == ["/usr/bin/tini", "--", "python", "-m", "app"]
     runs = " ".join(a for k, a in stage if k == "RUN")
     assert "tini" in runs and "openjdk-17-jre-headless" in runs
     assert not re.search(r"\b(gcc|g\+\+|build-essential|make)\b", runs)
     assert any(k == "COPY" and "--from=build" in a for k, a in stage)
+
+
+def build_stage() -> list[tuple[str, str]]:
+    steps = instructions()
+    last_from = max(i for i, (k, _) in enumerate(steps) if k == "FROM")
+    first_from = next(i for i, (k, _) in enumerate(steps) if k == "FROM")
+    return steps[first_from:last_from]
+
+
+def test_dependencies_are_a_layer_of_their_own() -> None:
+    """The build stage sees pyproject.toml alone (a code change never re-installs a dependency); the final
+    stage copies the virtualenv, then the code."""
+    copies = [a for k, a in build_stage() if k == "COPY"]
+    assert copies == ["pyproject.toml ./"]
+    stage = final_stage()
+    copied = [a for k, a in stage if k == "COPY"]
+    assert copied == ["--from=build /opt/venv /opt/venv", "app /opt/trident/app", "spouts /opt/trident/spouts",
+                      "states /opt/trident/states"]
+    env = " ".join(a for k, a in stage if k == "ENV")
+    assert "PYTHONPATH=/opt/trident" in env
+
+
+def test_requirements_come_from_pyproject(tmp_path: Path) -> None:
+    """The build stage's one-liner turns pyproject.toml into exactly its dependency list."""
+    run = next(a for k, a in build_stage() if k == "RUN")
+    command = run.split(" > requirements.txt")[0]
+    assert command.startswith("python -c ")
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    shell = command.replace("python ", f"{sys.executable} ", 1)  # as RUN runs it: /bin/sh -c
+    out = subprocess.run(["/bin/sh", "-c", shell], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         timeout=60).stdout.splitlines()
+    assert out == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def test_paths_follow_the_base_image_and_the_user_is_configurable() -> None:
+    """JAVA_HOME and SPARK_HOME are links made at build time (no architecture or Python version written in);
+    the UID and GID are build arguments the user and USER both use; OCI labels describe the image."""
+    stage = final_stage()
+    env = " ".join(a for k, a in stage if k == "ENV")
+    assert "JAVA_HOME=/opt/java" in env and "SPARK_HOME=/opt/venv/spark-home" in env
+    assert not re.search(r"python3\.\d+|amd64|arm64", DOCKERFILE.read_text().split("FROM ${PYTHON_IMAGE} AS build")[1])
+    args = [a for k, a in stage if k == "ARG"]
+    assert {"UID=10001", "GID=10001"} <= set(args)
+    assert [a for k, a in stage if k == "USER"] == ["${UID}:${GID}"]
+    runs = " ".join(a for k, a in stage if k == "RUN")
+    assert '--uid "${UID}"' in runs and '--gid "${GID}"' in runs and "/opt/java" in runs
+    assert "/opt/venv/spark-home" in " ".join(a for k, a in build_stage() if k == "RUN")
+    labels = " ".join(a for k, a in stage if k == "LABEL")
+    for key in ("title", "description", "version", "revision", "source", "base.name"):
+        assert f"org.opencontainers.image.{key}=" in labels, key
 
 
 def test_writable_paths_are_volumes() -> None:

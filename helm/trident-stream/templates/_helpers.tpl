@@ -43,6 +43,7 @@ that the whole stays within 63 characters.
 helm.sh/chart: {{ include "trident-stream.chart" . }}
 {{ include "trident-stream.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: trident-stream
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
@@ -88,6 +89,13 @@ Spark master and the settings that let executor pods reach this pod (the driver)
 {{- define "trident-stream.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $_ := set $cfg "http" (dict "enabled" true "host" "0.0.0.0" "port" (int .Values.metrics.port)) -}}
+{{- if include "trident-stream.standbyReady" . -}}
+{{- $service := deepCopy (default (dict) (get $cfg "service")) -}}
+{{- if not (hasKey $service "standby_ready") -}}
+{{- $_ := set $service "standby_ready" true -}}
+{{- end -}}
+{{- $_ := set $cfg "service" $service -}}
+{{- end -}}
 {{- if .Values.spark.kubernetes.enabled -}}
 {{- $k := .Values.spark.kubernetes -}}
 {{- $spark := deepCopy (default (dict) (get $cfg "spark")) -}}
@@ -116,4 +124,36 @@ Spark master and the settings that let executor pods reach this pod (the driver)
 {{- $_ := set $cfg "spark" $spark -}}
 {{- end -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+Refuses values that render but cannot work, each with the values to change:
+- standby replicas (replicaCount > 1) with SQLite state: the file belongs to one pod's volume;
+  standbys share their state through Cassandra, the production backend;
+- terminationGracePeriodSeconds not above config.service.shutdown_grace_s: Kubernetes would kill the
+  process while the txid being committed still has grace left.
+*/}}
+{{- define "trident-stream.validate" -}}
+{{- $replicas := int .Values.replicaCount -}}
+{{- if gt $replicas 1 -}}
+{{- range $p := .Values.config.pipelines -}}
+{{- if eq (dig "state" "backend" "sqlite" $p) "sqlite" -}}
+{{- fail (printf "replicaCount %d: pipeline %s keeps its state in SQLite, a file on one pod's volume; standby replicas need state.backend cassandra (the production backend), or replicaCount 1" $replicas (toString $p.id)) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.persistence.enabled -}}
+{{- fail (printf "replicaCount %d with persistence.enabled: the data volume holds SQLite state for one pod; standby replicas keep their state in Cassandra: set persistence.enabled=false" $replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- $grace := dig "service" "shutdown_grace_s" 30 .Values.config -}}
+{{- if or (kindIs "float64" $grace) (kindIs "int" $grace) (kindIs "int64" $grace) -}}
+{{- if le (float64 .Values.terminationGracePeriodSeconds) (float64 $grace) -}}
+{{- fail (printf "terminationGracePeriodSeconds %v must exceed config.service.shutdown_grace_s %v (the txid being committed may take that long after SIGTERM, then Spark stops): raise it, e.g. to %v" .Values.terminationGracePeriodSeconds $grace (add (int $grace) 30)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Standby replicas are Ready while they wait for a lease, so a rolling update can go on. */}}
+{{- define "trident-stream.standbyReady" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end -}}
 {{- end -}}
