@@ -10,6 +10,7 @@ the mock cluster cannot serve. Faults, on a seeded schedule:
 
 * service instances (an active one and its standby) SIGKILLed at random moments of their running and as
   soon as the txid after the committed one is seen frozen (a commit in flight), now and then in start-up;
+  a third one SIGKILLed in start-up again and again while the run is behind its kill budget;
 * the Cassandra process SIGKILLed while a txid is frozen and not yet marked (its commit log replayed at the
   restart), the Kafka broker SIGKILLed while the spout reads and the dead-letter producer writes, and the
   registry restarted; each server started again after 0-8 s.
@@ -29,7 +30,7 @@ from typing import Any
 
 from tests.chaos.bad_records import KEYLESS_EVERY, BadRecordsLane, SalesProducer
 from tests.chaos.lane import PIPELINE, Lane, frozen_txids
-from tests.chaos.scenarios import Budget, exited, find_active, start_up_delay, wait_commit, wait_role
+from tests.chaos.scenarios import Budget, exited, find_active, start_up_delay, start_up_kills, wait_commit, wait_role
 from tests.chaos.truth import VOCABULARY
 from tests.realstack import RealStack, find
 from tests.service.helpers import ServiceProcess
@@ -264,11 +265,11 @@ def commit_in_flight(lane: Lane, timeout: float) -> bool:
 
 
 def server_faults(lane: RealServersLane, rng: random.Random, stop: threading.Event) -> None:
-    """Every 15-40 s, in turn: Cassandra SIGKILLed with a commit in flight, the Kafka broker SIGKILLed while
+    """Every 25-55 s, in turn: Cassandra SIGKILLed with a commit in flight, the Kafka broker SIGKILLed while
     records flow, the registry SIGKILLed; each restarted."""
     order = ("cassandra", "kafka", "registry")
     i = 0
-    while not stop.wait(rng.uniform(15.0, 40.0)):
+    while not stop.wait(rng.uniform(25.0, 55.0)):
         server = order[i % len(order)]
         i += 1
         if server == "cassandra":
@@ -282,15 +283,19 @@ def server_faults(lane: RealServersLane, rng: random.Random, stop: threading.Eve
 
 def real_servers(lane: Lane, budget: Budget) -> None:
     """Two instances (active and standby) SIGKILLed at random moments and with a commit in flight, now and
-    then one in start-up, while a helper thread SIGKILLs and restarts Cassandra, Kafka and the registry."""
+    then the standby in start-up, and a third SIGKILLed in start-up while the run is behind its kill budget,
+    while a helper thread SIGKILLs and restarts Cassandra, Kafka and the registry."""
     assert isinstance(lane, RealServersLane)
     rng = lane.rng
     stop = threading.Event()
-    pair = lane.services[:2]
-    faults = threading.Thread(target=server_faults, args=(lane, random.Random(rng.random()), stop), daemon=True)
+    pair, spare = lane.services[:2], lane.services[2]
+    helpers = [threading.Thread(target=server_faults, args=(lane, random.Random(rng.random()), stop), daemon=True),
+               threading.Thread(target=start_up_kills, args=(lane, spare, random.Random(rng.random()), budget, stop),
+                                daemon=True)]
     for s in pair:
         s.start()
-    faults.start()
+    for t in helpers:
+        t.start()
     try:
         while budget.more() or len(lane.producer.bad) < lane.malformed:  # type: ignore[attr-defined]
             if not budget.more() and time.monotonic() > budget.deadline + 600:
@@ -323,15 +328,17 @@ def real_servers(lane: Lane, budget: Budget) -> None:
             active.start()  # back as the standby
     finally:
         stop.set()
-        faults.join()
+        for t in helpers:
+            t.join()
 
 
-SCENARIO = (real_servers, {"instances": 2, "lease_ttl_s": 10.0, "rate": 60.0, "caps": (400, 1200),
+SCENARIO = (real_servers, {"instances": 3, "lease_ttl_s": 10.0, "rate": 60.0, "caps": (400, 1200),
                            "transactional": True},
             "real Apache Kafka 3.3, Cassandra 4.0 and a Schema Registry (Karapace) in processes of their own: "
             "registry-framed JSON sales (json_schema) with malformed records of eleven kinds (unframed, unknown "
             "schema id, bad JSON, wrong types; null keys one in 4,000) dead-lettered; the producer in transactions, "
             "10% aborted on purpose; an active instance and its standby SIGKILLed at random moments and with a "
-            "commit in flight, now and then in start-up; every 15-40 s in turn Cassandra SIGKILLed with a txid "
+            "commit in flight, now and then in start-up, a third instance SIGKILLed in start-up while the run is "
+            "behind its kill budget; every 25-55 s in turn Cassandra SIGKILLed with a txid "
             "frozen and not marked (commit log replayed on restart), the Kafka broker SIGKILLed while records "
             "flow, the registry SIGKILLed; each restarted after 0-8 s")
