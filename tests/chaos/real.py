@@ -152,13 +152,22 @@ class RealCassandra:
                 self._session.default_timeout = 30
             return self._session
 
-    def rows(self, table: str, keyspace: str = "trident") -> list[dict[str, Any]]:
-        from cassandra import InvalidRequest
+    def rows(self, table: str, keyspace: str = "trident", patience_s: float = 300.0) -> list[dict[str, Any]]:
+        """Every row of ``table``; while the node is down or restarting (the lane kills it) the read is retried
+        for up to ``patience_s``, so the harness outlasts the faults it injects."""
+        from cassandra import DriverException, InvalidRequest, RequestExecutionException
+        from cassandra.cluster import NoHostAvailable
 
-        try:
-            return list(self._connect().execute(f"SELECT * FROM {keyspace}.{table}"))
-        except InvalidRequest:  # no keyspace or table yet
-            return []
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                return list(self._connect().execute(f"SELECT * FROM {keyspace}.{table}"))
+            except InvalidRequest:  # no keyspace or table yet
+                return []
+            except (NoHostAvailable, DriverException, RequestExecutionException, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def documents(self, topology: str) -> dict[str, str]:
         return {r["key"]: r["value"] for r in self.rows("trident_state")
