@@ -3,9 +3,11 @@
 * **decode**: the spout reports a record it cannot decode to ``on_bad`` and leaves it out; read tasks
   add ``{range: bad records}`` to an accumulator (:class:`SeenBadRecords`), so a recomputed task adds
   the same entry again and the set stays exact.
-* **transform** and **aggregate**: a transform's expression that fails on a record (an ANSI ``CAST``,
-  a division by zero) or a row with a null group-by key (:func:`guard_keys` makes that fail too)
-  fails the Spark job. When the error is deterministic (:func:`record_error`: a replay of the same
+* **aggregate**: a row with a null group-by key is left out by the process job itself and named by
+  its hidden source column (:func:`split_null_keys`, :func:`null_key_records`): no job, no error.
+* **transform**: a transform's expression that fails on a record (an ANSI ``CAST``, a division by
+  zero), or a null group-by key of a sink whose rows lost their source column (:func:`guard_keys`
+  makes that fail), fails the Spark job. When the error is deterministic (:func:`record_error`: a replay of the same
   records raises it again), the txid's records are bisected by source coordinates
   (:func:`isolate`): each probe runs the transforms on a slice of the records; a slice that passes
   holds no bad record, a failing slice of one record is one. The txid then runs without them.
@@ -79,6 +81,40 @@ def guard_keys(df: Any, keys: Sequence[str], sink: str) -> Any:
         null = null | F.col(k).isNull()
     raise_ = F.raise_error(F.lit(f"{_NULL_KEY_TEXT}: sink {sink}, key {', '.join(keys)}"))
     return df.filter(F.when(null, raise_).otherwise(F.lit(True)))
+
+
+def null_key_message(keys: Sequence[str], sink: str) -> str:
+    return f"null group-by key (sink {sink}, key {', '.join(keys)})"
+
+
+def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str) -> tuple[Any, str]:
+    """``df`` without its rows whose key columns hold a null, and the name of the observation that lists
+    their source records (column ``source``) as the job computing ``df`` runs: no job of its own.
+
+    Spark's observed metrics are aggregated from the tasks of the job (a recomputed task may add its
+    rows twice; :func:`null_key_records` keeps one entry per record).
+    """
+    from pyspark.sql import functions as F
+
+    null = F.col(keys[0]).isNull()
+    for k in keys[1:]:
+        null = null | F.col(k).isNull()
+    name = f"null_keys_{sink}"
+    found = F.to_json(F.collect_list(F.when(null, F.col(source)))).alias("records")
+    return df.observe(name, found).filter(~null), name
+
+
+def null_key_records(frame: Any, name: str, keys: Sequence[str], sink: str) -> list[BadRecord]:
+    """The records observation ``name`` found in the (materialised) ``frame``, one entry each, in order."""
+    import json
+
+    observed = frame._jdf.queryExecution().observedMetrics().get(name)
+    if observed.isEmpty():
+        raise RuntimeError(f"sink {sink}: Spark did not report the null-key rows of the batch")
+    message = null_key_message(keys, sink)
+    coordinates = sorted({(d["topic"], int(d["partition"]), int(d["offset"]))
+                          for d in json.loads(observed.get().getString(0) or "[]")})
+    return [BadRecord(t, p, o, Stage.AGGREGATE, NULL_KEY, message) for t, p, o in coordinates]
 
 
 def force(df: Any) -> None:

@@ -61,7 +61,7 @@ from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import fatal, warmup
 from app.spark.session import executor_cores
-from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
+from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     STATS_SCHEMA,
     CommitAggregates,
@@ -185,7 +185,7 @@ class SparkExecutor:
         failing = self._isolated.get(key, [])  # a replay of the same ranges meets the same bad records
         with self._job(batch, "process"):
             try:
-                results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, null_keys = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
             except Exception as e:
                 if failing or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault: the txid is retried whole
@@ -195,10 +195,17 @@ class SparkExecutor:
                 log.warning("topology %s txid %d: %d records fail the transforms (first: %s: %s); the txid runs "
                             "without them", self.topology.name, batch.txid, len(failing), failing[0].coordinates,
                             failing[0].reason)
-                results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, null_keys = self._process_records(
+                    self._records(batch, ranges, bad_records_.excluded(failing)))
                 self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
+            if null_keys and not self._rows_left_out_alone():
+                # another row of a null-key record (another sink's, or a second row of the record) may be
+                # in a result: run the txid once more without those records
+                _unpersist(results)
+                results, _ = self._process_records(
+                    self._records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
         counted = self._take_counts(batch)
-        bad = tuple(self._take_bad(batch)) + tuple(failing)
+        bad = tuple(self._take_bad(batch)) + tuple(failing) + tuple(null_keys)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad)
         with self._lock:
             self._held[(batch.txid, batch.attempt)] = processed
@@ -230,14 +237,18 @@ class SparkExecutor:
 
     # -- process ------------------------------------------------------------------------------
 
-    def _process_records(self, records: Any) -> list[SinkResult]:
+    def _process_records(self, records: Any) -> tuple[list[SinkResult], list[BadRecord]]:
+        """Each sink's result, and the records left out for a null group-by key (found in the same jobs)."""
         several = len(self.sinks) > 1
         if several:
             records = records.persist()
         results: list[SinkResult] = []
+        null_keys: list[BadRecord] = []
         try:
             for c in self.sinks:
-                results.append(self._process_sink(c, records))
+                result, left_out = self._process_sink(c, records)
+                results.append(result)
+                null_keys.extend(left_out)
             if not self.sinks:
                 records.count()
         except BaseException:
@@ -246,7 +257,19 @@ class SparkExecutor:
         finally:
             if several:
                 records.unpersist()
-        return results
+        return results, null_keys
+
+    def _rows_left_out_alone(self) -> bool:
+        """Whether leaving out a null-key row leaves out its whole record: one sink, one row per record."""
+        return len(self.sinks) == 1 and self.sinks[0].one_row_per_record
+
+    def _keyed_rows(self, c: CompiledSink, records: Any) -> tuple[Any, str | None]:
+        """``c``'s transformed rows without null keys (and the observation naming them), or, when its rows
+        lost their source coordinates, rows that fail on a null key (then found by bisection)."""
+        rows = c.transform(records)
+        if c.keys and c.carries_source:
+            return bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN)
+        return bad_records_.guard_keys(rows, c.keys, c.sink.name), None
 
     def _isolate(self, batch: Batch, ranges: list[Any]) -> list[BadRecord]:
         """The records the transforms fail on by themselves (:func:`app.spark.bad_records.isolate`)."""
@@ -257,7 +280,7 @@ class SparkExecutor:
             records = self._records(batch, parts, counted=False)
             try:
                 for c in self.sinks:
-                    bad_records_.force(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name))
+                    bad_records_.force(self._keyed_rows(c, records)[0])
             except Exception as e:
                 err = bad_records_.record_error(e)
                 if err is None:
@@ -279,19 +302,22 @@ class SparkExecutor:
                           self._counts if counted else None, self.faults, self._bad if counted else None, rows)
         return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
 
-    def _process_sink(self, c: CompiledSink, records: Any) -> SinkResult:
-        result = c.aggregate(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name), self.commit_partitions)
+    def _process_sink(self, c: CompiledSink, records: Any) -> tuple[SinkResult, list[BadRecord]]:
+        rows, observed = self._keyed_rows(c, records)
+        result = c.aggregate(rows, self.commit_partitions)
         if c.is_global:
-            rows = result.collect()  # one row at most
+            got = result.collect()  # one row at most
             if c.mode is Mode.BUILTIN:
-                rows = [r for r in rows if r[COUNT_COLUMN] > 0]
-            if not rows:
-                return SinkResult(c)
-            values = tuple(rows[0][v] for v in c.values)
-            return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
+                got = [r for r in got if r[COUNT_COLUMN] > 0]
+            if not got:
+                return SinkResult(c), []
+            values = tuple(got[0][v] for v in c.values)
+            return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values), []
         frame = result.persist()
         try:
-            return SinkResult(c, frame, _materialise(frame))  # the one job that reads, aggregates and caches
+            keys = _materialise(frame)  # the one job that reads, aggregates and caches
+            null_keys = [] if observed is None else bad_records_.null_key_records(frame, observed, c.keys, c.sink.name)
+            return SinkResult(c, frame, keys), null_keys
         except BaseException:
             frame.unpersist(blocking=False)
             raise

@@ -1,0 +1,107 @@
+"""What bad records cost in Spark jobs: null group-by keys are left out by the job that meets them, and
+transform errors are found in a number of jobs that does not grow with the number of bad records."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from app.error_policy import ErrorPolicy
+from app.metrics import Metrics
+from app.spark import SparkExecutor
+from app.topology import Agg, Topology
+from spouts.kafka import KafkaSpout
+from spouts.planner import Caps
+from states import Count, Sum
+from states.factory import StateFactory
+from tests.kafka.helpers import Produced, config, produce
+from tests.spark.helpers import coordinator, sqlite_table
+
+ONE_TXID = Caps(per_partition=10_000, per_batch=10_000)
+STORES = ("berlin", "paris", "oslo")
+
+
+@dataclass
+class Orders:
+    """A topic of JSON orders; ``bad`` maps the coordinates of each bad record to its reason."""
+
+    topic: str
+    produced: list[Produced]
+    bad: dict[tuple[str, int, int], str]
+
+    def truth(self) -> dict[str, tuple[int, int]]:
+        """Per store, the total amount and the number of orders over the good records (from the input)."""
+        out: dict[str, tuple[int, int]] = {}
+        for r in self.produced:
+            if (r.topic, r.partition, r.offset) in self.bad:
+                continue
+            doc = json.loads(r.value)
+            total, n = out.get(doc["store"], (0, 0))
+            out[doc["store"]] = (total + int(doc["amount"]), n + 1)
+        return out
+
+
+def orders(cluster: Any, n: int, bad: dict[bytes, str], every: int, seed: int) -> Orders:
+    """``n`` orders on 2 partitions; about one in ``every`` is one of ``bad``'s values (by turns)."""
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 2)
+    rng = random.Random(seed)
+    poison = list(bad)
+    values: list[tuple[int, bytes]] = []
+    for i in range(n):
+        if poison and rng.randrange(every) == 0:
+            values.append((i % 2, poison[len(values) % len(poison)]))
+        else:
+            values.append((i % 2, json.dumps({"store": rng.choice(STORES), "amount": rng.randint(1, 99)}).encode()))
+    produced = produce(cluster.bootstrap_servers(), topic, values)
+    found = {(r.topic, r.partition, r.offset): bad[r.value] for r in produced if r.value in bad}
+    return Orders(topic, produced, found)
+
+
+def sales_by_store(name: str, data: Orders, cluster: Any, factory: StateFactory, amount_sql: str) -> Topology:
+    t = Topology(name, errors=ErrorPolicy.skip())
+    (t.new_stream(KafkaSpout(config(cluster.bootstrap_servers(), topics=[data.topic]), name))
+     .map("get_json_object(CAST(value AS STRING), '$.store') AS store",
+          f"{amount_sql} AS amount")
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                            name="sales"))
+    return t
+
+
+def jobs_of(spark: Any, group: str) -> list[Any]:
+    tracker = spark.sparkContext.statusTracker()
+    return [tracker.getJobInfo(j) for j in sorted(tracker.getJobIdsForGroup(group))]
+
+
+def run_one_txid(spark: Any, t: Topology, factory: StateFactory, metrics: Metrics) -> None:
+    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(t.name), caps=ONE_TXID,
+                        metrics=metrics)
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+
+
+def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """Orders without a store (a null group-by key) are left out and reported with their coordinates by
+    the process job: the txid runs its two jobs (process, commit), none failed; the state equals the
+    truth over the other orders and each null-key record is counted once."""
+    data = orders(spark_kafka, 600, {b'{"amount": 5}': "NULL_KEY"}, every=25, seed=11)
+    assert len(data.bad) >= 10
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"null-keys-{uuid.uuid4().hex[:6]}"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
+                         action="skip") == len(data.bad)
+    jobs = jobs_of(spark, f"{name}:txid-1")
+    assert [j.status for j in jobs] == ["SUCCEEDED", "SUCCEEDED"], jobs
