@@ -50,7 +50,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
@@ -59,6 +59,7 @@ from app.batch import Batch, CommitStats
 from app.error_policy import Action
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
+from app.spark import capture as capture_
 from app.spark import fatal, warmup
 from app.spark.session import executor_cores
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
@@ -73,7 +74,7 @@ from app.spark.tasks import (
 from app.topology import PartitionPersist, Topology
 from states.aggregators import combine_updater
 from states.snapshottable import SnapshottableMap
-from spouts.bad_records import BadRecord
+from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import BatchPlan, PartitionMetadata
 from spouts.protocols import ArrowSpout
 from states.spec import MapSpec, StateKind
@@ -112,6 +113,31 @@ class SparkBatch:
     records: int
     sinks: tuple[SinkResult, ...]
     bad_records: tuple[BadRecord, ...] = ()  # left out of ``sinks``; the error policy settles them
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The names of a sink's observations in its process job (None: not observed)."""
+
+    null_keys: str | None = None
+    transform_errors: str | None = None
+
+
+@dataclass
+class Found:
+    """The rows a process run left out: null-key records, and records a transform failed on (by sink and
+    expression index, from the error-capturing form)."""
+
+    null_keys: list[BadRecord] = field(default_factory=list)
+    failed: dict[Any, tuple[CompiledSink, int]] = field(default_factory=dict)
+
+    def add(self, c: CompiledSink, df: Any, observed: Observed) -> None:
+        """Take what ``observed`` saw while ``df`` (materialised or collected) ran."""
+        if observed.null_keys is not None:
+            self.null_keys.extend(bad_records_.null_key_records(df, observed.null_keys, c.keys, c.sink.name))
+        if observed.transform_errors is not None:
+            for coords, k in bad_records_.failed_expressions(df, observed.transform_errors).items():
+                self.failed.setdefault(coords, (c, k))
 
 
 class SparkExecutor:
@@ -185,19 +211,13 @@ class SparkExecutor:
         failing = self._isolated.get(key, [])  # a replay of the same ranges meets the same bad records
         with self._job(batch, "process"):
             try:
-                results, null_keys = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
             except Exception as e:
                 if failing or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault: the txid is retried whole
-                failing = self._isolate(batch, ranges)
-                if not failing:
-                    raise
-                log.warning("topology %s txid %d: %d records fail the transforms (first: %s: %s); the txid runs "
-                            "without them", self.topology.name, batch.txid, len(failing), failing[0].coordinates,
-                            failing[0].reason)
-                results, null_keys = self._process_records(
-                    self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, found, failing = self._without_failing(batch, ranges, e)
                 self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
+            null_keys = found.null_keys
             if null_keys and not self._rows_left_out_alone():
                 # another row of a null-key record (another sink's, or a second row of the record) may be
                 # in a result: run the txid once more without those records
@@ -237,18 +257,17 @@ class SparkExecutor:
 
     # -- process ------------------------------------------------------------------------------
 
-    def _process_records(self, records: Any) -> tuple[list[SinkResult], list[BadRecord]]:
-        """Each sink's result, and the records left out for a null group-by key (found in the same jobs)."""
+    def _process_records(self, records: Any, *, capture: bool = False) -> tuple[list[SinkResult], Found]:
+        """Each sink's result, and the records left out of them (found in the same jobs): rows with a null
+        group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on."""
         several = len(self.sinks) > 1
         if several:
             records = records.persist()
         results: list[SinkResult] = []
-        null_keys: list[BadRecord] = []
+        found = Found()
         try:
             for c in self.sinks:
-                result, left_out = self._process_sink(c, records)
-                results.append(result)
-                null_keys.extend(left_out)
+                results.append(self._process_sink(c, records, found, capture))
             if not self.sinks:
                 records.count()
         except BaseException:
@@ -257,19 +276,104 @@ class SparkExecutor:
         finally:
             if several:
                 records.unpersist()
-        return results, null_keys
+        return results, found
 
     def _rows_left_out_alone(self) -> bool:
-        """Whether leaving out a null-key row leaves out its whole record: one sink, one row per record."""
+        """Whether leaving out a bad row leaves out its whole record: one sink, one row per record."""
         return len(self.sinks) == 1 and self.sinks[0].one_row_per_record
 
-    def _keyed_rows(self, c: CompiledSink, records: Any) -> tuple[Any, str | None]:
-        """``c``'s transformed rows without null keys (and the observation naming them), or, when its rows
-        lost their source coordinates, rows that fail on a null key (then found by bisection)."""
-        rows = c.transform(records)
+    def _keyed_rows(self, c: CompiledSink, records: Any, capture: bool = False) -> tuple[Any, Observed]:
+        """``c``'s transformed rows without null keys (and the observations naming the rows left out), or,
+        when its rows lost their source coordinates, rows that fail on a null key (then found by bisection).
+        ``capture``: the transforms in the error-capturing form, failed rows left out too."""
+        if capture:
+            rows, errors = bad_records_.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
+                                                               SOURCE_COLUMN, capture_.ERROR_COLUMN)
+        else:
+            rows, errors = c.transform(records), None
         if c.keys and c.carries_source:
-            return bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN)
-        return bad_records_.guard_keys(rows, c.keys, c.sink.name), None
+            rows, null_keys = bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN)
+            return rows, Observed(null_keys, errors)
+        return bad_records_.guard_keys(rows, c.keys, c.sink.name), Observed(None, errors)
+
+    def _without_failing(self, batch: Batch, ranges: list[Any],
+                         error: Exception) -> tuple[list[SinkResult], Found, list[BadRecord]]:
+        """After a record error: the txid's results without the records the transforms fail on, and those.
+
+        SQL transforms run once more in the error-capturing form (:mod:`app.spark.capture`): one job
+        finds every failing row; a sink with a function transform falls back to bisection."""
+        if not all(capture_.capturable(c.steps) and c.carries_source for c in self.sinks):
+            failing = self._isolate(batch, ranges)
+            if not failing:
+                raise error
+            log.warning("topology %s txid %d: %d records fail the transforms (first: %s: %s); the txid runs "
+                        "without them", self.topology.name, batch.txid, len(failing), failing[0].coordinates,
+                        failing[0].reason)
+            results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+            return results, found, failing
+        results, found = self._process_records(self._records(batch, ranges), capture=True)
+        try:
+            failing = self._name_failures(batch, found.failed)
+        except BaseException:
+            _unpersist(results)
+            raise
+        if not failing:  # no row of the transforms failed: the error lies elsewhere (an aggregate overflow)
+            _unpersist(results)
+            raise error
+        if not self._rows_left_out_alone():  # a failing record's other rows are in the results: run without it
+            _unpersist(results)
+            results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+        return results, found, failing
+
+    def _name_failures(self, batch: Batch, failed: dict[Any, tuple[CompiledSink, int]]) -> list[BadRecord]:
+        """The records the capturing form marked, each with the error its failing step raises on it.
+
+        Per sink and failing step, one job reads those records only and runs the steps before it (in the
+        capturing form: nothing fails, no task is retried); the step is then evaluated on each row on the
+        driver (a local relation: Spark's optimizer evaluates it, no job), which raises the row's error."""
+        by_step: dict[tuple[int, int], list[Any]] = {}
+        sinks = {id(c): i for i, c in enumerate(self.sinks)}
+        for coords, (c, k) in sorted(failed.items()):
+            by_step.setdefault((sinks[id(c)], capture_.step_of(c.steps, k)), []).append(coords)
+        named: dict[Any, bad_records_.RecordError] = {}
+        with bad_records_.quiet(self.spark):
+            for (i, step), records in by_step.items():
+                named.update(self._errors_at(batch, self.sinks[i], step, records))
+        out = []
+        for coords, (c, k) in sorted(failed.items()):
+            err = named.get(coords) or bad_records_.RecordError(
+                Stage.TRANSFORM, "TRANSFORM_ERROR", f"{capture_.expressions(c.steps)[k]!r} failed on this record")
+            t, p, o = coords
+            out.append(BadRecord(t, p, o, err.stage, err.reason, err.message))
+        return out
+
+    def _errors_at(self, batch: Batch, c: CompiledSink, step: int,
+                   records: list[Any]) -> dict[Any, bad_records_.RecordError]:
+        """The error step ``step`` of ``c`` raises on the rows of ``records`` (see :meth:`_name_failures`)."""
+        from pyspark.sql import DataFrame
+
+        parts = bad_records_.sub_ranges(records, self.topology.name)
+        read = self._records(batch, parts, bad_records_.only(records), counted=False)
+        before = capture_.capture(read, c.steps[:step]).drop(capture_.ERROR_COLUMN)
+        rows, schema = before._jdf.collectAsList(), before._jdf.schema()
+        source = before.columns.index(SOURCE_COLUMN)
+        jvm = self.spark.sparkContext._jvm
+        out: dict[Any, bad_records_.RecordError] = {}
+        for j in range(rows.size()):
+            row = rows.get(j)
+            src = row.getStruct(source)
+            coords = (src.getString(0), int(src.getLong(1)), int(src.getLong(2)))
+            if coords in out:
+                continue
+            local = DataFrame(self.spark._jsparkSession.createDataFrame(jvm.java.util.Collections.singletonList(row),
+                                                                        schema), self.spark)
+            try:
+                c.steps[step].apply(local).collect()
+            except Exception as e:  # noqa: BLE001 - the error is what we came for
+                e.__context__ = None  # raised while the txid's first error is handled: name this one only
+                out[coords] = bad_records_.record_error(e) or bad_records_.RecordError(
+                    Stage.TRANSFORM, "TRANSFORM_ERROR", str(e)[:1000])
+        return out
 
     def _isolate(self, batch: Batch, ranges: list[Any]) -> list[BadRecord]:
         """The records the transforms fail on by themselves (:func:`app.spark.bad_records.isolate`)."""
@@ -279,8 +383,9 @@ class SparkExecutor:
         def probe(parts: Any) -> bad_records_.RecordError | None:
             records = self._records(batch, parts, counted=False)
             try:
-                for c in self.sinks:
-                    bad_records_.force(self._keyed_rows(c, records)[0])
+                with bad_records_.quiet(self.spark):
+                    for c in self.sinks:
+                        bad_records_.force(self._keyed_rows(c, records)[0])
             except Exception as e:
                 err = bad_records_.record_error(e)
                 if err is None:
@@ -302,22 +407,23 @@ class SparkExecutor:
                           self._counts if counted else None, self.faults, self._bad if counted else None, rows)
         return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
 
-    def _process_sink(self, c: CompiledSink, records: Any) -> tuple[SinkResult, list[BadRecord]]:
-        rows, observed = self._keyed_rows(c, records)
+    def _process_sink(self, c: CompiledSink, records: Any, found: Found, capture: bool = False) -> SinkResult:
+        rows, observed = self._keyed_rows(c, records, capture)
         result = c.aggregate(rows, self.commit_partitions)
         if c.is_global:
             got = result.collect()  # one row at most
+            found.add(c, result, observed)
             if c.mode is Mode.BUILTIN:
                 got = [r for r in got if r[COUNT_COLUMN] > 0]
             if not got:
-                return SinkResult(c), []
+                return SinkResult(c)
             values = tuple(got[0][v] for v in c.values)
-            return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values), []
+            return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
         frame = result.persist()
         try:
             keys = _materialise(frame)  # the one job that reads, aggregates and caches
-            null_keys = [] if observed is None else bad_records_.null_key_records(frame, observed, c.keys, c.sink.name)
-            return SinkResult(c, frame, keys), null_keys
+            found.add(c, frame, observed)
+            return SinkResult(c, frame, keys)
         except BaseException:
             frame.unpersist(blocking=False)
             raise

@@ -4,12 +4,14 @@ transform errors are found in a number of jobs that does not grow with the numbe
 from __future__ import annotations
 
 import json
+import math
 import random
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from app.error_policy import ErrorPolicy
@@ -105,3 +107,41 @@ def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafk
                          action="skip") == len(data.bad)
     jobs = jobs_of(spark, f"{name}:txid-1")
     assert [j.status for j in jobs] == ["SUCCEEDED", "SUCCEEDED"], jobs
+
+
+@pytest.mark.parametrize("bad_records", [1, 10, 50])
+def test_transform_errors_cost_a_few_jobs_whatever_their_number(spark: Any, spark_kafka: Any, tmp_path: Path,
+                                                                bad_records: int) -> None:
+    """Amounts that do not CAST, divide by zero or hit a raise_error, 1 to 50 of them in a txid of 600:
+    the txid runs the same few jobs (the failed process job, the error-capturing one, a one-record read
+    per failing expression, the commit), far fewer than 2*log2(600); only the first job failed (no
+    probe fails a task, so none is retried); the state equals the truth over the good records and each
+    bad record is counted once under its own error."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT",
+              b'{"store": "oslo", "amount": "0"}': "DIVIDE_BY_ZERO",
+              b'{"store": "oslo", "amount": "-7"}': "USER_RAISED_EXCEPTION"}
+    data = orders(spark_kafka, 600, poison, every=600 // bad_records, seed=bad_records)
+    poison_values = {v for v in poison}
+    while len(data.bad) != bad_records:  # the seed draws about the right number; take the first that fits
+        data = orders(spark_kafka, 600, poison, every=600 // bad_records, seed=len(data.produced) + len(data.bad))
+    assert {v for r in data.produced for v in [r.value] if v in poison_values}
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"transform-errors-{uuid.uuid4().hex[:6]}"
+    amount = "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       f"CASE WHEN {amount} < 0 THEN raise_error('negative amount') ELSE 100 DIV {amount} END")
+    truth = {s: (sum(100 // int(json.loads(r.value)["amount"]) for r in data.produced
+                     if (r.topic, r.partition, r.offset) not in data.bad and json.loads(r.value)["store"] == s), n)
+             for s, (_, n) in data.truth().items()}
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == truth
+    for reason in poison.values():
+        expected = sum(1 for r in data.bad.values() if r == reason)
+        assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason=reason,
+                             action="skip") == expected, reason
+    jobs = jobs_of(spark, f"{name}:txid-1")
+    failing_expressions = 1  # every poison fails the same expression (the amount's)
+    assert len(jobs) <= 3 + failing_expressions, jobs
+    assert [j.status for j in jobs].count("FAILED") == 1, jobs
+    assert len(jobs) < 2 * math.log2(len(data.produced))
