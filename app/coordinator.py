@@ -270,7 +270,7 @@ class Coordinator:
         self._attempts[txid] = attempt
         if attempt > 1:
             self._metrics.replays.labels(self.topology_id).inc()
-        return Batch(txid, attempt, plan, frozen)
+        return Batch(txid, attempt, plan, frozen, progress=self._progress)
 
     def _committed_plan(self) -> BatchPlan | None:
         assert self._progress is not None

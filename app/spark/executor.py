@@ -208,7 +208,9 @@ class SparkExecutor:
         if not ranges:
             return SparkBatch(batch.txid, batch.attempt, 0, ())
         key = tuple((m.topic, m.partition, m.first_offset, m.next_offset) for m in ranges)
-        failing = self._isolated.get(key, [])  # a replay of the same ranges meets the same bad records
+        failing = self._isolated.get(key)  # a replay of the same ranges meets the same bad records
+        if failing is None:
+            failing = _stored_isolation(batch, key)
         with self._job(batch, "process"):
             try:
                 results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
@@ -217,6 +219,7 @@ class SparkExecutor:
                     raise  # transient, or not a record's fault: the txid is retried whole
                 results, found, failing = self._without_failing(batch, ranges, e)
                 self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
+                _store_isolation(batch, key, failing)
             null_keys = found.null_keys
             if null_keys and not self._rows_left_out_alone():
                 # another row of a null-key record (another sink's, or a second row of the record) may be
@@ -505,6 +508,28 @@ class SparkExecutor:
             yield
         finally:
             sc.setLocalProperty("spark.scheduler.pool", None)
+
+
+def _stored_isolation(batch: Batch, key: tuple[Any, ...]) -> list[BadRecord]:
+    """The bad records an earlier attempt (of any process) isolated in these ranges of ``batch``'s txid."""
+    if batch.progress is None:
+        return []
+    doc = batch.progress.isolated(batch.txid)
+    if doc is None or [tuple(r) for r in doc["ranges"]] != [tuple(r) for r in key]:
+        return []
+    records = [BadRecord(t, int(p), int(o), Stage(stage), reason, message)
+               for t, p, o, stage, reason, message in doc["records"]]
+    log.info("txid %d: reusing the %d bad records isolated by an earlier attempt", batch.txid, len(records))
+    return records
+
+
+def _store_isolation(batch: Batch, key: tuple[Any, ...], failing: Sequence[BadRecord]) -> None:
+    """Keep ``failing`` with ``batch``'s txid (fenced by the lease epoch): a restart or a takeover reuses them."""
+    if batch.progress is None:
+        return
+    batch.progress.store_isolated(batch.txid, {
+        "ranges": [list(r) for r in key],
+        "records": [[b.topic, b.partition, b.offset, b.stage.value, b.reason, b.message] for b in failing]})
 
 
 def _unpersist(results: Any) -> None:

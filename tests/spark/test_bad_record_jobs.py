@@ -145,3 +145,43 @@ def test_transform_errors_cost_a_few_jobs_whatever_their_number(spark: Any, spar
     assert len(jobs) <= 3 + failing_expressions, jobs
     assert [j.status for j in jobs].count("FAILED") == 1, jobs
     assert len(jobs) < 2 * math.log2(len(data.produced))
+
+
+class Killed(BaseException):
+    """The process dies here (not an Exception: the coordinator does not retry it)."""
+
+
+def test_a_restart_reuses_the_bad_records_isolated_before_it(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """The process is killed after txid 1's transform errors were isolated and its plan frozen, before its
+    commit; a new executor and coordinator on the same store run txid 1 again without isolating anything
+    (two jobs, process and commit, none failed); the state equals the truth and every bad record is
+    counted once, by the attempt that committed."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
+    data = orders(spark_kafka, 400, poison, every=40, seed=5)
+    assert len(data.bad) >= 5
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    name = f"isolated-restart-{uuid.uuid4().hex[:6]}"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
+
+    def kill_before_commit(point: str, txid: int) -> None:
+        if point == "commit":
+            raise Killed()
+
+    first = coordinator(t, SparkExecutor(spark, t, metrics=Metrics(CollectorRegistry())),
+                        factory.txstate_store(t.name), caps=ONE_TXID)
+    first._faults = kill_before_commit
+    try:
+        with pytest.raises(Killed):
+            first.run_until_idle()
+    finally:
+        first.close()
+    before = jobs_of(spark, f"{name}:txid-1")
+    assert [j.status for j in before].count("FAILED") == 1  # the first process job met the bad records
+    metrics = Metrics(CollectorRegistry())
+    run_one_txid(spark, t, factory, metrics)
+    after = [j for j in jobs_of(spark, f"{name}:txid-1") if j.jobId not in {b.jobId for b in before}]
+    assert [j.status for j in after] == ["SUCCEEDED", "SUCCEEDED"], after  # process, commit: no isolation
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
+                         action="skip") == len(data.bad)
