@@ -61,6 +61,7 @@ from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark import fatal, warmup
+from app.spark.isolation import Isolation
 from app.spark.session import executor_cores
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
@@ -180,6 +181,7 @@ class SparkExecutor:
         self._counts = spark.sparkContext.accumulator({}, RangeCounts())
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
+        self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
 
     def _compile(self) -> tuple[CompiledSink, ...]:
         empty = self.spark.createDataFrame([], self.records_schema)
@@ -305,30 +307,36 @@ class SparkExecutor:
 
         SQL transforms run once more in the error-capturing form (:mod:`app.spark.capture`): one job
         finds every failing row; a sink with a function transform falls back to bisection."""
-        if not all(capture_.capturable(c.steps) and c.carries_source for c in self.sinks):
-            failing = self._isolate(batch, ranges)
-            if not failing:
-                raise error
-            log.warning("topology %s txid %d: %d records fail the transforms (first: %s: %s); the txid runs "
-                        "without them", self.topology.name, batch.txid, len(failing), failing[0].coordinates,
-                        failing[0].reason)
-            results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
-            return results, found, failing
-        results, found = self._process_records(self._records(batch, ranges), capture=True)
+        offsets = sum(m.next_offset - m.first_offset for m in ranges)
+        self.isolating = iso = Isolation(self.topology.name, batch.txid, Stage.TRANSFORM.value, offsets, self.metrics)
         try:
-            failing = self._name_failures(batch, found.failed)
-        except BaseException:
-            _unpersist(results)
-            raise
-        if not failing:  # no row of the transforms failed: the error lies elsewhere (an aggregate overflow)
-            _unpersist(results)
-            raise error
-        if not self._rows_left_out_alone():  # a failing record's other rows are in the results: run without it
-            _unpersist(results)
-            results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
-        return results, found, failing
+            if not all(capture_.capturable(c.steps) and c.carries_source for c in self.sinks):
+                failing = self._isolate(batch, ranges, iso)
+                if not failing:
+                    raise error
+                iso.done(failing)
+                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                return results, found, failing
+            results, found = self._process_records(self._records(batch, ranges), capture=True)
+            iso.round("error-capturing run", len({k for _, k in found.failed.values()}), len(found.failed))
+            try:
+                failing = self._name_failures(batch, found.failed, iso)
+            except BaseException:
+                _unpersist(results)
+                raise
+            if not failing:  # no row of the transforms failed: the error lies elsewhere (an aggregate overflow)
+                _unpersist(results)
+                raise error
+            iso.done(failing)
+            if not self._rows_left_out_alone():  # a failing record's other rows are in the results: run without it
+                _unpersist(results)
+                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+            return results, found, failing
+        finally:
+            self.isolating = None
 
-    def _name_failures(self, batch: Batch, failed: dict[Any, tuple[CompiledSink, int]]) -> list[BadRecord]:
+    def _name_failures(self, batch: Batch, failed: dict[Any, tuple[CompiledSink, int]],
+                       iso: Isolation) -> list[BadRecord]:
         """The records the capturing form marked, each with the error its failing step raises on it.
 
         Per sink and failing step, one job reads those records only and runs the steps before it (in the
@@ -340,8 +348,10 @@ class SparkExecutor:
             by_step.setdefault((sinks[id(c)], capture_.step_of(c.steps, k)), []).append(coords)
         named: dict[Any, bad_records_.RecordError] = {}
         with bad_records_.quiet(self.spark):
-            for (i, step), records in by_step.items():
+            for n, ((i, step), records) in enumerate(by_step.items()):
                 named.update(self._errors_at(batch, self.sinks[i], step, records))
+                iso.round(f"errors named at step {step} of sink {self.sinks[i].sink.name}", len(by_step) - n - 1,
+                          len(failed))
         out = []
         for coords, (c, k) in sorted(failed.items()):
             err = named.get(coords) or bad_records_.RecordError(
@@ -378,13 +388,14 @@ class SparkExecutor:
                     Stage.TRANSFORM, "TRANSFORM_ERROR", str(e)[:1000])
         return out
 
-    def _isolate(self, batch: Batch, ranges: list[Any]) -> list[BadRecord]:
+    def _isolate(self, batch: Batch, ranges: list[Any], iso: Isolation) -> list[BadRecord]:
         """The records the transforms fail on by themselves (:func:`app.spark.bad_records.isolate`)."""
         coordinates = sorted((r[0], r[1], r[2]) for r in self._records(batch, ranges, counted=False)
                              .select("topic", "partition", "offset").collect())
 
         def probe(parts: Any) -> bad_records_.RecordError | None:
             records = self._records(batch, parts, counted=False)
+            iso.probed()
             try:
                 with bad_records_.quiet(self.spark):
                     for c in self.sinks:

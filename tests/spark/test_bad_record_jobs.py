@@ -185,3 +185,45 @@ def test_a_restart_reuses_the_bad_records_isolated_before_it(spark: Any, spark_k
     assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
     assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
                          action="skip") == len(data.bad)
+
+
+def test_isolation_says_what_it_does_in_a_few_lines_and_on_readyz(spark: Any, spark_kafka: Any, tmp_path: Path,
+                                                                  caplog: Any, capfd: Any) -> None:
+    """While a txid's transform errors are isolated, the coordinator's health reason says so; the log has
+    one start line, one line per round and one summary naming the first bad records; the rounds and jobs
+    are counted; Spark prints no task stack trace after the first failed job's attempts."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
+    data = orders(spark_kafka, 400, poison, every=20, seed=8)
+    assert len(data.bad) >= 10
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"isolation-visible-{uuid.uuid4().hex[:6]}"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
+    executor = SparkExecutor(spark, t, metrics=metrics)
+    coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
+    reasons: list[str | None] = []
+    errors_at = executor._errors_at
+
+    def watched(*args: Any) -> Any:
+        reasons.append(coord.source_problem)
+        return errors_at(*args)
+
+    executor._errors_at = watched  # type: ignore[method-assign]
+    capfd.readouterr()
+    caplog.set_level("INFO", logger="app.spark.isolation")
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+    assert reasons and all(r is not None and r.startswith("isolating bad records in txid 1: transform") for r in reasons)
+    assert coord.source_problem is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "app.spark.isolation"]
+    assert len(lines) == 4, lines  # start, the capturing round, the naming round, the summary
+    assert "isolating bad records (transform stage, 400 records)" in lines[0]
+    first = min(data.bad)
+    assert f"isolated {len(data.bad)} bad records of 400" in lines[-1]
+    assert f"{first[0]}[{first[1]}]@{first[2]}: CAST_INVALID_INPUT" in lines[-1]
+    assert metrics.value("trident_isolation_rounds_total", pipeline=name, stage="transform") == 2
+    assert metrics.value("trident_isolated_records_total", pipeline=name, stage="transform") == len(data.bad)
+    assert capfd.readouterr().err.count("Exception in task") <= 2 * 4  # the first job's tasks, 4 attempts at most
