@@ -106,3 +106,14 @@ def step_of(steps: Sequence[Step], index: int) -> int:
         if index < seen:
             return i
     raise IndexError(index)
+
+
+def reads_place(step: Step, place: frozenset[str]) -> bool:
+    """Whether ``step`` may read one of the ``place`` columns (a word of its SQL other than a bare pass-through
+    of the column; a function step always may)."""
+    import re
+
+    if step.transform.kind == "function":
+        return True
+    words = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(place)) + r")\b", re.IGNORECASE)
+    return any(words.search(e) for e in step.transform.exprs if e.strip() not in place)

@@ -63,6 +63,7 @@ from app.spark import capture as capture_
 from app.spark import fatal, warmup
 from app.spark.isolation import Isolation
 from app.spark.session import executor_cores
+from app.upserts import PLACE_COLUMN
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     STATS_SCHEMA,
@@ -371,21 +372,35 @@ class SparkExecutor:
         rows, schema = before._jdf.collectAsList(), before._jdf.schema()
         source = before.columns.index(SOURCE_COLUMN)
         jvm = self.spark.sparkContext._jvm
+        # rows alike but for their place in the source fail alike, when the step does not read the place
+        same = [i for i, n in enumerate(before.columns) if n not in _PLACE_COLUMNS] \
+            if not capture_.reads_place(c.steps[step], _PLACE_COLUMNS) else None
         out: dict[Any, bad_records_.RecordError] = {}
+        by_content: dict[tuple[str, ...], bad_records_.RecordError | None] = {}
         for j in range(rows.size()):
             row = rows.get(j)
             src = row.getStruct(source)
             coords = (src.getString(0), int(src.getLong(1)), int(src.getLong(2)))
             if coords in out:
                 continue
+            content = None if same is None else tuple(str(row.get(i)) for i in same)
+            if content is not None and content in by_content:
+                known = by_content[content]
+                if known is not None:
+                    out[coords] = known
+                continue
             local = DataFrame(self.spark._jsparkSession.createDataFrame(jvm.java.util.Collections.singletonList(row),
                                                                         schema), self.spark)
+            err = None
             try:
                 c.steps[step].apply(local).collect()
             except Exception as e:  # noqa: BLE001 - the error is what we came for
                 e.__context__ = None  # raised while the txid's first error is handled: name this one only
-                out[coords] = bad_records_.record_error(e) or bad_records_.RecordError(
+                err = bad_records_.record_error(e) or bad_records_.RecordError(
                     Stage.TRANSFORM, "TRANSFORM_ERROR", str(e)[:1000])
+                out[coords] = err
+            if content is not None:
+                by_content[content] = err
         return out
 
     def _isolate(self, batch: Batch, ranges: list[Any], iso: Isolation) -> list[BadRecord]:
@@ -519,6 +534,10 @@ class SparkExecutor:
             yield
         finally:
             sc.setLocalProperty("spark.scheduler.pool", None)
+
+
+#: The columns that say where a row's record is in the source (not what it holds).
+_PLACE_COLUMNS = frozenset({"topic", "partition", "offset", "timestamp", SOURCE_COLUMN, PLACE_COLUMN})
 
 
 def _stored_isolation(batch: Batch, key: tuple[Any, ...]) -> list[BadRecord]:

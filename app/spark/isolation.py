@@ -38,8 +38,8 @@ class Isolation:
         self.metrics.isolation_probes.labels(self.pipeline, self.stage).inc(probes)
         self.status = (f"isolating bad records in txid {self.txid}: {self.stage}, round {self.rounds}, "
                        f"{slices_left} slices left, {found} bad records found")
-        log.info("pipeline %s txid %d: isolation round %d (%s): %d slices left, %d bad records found", self.pipeline,
-                 self.txid, self.rounds, what, slices_left, found)
+        log.info("pipeline %s txid %d: isolation round %d (%s): %d slices left, %d bad records found (%.1f s)",
+                 self.pipeline, self.txid, self.rounds, what, slices_left, found, time.monotonic() - self._started)
 
     def probed(self) -> None:
         """One bisection probe (a job; bisection logs no rounds, its summary counts them)."""
