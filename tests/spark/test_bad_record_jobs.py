@@ -227,3 +227,58 @@ def test_isolation_says_what_it_does_in_a_few_lines_and_on_readyz(spark: Any, sp
     assert metrics.value("trident_isolation_rounds_total", pipeline=name, stage="transform") == 2
     assert metrics.value("trident_isolated_records_total", pipeline=name, stage="transform") == len(data.bad)
     assert capfd.readouterr().err.count("Exception in task") <= 2 * 4  # the first job's tasks, 4 attempts at most
+
+
+def test_a_record_with_a_null_key_in_one_sink_is_left_out_of_every_sink(spark: Any, spark_kafka: Any,
+                                                                         tmp_path: Path) -> None:
+    """Two sinks of one spout: orders per store (a record without a store has a null key there) and the
+    amount per amount bucket (that record has a key there): a record is bad if any of its rows is, so
+    neither table counts it; each is counted once as a null-key record."""
+    data = orders(spark_kafka, 300, {b'{"amount": 5}': "NULL_KEY"}, every=30, seed=21)
+    assert len(data.bad) >= 3
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"null-keys-two-sinks-{uuid.uuid4().hex[:6]}"
+    t = Topology(name, errors=ErrorPolicy.skip())
+    spout = KafkaSpout(config(spark_kafka.bootstrap_servers(), topics=[data.topic]), name)
+    rows = t.new_stream(spout).map("get_json_object(CAST(value AS STRING), '$.store') AS store",
+                                   "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) AS amount")
+    rows.group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                                name="sales")
+    rows.each("amount % 10 AS bucket").group_by("bucket").persistent_aggregate(factory, [Agg(Count(), "n")],
+                                                                               name="buckets")
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    buckets: dict[int, int] = {}
+    for r in data.produced:
+        if (r.topic, r.partition, r.offset) not in data.bad:
+            b = int(json.loads(r.value)["amount"]) % 10
+            buckets[b] = buckets.get(b, 0) + 1
+    assert sqlite_table(tmp_path / "state.db", "buckets", ["bucket"], ["n"]) == buckets
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
+                         action="skip") == len(data.bad)
+
+
+def test_a_function_transform_falls_back_to_bisection(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """A Python function transform cannot run in the error-capturing form: its sink's transform errors are
+    found by bisection, counted as probes; the state equals the truth and each bad record is counted."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
+    data = orders(spark_kafka, 200, poison, every=50, seed=4)
+    assert 1 <= len(data.bad) <= 10
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"bisection-{uuid.uuid4().hex[:6]}"
+    t = Topology(name, errors=ErrorPolicy.skip())
+    spout = KafkaSpout(config(spark_kafka.bootstrap_servers(), topics=[data.topic]), name)
+    (t.new_stream(spout)
+     .map("get_json_object(CAST(value AS STRING), '$.store') AS store",
+          "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) AS amount")
+     .apply(lambda df: df.withColumn("amount", df["amount"] * 1))
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                            name="sales"))
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
+                         action="skip") == len(data.bad)
+    assert metrics.value("trident_isolation_probes_total", pipeline=name, stage="transform") > 0
+    assert metrics.value("trident_isolated_records_total", pipeline=name, stage="transform") == len(data.bad)
