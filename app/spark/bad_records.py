@@ -9,8 +9,9 @@
   zero, a ``raise_error``) fails the Spark job; SQL transforms then run in an error-capturing form
   (:mod:`app.spark.capture`, :func:`split_transform_errors`) that finds every failing record in one
   job. A sink with a Python function transform, or a null group-by key of a sink whose rows lost
-  their source column (:func:`guard_keys` makes that fail), is handled by bisection: When the error is deterministic (:func:`record_error`: a replay of the same
-  records raises it again), the txid's records are bisected by source coordinates
+  their source column (:func:`guard_keys` makes that fail), is handled by bisection: when the error
+  is deterministic (:func:`record_error`: a replay of the same records raises it again), the txid's
+  records are bisected by source coordinates
   (:func:`isolate`): each probe runs the transforms on a slice of the records; a slice that passes
   holds no bad record, a failing slice of one record is one. The txid then runs without them.
   A transient error (a broker away) is never mistaken for a bad record: it propagates and the txid
