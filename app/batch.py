@@ -51,6 +51,7 @@ class Batch:
     status: BatchStatus = BatchStatus.PLANNED
     result: Any = None
     future: Future[Any] | None = field(default=None, repr=False)
+    progress: Any = field(default=None, repr=False)  # the coordinator's ProgressLog: isolated bad records live there
 
     def advance(self, to: BatchStatus) -> None:
         """Move to ``to``, or raise BatchLifecycleError when the lifecycle does not allow it."""

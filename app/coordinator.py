@@ -270,7 +270,7 @@ class Coordinator:
         self._attempts[txid] = attempt
         if attempt > 1:
             self._metrics.replays.labels(self.topology_id).inc()
-        return Batch(txid, attempt, plan, frozen)
+        return Batch(txid, attempt, plan, frozen, progress=self._progress)
 
     def _committed_plan(self) -> BatchPlan | None:
         assert self._progress is not None
@@ -357,8 +357,11 @@ class Coordinator:
 
     @property
     def source_problem(self) -> str | None:
-        """What the spout's coordinator side reports as wrong with the source (e.g. a missing topic), if anything."""
+        """What the spout's coordinator side reports as wrong with the source (e.g. a missing topic), or what
+        holds the executor up (``isolating bad records in txid N: ...``), if anything."""
         problem = getattr(self._partitions, "problem", None)
+        if not isinstance(problem, str):
+            problem = getattr(getattr(self.executor, "isolating", None), "status", None)
         return problem if isinstance(problem, str) else None
 
     def _healthy(self) -> None:

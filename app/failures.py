@@ -49,7 +49,7 @@ CAUSES = ("lease_lost", "data_loss", "stale_batch", "bad_record", "configuration
 DETERMINISTIC_SPARK_ERRORS = frozenset({
     "CAST_INVALID_INPUT", "CAST_OVERFLOW", "DIVIDE_BY_ZERO", "ARITHMETIC_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE",
     "INVALID_ARRAY_INDEX", "INVALID_ARRAY_INDEX_IN_ELEMENT_AT", "MALFORMED_RECORD_IN_PARSING",
-    "CANNOT_PARSE_TIMESTAMP", "INVALID_FRACTION_OF_SECOND", "DATATYPE_MISMATCH",
+    "CANNOT_PARSE_TIMESTAMP", "INVALID_FRACTION_OF_SECOND", "DATATYPE_MISMATCH", "USER_RAISED_EXCEPTION",
 })
 
 #: librdkafka errors that no retry can mend (KafkaError names): bad settings and refused credentials.

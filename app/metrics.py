@@ -63,6 +63,16 @@ class Metrics:
             "(app.failures.CAUSES); every reason's series exists from the pipeline's start at 0.",
             ["pipeline", "reason"], registry=r)
 
+        # -- bad-record isolation (app.spark.isolation) ---------------------------------------------
+        self.isolation_rounds = Counter("trident_isolation_rounds_total", "Rounds of bad-record isolation (each "
+                                        "one or more Spark jobs), by the stage the bad records failed at.",
+                                        ["pipeline", "stage"], registry=r)
+        self.isolation_probes = Counter("trident_isolation_probes_total", "Spark jobs run to isolate bad records, "
+                                        "by stage.", ["pipeline", "stage"], registry=r)
+        self.isolated_records = Counter("trident_isolated_records_total", "Bad records found by isolation (the "
+                                        "records a txid's transforms fail on), by stage.", ["pipeline", "stage"],
+                                        registry=r)
+
     def precreate(self, pipeline: str, topic: str, partition: str, policy: str) -> None:
         """As :meth:`spouts.metrics.SpoutMetrics.precreate` (spouts are handed the service's metrics too)."""
         self.spouts.precreate(pipeline, topic, partition, policy)

@@ -25,6 +25,14 @@ The coordinator reads and writes its progress only through this module. The docu
 
       {"start": {"0": 17, "1": 4}}
 
+- ``isolated/<txid, 20 digits>`` (:data:`ISOLATED_NAMESPACE`), the records the transforms of a txid
+  fail on, once the executor has isolated them, with the ranges they were found in (a replay of the
+  same ranges reuses them instead of isolating again); txids older than the retention window are
+  forgotten::
+
+      {"ranges": [["events", 0, 100, 200]], "records": [["events", 0, 117, "transform",
+                                                          "CAST_INVALID_INPUT", "..."]]}
+
 A txid at or below the marker is committed; a stored txid above it is frozen, not committed: its
 next attempt replays exactly its plan.
 """
@@ -42,6 +50,7 @@ from states.rotating import RotatingTransactionalState
 COMMITTED_KEY = "coordinator"
 BATCHES_NAMESPACE = "batches"
 DEAD_LETTERS_NAMESPACE = "dead_letters"
+ISOLATED_NAMESPACE = "isolated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +96,7 @@ class ProgressLog:
     """The coordinator's handle on its documents; every write is fenced by the lease ``epoch``."""
 
     def __init__(self, store: TransactionalStateStore, *, epoch: int, retention: int = 16) -> None:
-        self._store, self.epoch = store, epoch
+        self._store, self.epoch, self.retention = store, epoch, retention
         self._batches = RotatingTransactionalState(store, BATCHES_NAMESPACE, epoch=epoch, retention=retention)
 
     def committed(self) -> CommittedMarker:
@@ -118,6 +127,19 @@ class ProgressLog:
         self._store.put(f"{DEAD_LETTERS_NAMESPACE}/{txid:020d}", {"start": {str(p): o for p, o in start.items()}},
                         epoch=self.epoch)
         older = [k for k in self._store.keys(f"{DEAD_LETTERS_NAMESPACE}/") if int(k.rsplit("/", 1)[1]) < txid]
+        if older:
+            self._store.delete(older, epoch=self.epoch)
+
+    def isolated(self, txid: int) -> dict[str, Any] | None:
+        """The bad records stored for ``txid`` by :meth:`store_isolated`, or None."""
+        doc = self._store.get(f"{ISOLATED_NAMESPACE}/{txid:020d}")
+        return None if doc is None else dict(doc)
+
+    def store_isolated(self, txid: int, doc: Mapping[str, Any]) -> None:
+        """Keep ``txid``'s isolated bad records (fenced) and forget those of txids out of the retention window."""
+        self._store.put(f"{ISOLATED_NAMESPACE}/{txid:020d}", dict(doc), epoch=self.epoch)
+        older = [k for k in self._store.keys(f"{ISOLATED_NAMESPACE}/")
+                 if int(k.rsplit("/", 1)[1]) < txid - self.retention]
         if older:
             self._store.delete(older, epoch=self.epoch)
 

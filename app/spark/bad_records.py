@@ -3,10 +3,15 @@
 * **decode**: the spout reports a record it cannot decode to ``on_bad`` and leaves it out; read tasks
   add ``{range: bad records}`` to an accumulator (:class:`SeenBadRecords`), so a recomputed task adds
   the same entry again and the set stays exact.
-* **transform** and **aggregate**: a transform's expression that fails on a record (an ANSI ``CAST``,
-  a division by zero) or a row with a null group-by key (:func:`guard_keys` makes that fail too)
-  fails the Spark job. When the error is deterministic (:func:`record_error`: a replay of the same
-  records raises it again), the txid's records are bisected by source coordinates
+* **aggregate**: a row with a null group-by key is left out by the process job itself and named by
+  its hidden source column (:func:`split_null_keys`, :func:`null_key_records`): no job, no error.
+* **transform**: a transform's expression that fails on a record (an ANSI ``CAST``, a division by
+  zero, a ``raise_error``) fails the Spark job; SQL transforms then run in an error-capturing form
+  (:mod:`app.spark.capture`, :func:`split_transform_errors`) that finds every failing record in one
+  job. A sink with a Python function transform, or a null group-by key of a sink whose rows lost
+  their source column (:func:`guard_keys` makes that fail), is handled by bisection: when the error
+  is deterministic (:func:`record_error`: a replay of the same records raises it again), the txid's
+  records are bisected by source coordinates
   (:func:`isolate`): each probe runs the transforms on a slice of the records; a slice that passes
   holds no bad record, a failing slice of one record is one. The txid then runs without them.
   A transient error (a broker away) is never mistaken for a bad record: it propagates and the txid
@@ -19,7 +24,9 @@ probes in, provided the transforms are deterministic and work record by record (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +86,93 @@ def guard_keys(df: Any, keys: Sequence[str], sink: str) -> Any:
         null = null | F.col(k).isNull()
     raise_ = F.raise_error(F.lit(f"{_NULL_KEY_TEXT}: sink {sink}, key {', '.join(keys)}"))
     return df.filter(F.when(null, raise_).otherwise(F.lit(True)))
+
+
+def null_key_message(keys: Sequence[str], sink: str) -> str:
+    return f"null group-by key (sink {sink}, key {', '.join(keys)})"
+
+
+def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str) -> tuple[Any, str]:
+    """``df`` without its rows whose key columns hold a null, and the name of the observation that lists
+    their source records (column ``source``) as the job computing ``df`` runs: no job of its own.
+
+    Spark's observed metrics are aggregated from the tasks of the job (a recomputed task may add its
+    rows twice; :func:`null_key_records` keeps one entry per record).
+    """
+    from pyspark.sql import functions as F
+
+    null = F.col(keys[0]).isNull()
+    for k in keys[1:]:
+        null = null | F.col(k).isNull()
+    name = f"null_keys_{sink}"
+    found = F.to_json(F.collect_list(F.when(null, F.col(source)))).alias("records")
+    return df.observe(name, found).filter(~null), name
+
+
+def split_transform_errors(df: Any, sink: str, source: str, error: str) -> tuple[Any, str]:
+    """``df`` (in the capturing form, :mod:`app.spark.capture`) without its failed rows, and the name of
+    the observation that lists their source records and failed expressions, in the same job."""
+    from pyspark.sql import functions as F
+
+    name = f"transform_errors_{sink}"
+    failed = F.col(error).isNotNull()
+    found = F.to_json(F.collect_list(F.when(failed, F.struct(F.col(source).alias("source"),
+                                                             F.col(error).alias("expr"))))).alias("records")
+    return df.observe(name, found).filter(~failed).drop(error), name
+
+
+def observed(df: Any, name: str) -> list[Any]:
+    """The JSON list observation ``name`` collected while ``df`` (materialised or collected) ran."""
+    import json
+
+    got = df._jdf.queryExecution().observedMetrics().get(name)
+    if got.isEmpty():
+        raise RuntimeError(f"Spark did not report observation {name} of the batch")
+    return list(json.loads(got.get().getString(0) or "[]"))
+
+
+def null_key_records(frame: Any, name: str, keys: Sequence[str], sink: str) -> list[BadRecord]:
+    """The records observation ``name`` found in the (materialised) ``frame``, one entry each, in order."""
+    message = null_key_message(keys, sink)
+    coordinates = sorted({(d["topic"], int(d["partition"]), int(d["offset"])) for d in observed(frame, name)})
+    return [BadRecord(t, p, o, Stage.AGGREGATE, NULL_KEY, message) for t, p, o in coordinates]
+
+
+def failed_expressions(df: Any, name: str) -> dict[Coordinates, int]:
+    """Per record observation ``name`` found, the index of the first expression that failed on it."""
+    out: dict[Coordinates, int] = {}
+    for d in observed(df, name):
+        s = d["source"]
+        c = (s["topic"], int(s["partition"]), int(s["offset"]))
+        out[c] = min(out.get(c, d["expr"]), d["expr"])
+    return out
+
+
+#: Loggers that print a stack trace for every failed task or captured error; quiet while probing.
+_NOISY_JVM = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+              "org.apache.spark.scheduler.TaskSchedulerImpl")
+_NOISY_PYTHON = ("SQLQueryContextLogger", "py4j", "pyspark")
+
+
+@contextmanager
+def quiet(spark: Any) -> Iterator[None]:
+    """Spark's per-task error logging off while a probe fails on purpose (the probe reports the error)."""
+    jvm = spark.sparkContext._jvm
+    configurator, level = jvm.org.apache.logging.log4j.core.config.Configurator, jvm.org.apache.logging.log4j.Level
+    manager = jvm.org.apache.logging.log4j.LogManager
+    saved = [(name, manager.getLogger(name).getLevel()) for name in _NOISY_JVM]
+    saved_py = [(name, logging.getLogger(name).level) for name in _NOISY_PYTHON]
+    for name in _NOISY_JVM:
+        configurator.setLevel(name, level.OFF)
+    for name in _NOISY_PYTHON:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for name, lvl in saved:
+            configurator.setLevel(name, lvl)
+        for name, py_level in saved_py:
+            logging.getLogger(name).setLevel(py_level)
 
 
 def force(df: Any) -> None:
@@ -142,6 +236,23 @@ class Excluding:
         import pyarrow.compute as pc
 
         return rb.filter(pc.invert(pc.is_in(rb.column("offset"), value_set=pa.array(mine, rb.schema.field("offset").type))))
+
+
+@dataclass(frozen=True)
+class Only:
+    """A read task's row filter: keeps only the records at ``offsets`` (picklable, for executors)."""
+
+    offsets: frozenset[Coordinates]
+
+    def __call__(self, meta: PartitionMetadata, rb: pa.RecordBatch) -> pa.RecordBatch:
+        import pyarrow.compute as pc
+
+        mine = [o for t, p, o in self.offsets if t == meta.topic and p == meta.partition]
+        return rb.filter(pc.is_in(rb.column("offset"), value_set=pa.array(mine, rb.schema.field("offset").type)))
+
+
+def only(records: Iterable[Coordinates]) -> Only:
+    return Only(frozenset(records))
 
 
 def excluded(bad: Iterable[BadRecord]) -> Excluding:

@@ -50,7 +50,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
@@ -59,9 +59,12 @@ from app.batch import Batch, CommitStats
 from app.error_policy import Action
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
+from app.spark import capture as capture_
 from app.spark import fatal, warmup
+from app.spark.isolation import Isolation
 from app.spark.session import executor_cores
-from app.spark.plan import COUNT_COLUMN, CompiledSink, Mode, compile_sink, register_spec
+from app.upserts import PLACE_COLUMN
+from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     STATS_SCHEMA,
     CommitAggregates,
@@ -73,7 +76,7 @@ from app.spark.tasks import (
 from app.topology import PartitionPersist, Topology
 from states.aggregators import combine_updater
 from states.snapshottable import SnapshottableMap
-from spouts.bad_records import BadRecord
+from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import BatchPlan, PartitionMetadata
 from spouts.protocols import ArrowSpout
 from states.spec import MapSpec, StateKind
@@ -112,6 +115,31 @@ class SparkBatch:
     records: int
     sinks: tuple[SinkResult, ...]
     bad_records: tuple[BadRecord, ...] = ()  # left out of ``sinks``; the error policy settles them
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The names of a sink's observations in its process job (None: not observed)."""
+
+    null_keys: str | None = None
+    transform_errors: str | None = None
+
+
+@dataclass
+class Found:
+    """The rows a process run left out: null-key records, and records a transform failed on (by sink and
+    expression index, from the error-capturing form)."""
+
+    null_keys: list[BadRecord] = field(default_factory=list)
+    failed: dict[Any, tuple[CompiledSink, int]] = field(default_factory=dict)
+
+    def add(self, c: CompiledSink, df: Any, observed: Observed) -> None:
+        """Take what ``observed`` saw while ``df`` (materialised or collected) ran."""
+        if observed.null_keys is not None:
+            self.null_keys.extend(bad_records_.null_key_records(df, observed.null_keys, c.keys, c.sink.name))
+        if observed.transform_errors is not None:
+            for coords, k in bad_records_.failed_expressions(df, observed.transform_errors).items():
+                self.failed.setdefault(coords, (c, k))
 
 
 class SparkExecutor:
@@ -154,6 +182,7 @@ class SparkExecutor:
         self._counts = spark.sparkContext.accumulator({}, RangeCounts())
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
+        self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
 
     def _compile(self) -> tuple[CompiledSink, ...]:
         empty = self.spark.createDataFrame([], self.records_schema)
@@ -182,23 +211,27 @@ class SparkExecutor:
         if not ranges:
             return SparkBatch(batch.txid, batch.attempt, 0, ())
         key = tuple((m.topic, m.partition, m.first_offset, m.next_offset) for m in ranges)
-        failing = self._isolated.get(key, [])  # a replay of the same ranges meets the same bad records
+        failing = self._isolated.get(key)  # a replay of the same ranges meets the same bad records
+        if failing is None:
+            failing = _stored_isolation(batch, key)
         with self._job(batch, "process"):
             try:
-                results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
             except Exception as e:
                 if failing or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault: the txid is retried whole
-                failing = self._isolate(batch, ranges)
-                if not failing:
-                    raise
-                log.warning("topology %s txid %d: %d records fail the transforms (first: %s: %s); the txid runs "
-                            "without them", self.topology.name, batch.txid, len(failing), failing[0].coordinates,
-                            failing[0].reason)
-                results = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, found, failing = self._without_failing(batch, ranges, e)
                 self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
+                _store_isolation(batch, key, failing)
+            null_keys = found.null_keys
+            if null_keys and not self._rows_left_out_alone():
+                # another row of a null-key record (another sink's, or a second row of the record) may be
+                # in a result: run the txid once more without those records
+                _unpersist(results)
+                results, _ = self._process_records(
+                    self._records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
         counted = self._take_counts(batch)
-        bad = tuple(self._take_bad(batch)) + tuple(failing)
+        bad = tuple(self._take_bad(batch)) + tuple(failing) + tuple(null_keys)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad)
         with self._lock:
             self._held[(batch.txid, batch.attempt)] = processed
@@ -230,14 +263,17 @@ class SparkExecutor:
 
     # -- process ------------------------------------------------------------------------------
 
-    def _process_records(self, records: Any) -> list[SinkResult]:
+    def _process_records(self, records: Any, *, capture: bool = False) -> tuple[list[SinkResult], Found]:
+        """Each sink's result, and the records left out of them (found in the same jobs): rows with a null
+        group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on."""
         several = len(self.sinks) > 1
         if several:
             records = records.persist()
         results: list[SinkResult] = []
+        found = Found()
         try:
             for c in self.sinks:
-                results.append(self._process_sink(c, records))
+                results.append(self._process_sink(c, records, found, capture))
             if not self.sinks:
                 records.count()
         except BaseException:
@@ -246,18 +282,139 @@ class SparkExecutor:
         finally:
             if several:
                 records.unpersist()
-        return results
+        return results, found
 
-    def _isolate(self, batch: Batch, ranges: list[Any]) -> list[BadRecord]:
+    def _rows_left_out_alone(self) -> bool:
+        """Whether leaving out a bad row leaves out its whole record: one sink, one row per record."""
+        return len(self.sinks) == 1 and self.sinks[0].one_row_per_record
+
+    def _keyed_rows(self, c: CompiledSink, records: Any, capture: bool = False) -> tuple[Any, Observed]:
+        """``c``'s transformed rows without null keys (and the observations naming the rows left out), or,
+        when its rows lost their source coordinates, rows that fail on a null key (then found by bisection).
+        ``capture``: the transforms in the error-capturing form, failed rows left out too."""
+        if capture:
+            rows, errors = bad_records_.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
+                                                               SOURCE_COLUMN, capture_.ERROR_COLUMN)
+        else:
+            rows, errors = c.transform(records), None
+        if c.keys and c.carries_source:
+            rows, null_keys = bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN)
+            return rows, Observed(null_keys, errors)
+        return bad_records_.guard_keys(rows, c.keys, c.sink.name), Observed(None, errors)
+
+    def _without_failing(self, batch: Batch, ranges: list[Any],
+                         error: Exception) -> tuple[list[SinkResult], Found, list[BadRecord]]:
+        """After a record error: the txid's results without the records the transforms fail on, and those.
+
+        SQL transforms run once more in the error-capturing form (:mod:`app.spark.capture`): one job
+        finds every failing row; a sink with a function transform falls back to bisection."""
+        offsets = sum(m.next_offset - m.first_offset for m in ranges)
+        self.isolating = iso = Isolation(self.topology.name, batch.txid, Stage.TRANSFORM.value, offsets, self.metrics)
+        try:
+            if not all(capture_.capturable(c.steps) and c.carries_source for c in self.sinks):
+                failing = self._isolate(batch, ranges, iso)
+                if not failing:
+                    raise error
+                iso.done(failing)
+                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                return results, found, failing
+            results, found = self._process_records(self._records(batch, ranges), capture=True)
+            iso.round("error-capturing run", len({k for _, k in found.failed.values()}), len(found.failed))
+            try:
+                failing = self._name_failures(batch, found.failed, iso)
+            except BaseException:
+                _unpersist(results)
+                raise
+            if not failing:  # no row of the transforms failed: the error lies elsewhere (an aggregate overflow)
+                _unpersist(results)
+                raise error
+            iso.done(failing)
+            if not self._rows_left_out_alone():  # a failing record's other rows are in the results: run without it
+                _unpersist(results)
+                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+            return results, found, failing
+        finally:
+            self.isolating = None
+
+    def _name_failures(self, batch: Batch, failed: dict[Any, tuple[CompiledSink, int]],
+                       iso: Isolation) -> list[BadRecord]:
+        """The records the capturing form marked, each with the error its failing step raises on it.
+
+        Per sink and failing step, one job reads those records only and runs the steps before it (in the
+        capturing form: nothing fails, no task is retried); the step is then evaluated on each row on the
+        driver (a local relation: Spark's optimizer evaluates it, no job), which raises the row's error."""
+        by_step: dict[tuple[int, int], list[Any]] = {}
+        sinks = {id(c): i for i, c in enumerate(self.sinks)}
+        for coords, (c, k) in sorted(failed.items()):
+            by_step.setdefault((sinks[id(c)], capture_.step_of(c.steps, k)), []).append(coords)
+        named: dict[Any, bad_records_.RecordError] = {}
+        with bad_records_.quiet(self.spark):
+            for n, ((i, step), records) in enumerate(by_step.items()):
+                named.update(self._errors_at(batch, self.sinks[i], step, records))
+                iso.round(f"errors named at step {step} of sink {self.sinks[i].sink.name}", len(by_step) - n - 1,
+                          len(failed))
+        out = []
+        for coords, (c, k) in sorted(failed.items()):
+            err = named.get(coords) or bad_records_.RecordError(
+                Stage.TRANSFORM, "TRANSFORM_ERROR", f"{capture_.expressions(c.steps)[k]!r} failed on this record")
+            t, p, o = coords
+            out.append(BadRecord(t, p, o, err.stage, err.reason, err.message))
+        return out
+
+    def _errors_at(self, batch: Batch, c: CompiledSink, step: int,
+                   records: list[Any]) -> dict[Any, bad_records_.RecordError]:
+        """The error step ``step`` of ``c`` raises on the rows of ``records`` (see :meth:`_name_failures`)."""
+        from pyspark.sql import DataFrame
+
+        parts = bad_records_.sub_ranges(records, self.topology.name)
+        read = self._records(batch, parts, bad_records_.only(records), counted=False)
+        before = capture_.capture(read, c.steps[:step]).drop(capture_.ERROR_COLUMN)
+        rows, schema = before._jdf.collectAsList(), before._jdf.schema()
+        source = before.columns.index(SOURCE_COLUMN)
+        jvm = self.spark.sparkContext._jvm
+        # rows alike but for their place in the source fail alike, when the step does not read the place
+        same = [i for i, n in enumerate(before.columns) if n not in _PLACE_COLUMNS] \
+            if not capture_.reads_place(c.steps[step], _PLACE_COLUMNS) else None
+        out: dict[Any, bad_records_.RecordError] = {}
+        by_content: dict[tuple[str, ...], bad_records_.RecordError | None] = {}
+        for j in range(rows.size()):
+            row = rows.get(j)
+            src = row.getStruct(source)
+            coords = (src.getString(0), int(src.getLong(1)), int(src.getLong(2)))
+            if coords in out:
+                continue
+            content = None if same is None else tuple(str(row.get(i)) for i in same)
+            if content is not None and content in by_content:
+                known = by_content[content]
+                if known is not None:
+                    out[coords] = known
+                continue
+            local = DataFrame(self.spark._jsparkSession.createDataFrame(jvm.java.util.Collections.singletonList(row),
+                                                                        schema), self.spark)
+            err = None
+            try:
+                c.steps[step].apply(local).collect()
+            except Exception as e:  # noqa: BLE001 - the error is what we came for
+                e.__context__ = None  # raised while the txid's first error is handled: name this one only
+                err = bad_records_.record_error(e) or bad_records_.RecordError(
+                    Stage.TRANSFORM, "TRANSFORM_ERROR", str(e)[:1000])
+                out[coords] = err
+            if content is not None:
+                by_content[content] = err
+        return out
+
+    def _isolate(self, batch: Batch, ranges: list[Any], iso: Isolation) -> list[BadRecord]:
         """The records the transforms fail on by themselves (:func:`app.spark.bad_records.isolate`)."""
         coordinates = sorted((r[0], r[1], r[2]) for r in self._records(batch, ranges, counted=False)
                              .select("topic", "partition", "offset").collect())
 
         def probe(parts: Any) -> bad_records_.RecordError | None:
             records = self._records(batch, parts, counted=False)
+            iso.probed()
             try:
-                for c in self.sinks:
-                    bad_records_.force(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name))
+                with bad_records_.quiet(self.spark):
+                    for c in self.sinks:
+                        bad_records_.force(self._keyed_rows(c, records)[0])
             except Exception as e:
                 err = bad_records_.record_error(e)
                 if err is None:
@@ -279,19 +436,23 @@ class SparkExecutor:
                           self._counts if counted else None, self.faults, self._bad if counted else None, rows)
         return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
 
-    def _process_sink(self, c: CompiledSink, records: Any) -> SinkResult:
-        result = c.aggregate(bad_records_.guard_keys(c.transform(records), c.keys, c.sink.name), self.commit_partitions)
+    def _process_sink(self, c: CompiledSink, records: Any, found: Found, capture: bool = False) -> SinkResult:
+        rows, observed = self._keyed_rows(c, records, capture)
+        result = c.aggregate(rows, self.commit_partitions)
         if c.is_global:
-            rows = result.collect()  # one row at most
+            got = result.collect()  # one row at most
+            found.add(c, result, observed)
             if c.mode is Mode.BUILTIN:
-                rows = [r for r in rows if r[COUNT_COLUMN] > 0]
-            if not rows:
+                got = [r for r in got if r[COUNT_COLUMN] > 0]
+            if not got:
                 return SinkResult(c)
-            values = tuple(rows[0][v] for v in c.values)
+            values = tuple(got[0][v] for v in c.values)
             return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
         frame = result.persist()
         try:
-            return SinkResult(c, frame, _materialise(frame))  # the one job that reads, aggregates and caches
+            keys = _materialise(frame)  # the one job that reads, aggregates and caches
+            found.add(c, frame, observed)
+            return SinkResult(c, frame, keys)
         except BaseException:
             frame.unpersist(blocking=False)
             raise
@@ -373,6 +534,32 @@ class SparkExecutor:
             yield
         finally:
             sc.setLocalProperty("spark.scheduler.pool", None)
+
+
+#: The columns that say where a row's record is in the source (not what it holds).
+_PLACE_COLUMNS = frozenset({"topic", "partition", "offset", "timestamp", SOURCE_COLUMN, PLACE_COLUMN})
+
+
+def _stored_isolation(batch: Batch, key: tuple[Any, ...]) -> list[BadRecord]:
+    """The bad records an earlier attempt (of any process) isolated in these ranges of ``batch``'s txid."""
+    if batch.progress is None:
+        return []
+    doc = batch.progress.isolated(batch.txid)
+    if doc is None or [tuple(r) for r in doc["ranges"]] != [tuple(r) for r in key]:
+        return []
+    records = [BadRecord(t, int(p), int(o), Stage(stage), reason, message)
+               for t, p, o, stage, reason, message in doc["records"]]
+    log.info("txid %d: reusing the %d bad records isolated by an earlier attempt", batch.txid, len(records))
+    return records
+
+
+def _store_isolation(batch: Batch, key: tuple[Any, ...], failing: Sequence[BadRecord]) -> None:
+    """Keep ``failing`` with ``batch``'s txid (fenced by the lease epoch): a restart or a takeover reuses them."""
+    if batch.progress is None:
+        return
+    batch.progress.store_isolated(batch.txid, {
+        "ranges": [list(r) for r in key],
+        "records": [[b.topic, b.partition, b.offset, b.stage.value, b.reason, b.message] for b in failing]})
 
 
 def _unpersist(results: Any) -> None:

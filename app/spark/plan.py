@@ -22,6 +22,7 @@ are null), Min/Max ignore nulls, a group with no rows produces nothing.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,10 @@ from states.spec import Column, MapSpec
 
 COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't start with "_")
 COMMIT_PARTITION_COLUMN = "_commit_partition"  # a keyed result row's hash partition (its commit cache)
+SOURCE_COLUMN = "_source"  # struct<topic, partition, offset>: the source record of a row, through every transform
+SOURCE_SQL = "named_struct('topic', `topic`, 'partition', CAST(`partition` AS BIGINT), 'offset', `offset`)"
+_GENERATORS = re.compile(r"\b(explode|explode_outer|posexplode|posexplode_outer|inline|inline_outer|stack)\s*\(",
+                         re.IGNORECASE)
 BUILTIN = (Count, Sum, Min, Max, *STAMPED)
 
 
@@ -147,6 +152,13 @@ class CompiledSink:
     spec: MapSpec
     output: Any = field(repr=False)  # StructType of the aggregated (or rows) DataFrame
     aggregator: CombinerAggregator | None = None  # the stored value's aggregator (None for rows)
+    carries_source: bool = False  # the transformed rows keep SOURCE_COLUMN (a function transform may drop it)
+
+    @property
+    def one_row_per_record(self) -> bool:
+        """Whether a record yields one row at most (no function transform, no generator such as ``explode``)."""
+        return all(s.transform.kind != "function" and not any(_GENERATORS.search(e) for e in s.transform.exprs)
+                   for s in self.steps)
 
     @property
     def is_global(self) -> bool:
@@ -237,6 +249,7 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
 
     if isinstance(sink, PersistentAggregate):
         transforms = upsert_transforms(tuple(transforms), sink)
+    transforms = source_transforms(tuple(transforms))
     try:
         steps, df = compile_steps(records, transforms)
     except AnalysisException as e:  # a bad expression: say which sink's stream has it
@@ -269,12 +282,27 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
     from pyspark.sql.types import StructField, StructType
 
     output = StructType([StructField(n, t, True) for n, t in (*key_types, *value_types)])
-    compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
+    carries = SOURCE_COLUMN in fields
+    compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator, carries)
     if mode is Mode.BUILTIN:  # Spark's own result types (sum of an int is a bigint...)
         output = compiled._aggregate(df, partitions).schema
         value_types = [(n, _unstamped_type(output[n].dataType, t)) for n, t in value_types]
-        compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator)
+        compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator, carries)
     return compiled
+
+
+def source_transforms(transforms: tuple[Transform, ...]) -> tuple[Transform, ...]:
+    """``transforms`` with the hidden :data:`SOURCE_COLUMN` added first and kept by every select.
+
+    A row then names its source record wherever it ends up, so a row the aggregation cannot take (a
+    null group-by key) is reported by its record's coordinates in the job that meets it.
+    """
+    out = [Transform("with", (f"{SOURCE_SQL} AS {SOURCE_COLUMN}",))]
+    for t in transforms:
+        if t.kind == "select" and not any(e.strip() == "*" for e in t.exprs):
+            t = Transform("select", (*t.exprs, SOURCE_COLUMN))
+        out.append(t)
+    return tuple(out)
 
 
 def _unstamped_type(result: Any, declared: Any) -> Any:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from app.batch import Batch
-from app.spark import bad_records
 from spouts.metadata import BatchPlan
 from states.factory import StateFactory
 from states.spec import MapSpec
@@ -61,8 +60,7 @@ def warm_up(executor: SparkExecutor, plan: BatchPlan) -> int:
                else executor.spark.createDataFrame([], executor.records_schema))
     opened = 0
     for c in executor.sinks:
-        result = c.aggregate(bad_records.guard_keys(c.transform(records), c.keys, c.sink.name),
-                             executor.commit_partitions)
+        result = c.aggregate(executor._keyed_rows(c, records)[0], executor.commit_partitions)
         if c.is_global:
             result.collect()
         else:

@@ -4,13 +4,16 @@
   (:mod:`tests.bench.suite`);
 * ``commit``: the commit path against the raw LWT ceiling (:mod:`tests.bench.commit_path`);
 * ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
+* ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
+  txid clean (:mod:`tests.bench.bad_records`);
 * ``all``: each of them with its defaults (options go to the suite).
 """
 
 import importlib
 import sys
 
-BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode"}
+BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
+           "badrecords": "tests.bench.bad_records"}
 
 if __name__ == "__main__":  # not again in the benchmark's spawned client processes
     args = sys.argv[1:]

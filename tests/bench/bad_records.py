@@ -1,0 +1,112 @@
+"""What bad records cost: the same txid clean and with bad records, as ratios to clean in the same run.
+
+    python -m tests.bench badrecords [--records 100000] [--repeat 3]
+
+One txid of ``--records`` JSON sales (``{"store": ..., "amount": ...}``, declared types) on 2
+partitions of a mock Kafka cluster, summed per store into SQLite by ``local[2]`` under ``errors:
+skip``: clean; with 1% decode errors (not JSON); with 1% null keys (no ``store``); with 0.1% and 1%
+transform errors (``amount`` 0, which the pipeline's ``100 DIV amount`` divides by). Each row is the
+time of the whole txid (plan, process, isolation, commit) over the clean txid's in the same
+repetition, then the medians. Goals: decode errors and null keys <= 1.3x clean, transform errors
+<= 3x at 0.1% and <= 5x at 1%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from app.error_policy import ErrorPolicy
+from app.metrics import Metrics
+from app.spark import SparkExecutor, spark_session
+from app.topology import Agg, Topology
+from spouts.kafka import KafkaSpout
+from spouts.kafka.mock_cluster import MockKafkaCluster
+from spouts.planner import Caps
+from states import Sum
+from states.factory import StateFactory
+from tests.kafka.helpers import config, produce
+from tests.spark.helpers import coordinator
+
+#: row -> (share of bad records, the bad value)
+ROWS: dict[str, tuple[float, bytes | None]] = {
+    "clean": (0.0, None),
+    "decode errors 1%": (0.01, b"{not json"),
+    "null keys 1%": (0.01, b'{"amount": 5}'),
+    "transform errors 0.1%": (0.001, b'{"store": "oslo", "amount": 0}'),
+    "transform errors 1%": (0.01, b'{"store": "oslo", "amount": 0}'),
+}
+GOALS = {"decode errors 1%": 1.3, "null keys 1%": 1.3, "transform errors 0.1%": 3.0, "transform errors 1%": 5.0}
+
+
+def values(n: int, share: float, bad: bytes | None, seed: int) -> list[tuple[int, bytes]]:
+    """``n`` sales on 2 partitions, ``share`` of them ``bad`` (evenly spread)."""
+    rng = random.Random(seed)
+    every = int(1 / share) if share else 0
+    return [(i % 2, bad if every and bad is not None and i % every == every // 2 else
+             json.dumps({"store": f"store-{rng.randrange(50)}", "amount": rng.randint(1, 99)}).encode())
+            for i in range(n)]
+
+
+def run(spark: Any, cluster: MockKafkaCluster, topic: str, records: int, db: str) -> tuple[float, float]:
+    """Commit ``topic``'s one txid from scratch; (seconds, bad records counted)."""
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    factory = StateFactory(backend="sqlite", sqlite_path=db)
+    t = Topology(name, errors=ErrorPolicy.skip())
+    spout = KafkaSpout(config(cluster.bootstrap_servers(), topics=[topic],
+                              value_format={"type": "json", "fields": {"store": "string", "amount": "bigint"}}), name)
+    (t.new_stream(spout).map("value.store AS store", "100 DIV value.amount AS amount")
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount")], name="sales"))
+    metrics = Metrics(CollectorRegistry())
+    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(name),
+                        caps=Caps(per_partition=records, per_batch=records), metrics=metrics)
+    start = time.perf_counter()
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+    bad = sum(s.value for m in metrics.registry.collect() if m.name == "trident_bad_records" for s in m.samples
+              if s.name == "trident_bad_records_total")
+    return time.perf_counter() - start, bad
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("app.spark.isolation").setLevel(logging.INFO)  # its rounds, with their times
+    print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; one txid of {args.records} records, "
+          "2 partitions, local[2], errors: skip, SQLite")
+    spark = spark_session("local[2]", app_name="trident-bench-bad-records")
+    ratios: dict[str, list[float]] = {}
+    with MockKafkaCluster(1) as cluster, tempfile.TemporaryDirectory() as tmp:
+        topics = {}
+        for i, (row, (share, bad)) in enumerate(ROWS.items()):
+            topics[row] = f"bench-bad-{i}-{uuid.uuid4().hex[:6]}"
+            cluster.create_topic(topics[row], 2, 1)
+            produce(cluster.bootstrap_servers(), topics[row], values(args.records, share, bad, seed=i))
+        run(spark, cluster, topics["clean"], args.records, f"{tmp}/warm.db")  # a cold first txid is not measured
+        for rep in range(1, args.repeat + 1):
+            seconds = {row: run(spark, cluster, topic, args.records, f"{tmp}/{rep}-{i}.db")
+                       for i, (row, topic) in enumerate(topics.items())}
+            base = seconds["clean"][0]
+            print(f"repetition {rep}: " + ", ".join(f"{row} {s:.2f} s ({s / base:.2f}x, {bad:.0f} bad)"
+                                                   for row, (s, bad) in seconds.items()), flush=True)
+            for row, (s, _) in seconds.items():
+                ratios.setdefault(row, []).append(s / base)
+    medians = {row: statistics.median(r) for row, r in ratios.items()}
+    print("median time per txid as a ratio to clean: " + ", ".join(
+        f"{row} {m:.2f}x" + (f" (goal <= {GOALS[row]}x)" if row in GOALS else "") for row, m in medians.items()))
+    return medians

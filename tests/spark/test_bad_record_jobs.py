@@ -1,0 +1,284 @@
+"""What bad records cost in Spark jobs: null group-by keys are left out by the job that meets them, and
+transform errors are found in a number of jobs that does not grow with the number of bad records."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from app.error_policy import ErrorPolicy
+from app.metrics import Metrics
+from app.spark import SparkExecutor
+from app.topology import Agg, Topology
+from spouts.kafka import KafkaSpout
+from spouts.planner import Caps
+from states import Count, Sum
+from states.factory import StateFactory
+from tests.kafka.helpers import Produced, config, produce
+from tests.spark.helpers import coordinator, sqlite_table
+
+ONE_TXID = Caps(per_partition=10_000, per_batch=10_000)
+STORES = ("berlin", "paris", "oslo")
+
+
+@dataclass
+class Orders:
+    """A topic of JSON orders; ``bad`` maps the coordinates of each bad record to its reason."""
+
+    topic: str
+    produced: list[Produced]
+    bad: dict[tuple[str, int, int], str]
+
+    def truth(self) -> dict[str, tuple[int, int]]:
+        """Per store, the total amount and the number of orders over the good records (from the input)."""
+        out: dict[str, tuple[int, int]] = {}
+        for r in self.produced:
+            if (r.topic, r.partition, r.offset) in self.bad:
+                continue
+            doc = json.loads(r.value)
+            total, n = out.get(doc["store"], (0, 0))
+            out[doc["store"]] = (total + int(doc["amount"]), n + 1)
+        return out
+
+
+def orders(cluster: Any, n: int, bad: dict[bytes, str], every: int, seed: int) -> Orders:
+    """``n`` orders on 2 partitions; about one in ``every`` is one of ``bad``'s values (by turns)."""
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 2)
+    rng = random.Random(seed)
+    poison = list(bad)
+    values: list[tuple[int, bytes]] = []
+    for i in range(n):
+        if poison and rng.randrange(every) == 0:
+            values.append((i % 2, poison[len(values) % len(poison)]))
+        else:
+            values.append((i % 2, json.dumps({"store": rng.choice(STORES), "amount": rng.randint(1, 99)}).encode()))
+    produced = produce(cluster.bootstrap_servers(), topic, values)
+    found = {(r.topic, r.partition, r.offset): bad[r.value] for r in produced if r.value in bad}
+    return Orders(topic, produced, found)
+
+
+def sales_by_store(name: str, data: Orders, cluster: Any, factory: StateFactory, amount_sql: str) -> Topology:
+    t = Topology(name, errors=ErrorPolicy.skip())
+    (t.new_stream(KafkaSpout(config(cluster.bootstrap_servers(), topics=[data.topic]), name))
+     .map("get_json_object(CAST(value AS STRING), '$.store') AS store",
+          f"{amount_sql} AS amount")
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                            name="sales"))
+    return t
+
+
+def jobs_of(spark: Any, group: str) -> list[Any]:
+    tracker = spark.sparkContext.statusTracker()
+    return [tracker.getJobInfo(j) for j in sorted(tracker.getJobIdsForGroup(group))]
+
+
+def run_one_txid(spark: Any, t: Topology, factory: StateFactory, metrics: Metrics) -> None:
+    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(t.name), caps=ONE_TXID,
+                        metrics=metrics)
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+
+
+def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """Orders without a store (a null group-by key) are left out and reported with their coordinates by
+    the process job: the txid runs its two jobs (process, commit), none failed; the state equals the
+    truth over the other orders and each null-key record is counted once."""
+    data = orders(spark_kafka, 600, {b'{"amount": 5}': "NULL_KEY"}, every=25, seed=11)
+    assert len(data.bad) >= 10
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"null-keys-{uuid.uuid4().hex[:6]}"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
+                         action="skip") == len(data.bad)
+    jobs = jobs_of(spark, f"{name}:txid-1")
+    assert [j.status for j in jobs] == ["SUCCEEDED", "SUCCEEDED"], jobs
+
+
+@pytest.mark.parametrize("bad_records", [1, 10, 50])
+def test_transform_errors_cost_a_few_jobs_whatever_their_number(spark: Any, spark_kafka: Any, tmp_path: Path,
+                                                                bad_records: int) -> None:
+    """Amounts that do not CAST, divide by zero or hit a raise_error, 1 to 50 of them in a txid of 600:
+    the txid runs the same few jobs (the failed process job, the error-capturing one, a one-record read
+    per failing expression, the commit), far fewer than 2*log2(600); only the first job failed (no
+    probe fails a task, so none is retried); the state equals the truth over the good records and each
+    bad record is counted once under its own error."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT",
+              b'{"store": "oslo", "amount": "0"}': "DIVIDE_BY_ZERO",
+              b'{"store": "oslo", "amount": "-7"}': "USER_RAISED_EXCEPTION"}
+    data = orders(spark_kafka, 600, poison, every=600 // bad_records, seed=bad_records)
+    poison_values = {v for v in poison}
+    while len(data.bad) != bad_records:  # the seed draws about the right number; take the first that fits
+        data = orders(spark_kafka, 600, poison, every=600 // bad_records, seed=len(data.produced) + len(data.bad))
+    assert {v for r in data.produced for v in [r.value] if v in poison_values}
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"transform-errors-{uuid.uuid4().hex[:6]}"
+    amount = "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       f"CASE WHEN {amount} < 0 THEN raise_error('negative amount') ELSE 100 DIV {amount} END")
+    truth = {s: (sum(100 // int(json.loads(r.value)["amount"]) for r in data.produced
+                     if (r.topic, r.partition, r.offset) not in data.bad and json.loads(r.value)["store"] == s), n)
+             for s, (_, n) in data.truth().items()}
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == truth
+    for reason in poison.values():
+        expected = sum(1 for r in data.bad.values() if r == reason)
+        assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason=reason,
+                             action="skip") == expected, reason
+    jobs = jobs_of(spark, f"{name}:txid-1")
+    failing_expressions = 1  # every poison fails the same expression (the amount's)
+    assert len(jobs) <= 3 + failing_expressions, jobs
+    assert [j.status for j in jobs].count("FAILED") == 1, jobs
+    assert len(jobs) < 2 * math.log2(len(data.produced))
+
+
+class Killed(BaseException):
+    """The process dies here (not an Exception: the coordinator does not retry it)."""
+
+
+def test_a_restart_reuses_the_bad_records_isolated_before_it(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """The process is killed after txid 1's transform errors were isolated and its plan frozen, before its
+    commit; a new executor and coordinator on the same store run txid 1 again without isolating anything
+    (two jobs, process and commit, none failed); the state equals the truth and every bad record is
+    counted once, by the attempt that committed."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
+    data = orders(spark_kafka, 400, poison, every=40, seed=5)
+    assert len(data.bad) >= 5
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    name = f"isolated-restart-{uuid.uuid4().hex[:6]}"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
+
+    def kill_before_commit(point: str, txid: int) -> None:
+        if point == "commit":
+            raise Killed()
+
+    first = coordinator(t, SparkExecutor(spark, t, metrics=Metrics(CollectorRegistry())),
+                        factory.txstate_store(t.name), caps=ONE_TXID)
+    first._faults = kill_before_commit
+    try:
+        with pytest.raises(Killed):
+            first.run_until_idle()
+    finally:
+        first.close()
+    before = jobs_of(spark, f"{name}:txid-1")
+    assert [j.status for j in before].count("FAILED") == 1  # the first process job met the bad records
+    metrics = Metrics(CollectorRegistry())
+    run_one_txid(spark, t, factory, metrics)
+    after = [j for j in jobs_of(spark, f"{name}:txid-1") if j.jobId not in {b.jobId for b in before}]
+    assert [j.status for j in after] == ["SUCCEEDED", "SUCCEEDED"], after  # process, commit: no isolation
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
+                         action="skip") == len(data.bad)
+
+
+def test_isolation_says_what_it_does_in_a_few_lines_and_on_readyz(spark: Any, spark_kafka: Any, tmp_path: Path,
+                                                                  caplog: Any, capfd: Any) -> None:
+    """While a txid's transform errors are isolated, the coordinator's health reason says so; the log has
+    one start line, one line per round and one summary naming the first bad records; the rounds and jobs
+    are counted; Spark prints no task stack trace after the first failed job's attempts."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
+    data = orders(spark_kafka, 400, poison, every=20, seed=8)
+    assert len(data.bad) >= 10
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"isolation-visible-{uuid.uuid4().hex[:6]}"
+    t = sales_by_store(name, data, spark_kafka, factory,
+                       "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
+    executor = SparkExecutor(spark, t, metrics=metrics)
+    coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
+    reasons: list[str | None] = []
+    errors_at = executor._errors_at
+
+    def watched(*args: Any) -> Any:
+        reasons.append(coord.source_problem)
+        return errors_at(*args)
+
+    setattr(executor, "_errors_at", watched)  # noqa: B010 - watch the naming round
+    capfd.readouterr()
+    caplog.set_level("INFO", logger="app.spark.isolation")
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+    assert reasons and all(r is not None and r.startswith("isolating bad records in txid 1: transform") for r in reasons)
+    assert coord.source_problem is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "app.spark.isolation"]
+    assert len(lines) == 4, lines  # start, the capturing round, the naming round, the summary
+    assert "isolating bad records (transform stage, 400 records)" in lines[0]
+    first = min(data.bad)
+    assert f"isolated {len(data.bad)} bad records of 400" in lines[-1]
+    assert f"{first[0]}[{first[1]}]@{first[2]}: CAST_INVALID_INPUT" in lines[-1]
+    assert metrics.value("trident_isolation_rounds_total", pipeline=name, stage="transform") == 2
+    assert metrics.value("trident_isolated_records_total", pipeline=name, stage="transform") == len(data.bad)
+    assert capfd.readouterr().err.count("Exception in task") <= 2 * 4  # the first job's tasks, 4 attempts at most
+
+
+def test_a_record_with_a_null_key_in_one_sink_is_left_out_of_every_sink(spark: Any, spark_kafka: Any,
+                                                                         tmp_path: Path) -> None:
+    """Two sinks of one spout: orders per store (a record without a store has a null key there) and the
+    amount per amount bucket (that record has a key there): a record is bad if any of its rows is, so
+    neither table counts it; each is counted once as a null-key record."""
+    data = orders(spark_kafka, 300, {b'{"amount": 5}': "NULL_KEY"}, every=30, seed=21)
+    assert len(data.bad) >= 3
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"null-keys-two-sinks-{uuid.uuid4().hex[:6]}"
+    t = Topology(name, errors=ErrorPolicy.skip())
+    spout = KafkaSpout(config(spark_kafka.bootstrap_servers(), topics=[data.topic]), name)
+    rows = t.new_stream(spout).map("get_json_object(CAST(value AS STRING), '$.store') AS store",
+                                   "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) AS amount")
+    rows.group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                                name="sales")
+    rows.each("amount % 10 AS bucket").group_by("bucket").persistent_aggregate(factory, [Agg(Count(), "n")],
+                                                                               name="buckets")
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    buckets: dict[int, int] = {}
+    for r in data.produced:
+        if (r.topic, r.partition, r.offset) not in data.bad:
+            b = int(json.loads(r.value)["amount"]) % 10
+            buckets[b] = buckets.get(b, 0) + 1
+    assert sqlite_table(tmp_path / "state.db", "buckets", ["bucket"], ["n"]) == buckets
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
+                         action="skip") == len(data.bad)
+
+
+def test_a_function_transform_falls_back_to_bisection(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """A Python function transform cannot run in the error-capturing form: its sink's transform errors are
+    found by bisection, counted as probes; the state equals the truth and each bad record is counted."""
+    poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
+    data = orders(spark_kafka, 200, poison, every=50, seed=4)
+    assert 1 <= len(data.bad) <= 10
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"bisection-{uuid.uuid4().hex[:6]}"
+    t = Topology(name, errors=ErrorPolicy.skip())
+    spout = KafkaSpout(config(spark_kafka.bootstrap_servers(), topics=[data.topic]), name)
+    (t.new_stream(spout)
+     .map("get_json_object(CAST(value AS STRING), '$.store') AS store",
+          "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) AS amount")
+     .apply(lambda df: df.withColumn("amount", df["amount"] * 1))
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                            name="sales"))
+    run_one_txid(spark, t, factory, metrics)
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
+                         action="skip") == len(data.bad)
+    assert metrics.value("trident_isolation_probes_total", pipeline=name, stage="transform") > 0
+    assert metrics.value("trident_isolated_records_total", pipeline=name, stage="transform") == len(data.bad)
