@@ -32,8 +32,8 @@ def _not_json(rng: random.Random) -> bytes:
 
 
 #: Malformed kinds -> a value (None: a record with no value). DECODE ones fail the JSON format's decoding
-#: (found record by record inside the read task); KEYLESS ones decode but have a null group-by key (found by
-#: bisecting the txid with Spark jobs: costly, so they are rare).
+#: (found record by record inside the read task); KEYLESS ones decode but have a null group-by key (left out
+#: by the process job itself); TRANSFORM ones decode but make the pipeline's transform (:data:`AMOUNT`) fail.
 DECODE: dict[str, Any] = {
     "random bytes": _not_json,
     "invalid UTF-8": lambda rng: b'{"user": "\xff\xfe", "amount": 1}',
@@ -50,7 +50,14 @@ KEYLESS: dict[str, Any] = {
     "user null": lambda rng: json.dumps({"user": None, "amount": 2}).encode(),
     "no value": lambda rng: None,
 }
-MALFORMED = {**DECODE, **KEYLESS}
+TRANSFORM: dict[str, Any] = {
+    "amount zero (division by zero)": lambda rng: json.dumps({"user": rng.choice(VOCABULARY), "amount": 0}).encode(),
+    "amount negative (raise_error)": lambda rng: json.dumps({"user": rng.choice(VOCABULARY), "amount": -3}).encode(),
+}
+MALFORMED = {**DECODE, **KEYLESS, **TRANSFORM}
+#: The pipeline's amount: the record's own for every good one (1-99), an error for the TRANSFORM kinds.
+AMOUNT = ("CASE WHEN value.amount < 0 THEN raise_error('negative amount') "
+          "ELSE value.amount + 0 * (1 DIV value.amount) END AS amount")
 #: Kinds left out of runs (unless CHAOS_KNOWN_DEFECTS=1) while a product defect they show is open; the
 #: defect is pinned by tests/chaos/test_regressions.py.
 KNOWN_DEFECTS: dict[str, str] = {}
@@ -60,7 +67,8 @@ def decode_kinds() -> list[str]:
     if os.environ.get("CHAOS_KNOWN_DEFECTS") == "1":
         return list(DECODE)
     return [k for k in DECODE if k not in KNOWN_DEFECTS]
-KEYLESS_EVERY = 4000  # one record in this many is a keyless one
+KEYLESS_EVERY = 100  # one record in this many is a keyless one
+TRANSFORM_EVERY = 100  # and one in this many fails the transform
 
 
 class SalesProducer(TruthProducer):
@@ -78,6 +86,8 @@ class SalesProducer(TruthProducer):
         n, more = self.sent, len(self.bad) < self.malformed_target
         if more and n % KEYLESS_EVERY == KEYLESS_EVERY - 1:
             kind = list(KEYLESS)[(n // KEYLESS_EVERY) % len(KEYLESS)]
+        elif more and n % TRANSFORM_EVERY == TRANSFORM_EVERY - 3:
+            kind = list(TRANSFORM)[(n // TRANSFORM_EVERY) % len(TRANSFORM)]
         elif more and n % self.bad_every == 0:
             kind = self.decode_kinds[(n // self.bad_every) % len(self.decode_kinds)]
         else:
@@ -131,7 +141,7 @@ class BadRecordsLane(Lane):
                 "spout": {"topics": [self.topic], "first_poll": "earliest", "discovery_interval_s": 1,
                           "caps": {"per_partition": self.caps[0], "per_batch": self.caps[1]},
                           "value_format": {"type": "json", "fields": {"user": "string", "amount": "bigint"}}},
-                "transforms": [{"map": ["value.user AS user", "value.amount AS amount"]}],
+                "transforms": [{"map": ["value.user AS user", AMOUNT]}],
                 "group_by": ["user"],
                 "aggregates": [{"sum": {"field": "amount", "as": "total"}}, {"count": {"as": "n"}}],
                 "state": {"backend": "cassandra", "table": TABLE, "cache_size": 100},
@@ -220,10 +230,11 @@ def bad_records(lane: Lane, budget: Budget) -> None:
             lane.kill(s, aimed)
 
 
-SCENARIO = (bad_records, {"rate": 80.0, "caps": (400, 1200)},  # small txids: bisecting one is cheaper
-            "JSON sales (value_format json with declared fields) with malformed records of twelve kinds among them "
+SCENARIO = (bad_records, {"rate": 80.0, "caps": (400, 1200)},
+            "JSON sales (value_format json with declared fields) with malformed records of fourteen kinds among them "
             "until 10,000 were acknowledged: one in four fails decoding (random bytes, invalid UTF-8, a non-numeric "
             "or overflowing amount, a user that is not a string, an empty value, a JSON array, truncated JSON, 4 KB "
-            "of garbage), one in 4,000 decodes with a null group-by key (no user, a null user, no value: found by "
-            "bisecting the txid); errors: dead_letter; SIGKILLs at random moments; every malformed record must be in "
-            "the dead-letter topic exactly once")
+            "of garbage), one in 100 decodes with a null group-by key (no user, a null user, no value), one in 100 "
+            "fails the transform (an amount of 0: division by zero; a negative amount: raise_error); "
+            "errors: dead_letter; SIGKILLs at random moments; every malformed record must be in the dead-letter "
+            "topic exactly once")

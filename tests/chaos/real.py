@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.bad_records import KEYLESS_EVERY, BadRecordsLane, SalesProducer
+from tests.chaos.bad_records import KEYLESS_EVERY, TRANSFORM_EVERY, BadRecordsLane, SalesProducer
 from tests.chaos.lane import PIPELINE, Lane, frozen_txids
 from tests.chaos.scenarios import Budget, exited, find_active, start_up_delay, start_up_kills, wait_commit, wait_role
 from tests.chaos.truth import VOCABULARY
@@ -46,7 +46,8 @@ def _framed(schema_id: int, payload: bytes) -> bytes:
 
 
 #: Malformed kinds of the registry-framed sales -> a function of (rng, schema id) giving the value.
-#: DECODE kinds fail the framing or the decoding; KEYLESS ones decode with a null group-by key.
+#: DECODE kinds fail the framing or the decoding; KEYLESS ones decode with a null group-by key; TRANSFORM ones
+#: make the pipeline's transform fail (``bad_records.AMOUNT``).
 DECODE: dict[str, Any] = {
     "unframed JSON": lambda rng, sid: json.dumps({"user": rng.choice(VOCABULARY), "amount": 1}).encode(),
     "random bytes": lambda rng, sid: b"\x01" + bytes(rng.randrange(256) for _ in range(rng.randint(1, 40))),
@@ -61,6 +62,10 @@ KEYLESS: dict[str, Any] = {
     "no user": lambda rng, sid: _framed(sid, json.dumps({"amount": rng.randint(1, 9)}).encode()),
     "user null": lambda rng, sid: _framed(sid, json.dumps({"user": None, "amount": 2}).encode()),
     "no value": lambda rng, sid: None,
+}
+TRANSFORM: dict[str, Any] = {
+    "amount zero (division by zero)": lambda rng, sid: _framed(sid, json.dumps({"user": "k03", "amount": 0}).encode()),
+    "amount negative (raise_error)": lambda rng, sid: _framed(sid, json.dumps({"user": "k04", "amount": -3}).encode()),
 }
 
 
@@ -80,6 +85,9 @@ class RegistrySalesProducer(SalesProducer):
         if more and n % KEYLESS_EVERY == KEYLESS_EVERY - 1:
             kind = list(KEYLESS)[(n // KEYLESS_EVERY) % len(KEYLESS)]
             value = KEYLESS[kind](self.rng, self.schema_id)
+        elif more and n % TRANSFORM_EVERY == TRANSFORM_EVERY - 3:
+            kind = list(TRANSFORM)[(n // TRANSFORM_EVERY) % len(TRANSFORM)]
+            value = TRANSFORM[kind](self.rng, self.schema_id)
         elif more and n % self.bad_every == 0:
             kind = self.decode_kinds[(n // self.bad_every) % len(self.decode_kinds)]
             value = DECODE[kind](self.rng, self.schema_id)
@@ -344,8 +352,8 @@ def real_servers(lane: Lane, budget: Budget) -> None:
 SCENARIO = (real_servers, {"instances": 3, "lease_ttl_s": 10.0, "rate": 60.0, "caps": (400, 1200),
                            "transactional": True},
             "real Apache Kafka 3.3, Cassandra 4.0 and a Schema Registry (Karapace) in processes of their own: "
-            "registry-framed JSON sales (json_schema) with malformed records of eleven kinds (unframed, unknown "
-            "schema id, bad JSON, wrong types; null keys one in 4,000) dead-lettered; the producer in transactions, "
+            "registry-framed JSON sales (json_schema) with malformed records of thirteen kinds (unframed, unknown "
+            "schema id, bad JSON, wrong types; null keys and transform errors one in 100 each) dead-lettered; the producer in transactions, "
             "10% aborted on purpose; an active instance and its standby SIGKILLed at random moments and with a "
             "commit in flight, now and then in start-up, a third instance SIGKILLed in start-up while the run is "
             "behind its kill budget; every 25-55 s in turn Cassandra SIGKILLed with a txid "
