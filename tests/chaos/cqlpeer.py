@@ -117,7 +117,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-class CqlPeer:
+class StoreDocuments:
+    """The coordinator's documents as the harness reads them, from a handle's ``rows``."""
+
+    def rows(self, table: str, keyspace: str = "trident") -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def documents(self, topology: str) -> dict[str, str]:
+        """The coordinator's documents (``coordinator``, ``batches/<txid>``) of ``topology``."""
+        return {r["key"]: r["value"] for r in self.rows("trident_state")
+                if r.get("topology") == topology and r.get("value") is not None
+                and (r["key"] == "coordinator" or r["key"].startswith("batches/"))}
+
+    def committed_txid(self, topology: str) -> int:
+        doc = self.documents(topology).get("coordinator")
+        return 0 if doc is None else int(json.loads(doc)["committed_txid"])
+
+
+class CqlPeer(StoreDocuments):
     """The harness's handle: starts the peer process, and calls its control port."""
 
     def __init__(self, port: int, control: int, log: Path) -> None:
@@ -155,16 +172,6 @@ class CqlPeer:
     def rows(self, table: str, keyspace: str = "trident") -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = json.loads(self.rpc.rows(keyspace, table))
         return rows
-
-    def documents(self, topology: str) -> dict[str, str]:
-        """The coordinator's documents (``coordinator``, ``batches/<txid>``) of ``topology``."""
-        return {r["key"]: r["value"] for r in self.rows("trident_state")
-                if r.get("topology") == topology and r.get("value") is not None
-                and (r["key"] == "coordinator" or r["key"].startswith("batches/"))}
-
-    def committed_txid(self, topology: str) -> int:
-        doc = self.documents(topology).get("coordinator")
-        return 0 if doc is None else int(json.loads(doc)["committed_txid"])
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tests.chaos.cqlpeer import StoreDocuments
 from tests.chaos.bad_records import KEYLESS_EVERY, TRANSFORM_EVERY, BadRecordsLane, SalesProducer
 from tests.chaos.lane import PIPELINE, Lane, frozen_txids
 from tests.chaos.scenarios import Budget, exited, find_active, start_up_delay, start_up_kills, wait_commit, wait_role
@@ -135,7 +136,7 @@ class _NoControl:
         return True
 
 
-class RealCassandra:
+class RealCassandra(StoreDocuments):
     """Reads of the lane's real Cassandra node for the harness (its own driver session, reconnecting)."""
 
     rpc = _NoControl()
@@ -176,15 +177,6 @@ class RealCassandra:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
-
-    def documents(self, topology: str) -> dict[str, str]:
-        return {r["key"]: r["value"] for r in self.rows("trident_state")
-                if r.get("topology") == topology and r.get("value") is not None
-                and (r["key"] == "coordinator" or r["key"].startswith("batches/"))}
-
-    def committed_txid(self, topology: str) -> int:
-        doc = self.documents(topology).get("coordinator")
-        return 0 if doc is None else int(json.loads(doc)["committed_txid"])
 
     def stop(self) -> None:
         if self._cluster is not None:
