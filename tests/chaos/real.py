@@ -31,7 +31,7 @@ from typing import Any
 from tests.chaos.cqlpeer import StoreDocuments
 from tests.chaos.bad_records import KEYLESS_EVERY, TRANSFORM_EVERY, BadRecordsLane, SalesProducer
 from tests.chaos.lane import PIPELINE, Lane, frozen_txids
-from tests.chaos.scenarios import Budget, exited, find_active, start_up_delay, start_up_kills, wait_commit, wait_role
+from tests.chaos.scenarios import Budget, exited, find_active, start_turns, start_up_delay, wait_commit, wait_role
 from tests.chaos.truth import VOCABULARY
 from tests.realstack import RealStack, find
 from tests.service.helpers import ServiceProcess
@@ -297,14 +297,7 @@ def real_servers(lane: Lane, budget: Budget) -> None:
     assert isinstance(lane, RealServersLane)
     rng = lane.rng
     stop = threading.Event()
-    pair, spare = lane.services[:2], lane.services[2]
-    helpers = [threading.Thread(target=server_faults, args=(lane, random.Random(rng.random()), stop), daemon=True),
-               threading.Thread(target=start_up_kills, args=(lane, spare, random.Random(rng.random()), budget, stop),
-                                daemon=True)]
-    for s in pair:
-        s.start()
-    for t in helpers:
-        t.start()
+    pair, helpers = start_turns(lane, budget, server_faults, stop)
     try:
         while budget.more() or len(lane.producer.bad) < lane.malformed:  # type: ignore[attr-defined]
             if not budget.more() and time.monotonic() > budget.deadline + 600:

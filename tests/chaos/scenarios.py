@@ -70,14 +70,7 @@ def random_kills(lane: Lane, budget: Budget) -> None:
     budget. Start-up kills never stop the active instance, so most of the run is spent committing."""
     rng = lane.rng
     stop = threading.Event()
-    pair, spare = lane.services[:2], lane.services[2]
-    helpers = [threading.Thread(target=kafka_faults, args=(lane, random.Random(rng.random()), stop), daemon=True),
-               threading.Thread(target=start_up_kills, args=(lane, spare, random.Random(rng.random()), budget, stop),
-                                daemon=True)]
-    for s in pair:
-        s.start()
-    for t in helpers:
-        t.start()
+    pair, helpers = start_turns(lane, budget, kafka_faults, stop)
     try:
         while budget.more():
             active = find_active(lane, among=pair)
@@ -101,6 +94,22 @@ def random_kills(lane: Lane, budget: Budget) -> None:
         stop.set()
         for t in helpers:
             t.join()
+
+
+def start_turns(lane: Lane, budget: Budget, faults: Callable[[Lane, random.Random, threading.Event], None],
+                stop: threading.Event) -> tuple[list[ServiceProcess], list[threading.Thread]]:
+    """Start the lane's first two instances (they take turns as active and standby), a thread injecting
+    ``faults`` and one SIGKILLing the third instance in start-up while the run is behind its budget; the pair
+    and the threads (they end when ``stop`` is set)."""
+    pair, spare = lane.services[:2], lane.services[2]
+    helpers = [threading.Thread(target=faults, args=(lane, random.Random(lane.rng.random()), stop), daemon=True),
+               threading.Thread(target=start_up_kills, args=(lane, spare, random.Random(lane.rng.random()), budget,
+                                                             stop), daemon=True)]
+    for s in pair:
+        s.start()
+    for t in helpers:
+        t.start()
+    return pair, helpers
 
 
 def start_up_kills(lane: Lane, service: ServiceProcess, rng: random.Random, budget: Budget,
