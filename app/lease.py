@@ -90,7 +90,6 @@ def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threadin
                 return None
             continue
         failures = 0
-        on_standby(info)
         if info is not None and (info.owner, info.epoch) != seen:
             seen = (info.owner, info.epoch)
             until = "an unknown time" if info.expires_at is None else time.strftime(
@@ -99,6 +98,7 @@ def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threadin
                      info.owner, info.epoch, until)
         elif info is None and seen is None:
             log.info("topology %s: standby; %s", store.topology_id, held)
+        on_standby(info)  # after the log line, so whoever sees the role can already read who holds the lease
         remaining = None if info is None or info.expires_at is None else info.expires_at - wall_clock()
         wait = min(STANDBY_POLL_MAX_S, ttl_s * RENEW_FRACTION)
         if remaining is not None:

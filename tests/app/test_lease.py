@@ -201,6 +201,21 @@ class TestStandby:
         assert time.monotonic() - released < 6.0  # polled at most every 5 s
         assert caplog.text.count("held by active-1") == 1  # logged once per holder, not per poll
 
+    def test_the_holder_is_logged_before_the_standby_role_is_announced(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        """Whoever reacts to the standby role (readiness, status) can already read who holds the lease."""
+        store = MemoryTransactionalStateStore("t")
+        store.acquire_lease("active-1", 30.0)
+        stop, logged_when_told = threading.Event(), []
+        caplog.set_level(logging.INFO, logger="app.lease")
+
+        def told(info: object) -> None:
+            logged_when_told.append("held by active-1 (epoch 1) until" in caplog.text)
+            stop.set()
+
+        assert take_lease(store, "standby-2", 30.0, stop, on_standby=told) is None
+        assert logged_when_told == [True]
+
     def test_a_standby_takes_over_when_the_lease_expires(self) -> None:
         store = MemoryTransactionalStateStore("t")
         store.acquire_lease("crashed", 0.5)
