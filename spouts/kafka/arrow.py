@@ -12,6 +12,7 @@ per-process pool (assign + seek per read).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from confluent_kafka import Message
 
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
+from spouts.kafka.gc_pause import gc_paused
 from spouts.kafka.reader import read_range
 from spouts.metadata import PartitionMetadata
 from spouts.protocols import DEFAULT_ARROW_BATCH_SIZE
@@ -51,15 +53,25 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
         raise ValueError("batch_size must be >= 1")
     if meta.empty:
         return
-    with POOL.lease(config.consumer_config(topology_id)) as consumer:
+    conf = config.consumer_config(topology_id, range_records=meta.next_offset - meta.first_offset)
+    with POOL.lease(conf) as consumer, closing(read_range(consumer, meta, read_timeout_s=config.read_timeout_s,
+                                                           chunk=batch_size)) as chunks:
         pending: list[Message] = []
-        for chunk in read_range(consumer, meta, read_timeout_s=config.read_timeout_s, chunk=batch_size):
-            pending.extend(chunk)
-            while len(pending) >= batch_size:
-                yield to_batch(meta.topic, meta.partition, pending[:batch_size])
-                del pending[:batch_size]
-        if pending:
-            yield to_batch(meta.topic, meta.partition, pending)
+        done = False
+        while not done:
+            ready: list[pa.RecordBatch] = []
+            with gc_paused():  # never across the yield below
+                chunk = next(chunks, None)
+                if chunk is None:
+                    done = True
+                    if pending:
+                        ready.append(to_batch(meta.topic, meta.partition, pending))
+                else:
+                    pending.extend(chunk)
+                    while len(pending) >= batch_size:
+                        ready.append(to_batch(meta.topic, meta.partition, pending[:batch_size]))
+                        del pending[:batch_size]
+            yield from ready
 
 
 def to_batch(topic: str, partition: int, msgs: list[Message]) -> pa.RecordBatch:

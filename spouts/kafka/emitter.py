@@ -20,6 +20,7 @@ from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
+from spouts.kafka.gc_pause import gc_paused
 from spouts.kafka.reader import read_range
 from spouts.metadata import Partition, PartitionMetadata
 from spouts.metrics import SPOUT_METRICS, SpoutMetrics
@@ -54,9 +55,8 @@ class KafkaEmitter:
     def __repr__(self) -> str:
         return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
 
-    @property
-    def _consumer_config(self) -> dict[str, str]:
-        return self.config.consumer_config(self.topology_id)
+    def _consumer_config(self, meta: PartitionMetadata) -> dict[str, str]:
+        return self.config.consumer_config(self.topology_id, range_records=meta.next_offset - meta.first_offset)
 
     @property
     def _planning_config(self) -> dict[str, str]:
@@ -191,7 +191,7 @@ class KafkaEmitter:
     def _count(self, p: Partition, start: int, stop: int) -> int:
         """Records actually delivered in ``[start, stop)`` (markers and aborted records excluded): reads it."""
         probe = PartitionMetadata(p.topic, p.partition, start, stop, 0, self.topology_id)
-        with POOL.lease(self._consumer_config) as consumer:
+        with POOL.lease(self._consumer_config(probe)) as consumer:
             return sum(len(chunk) for chunk in read_range(consumer, probe, read_timeout_s=self.config.read_timeout_s))
 
     # -- reading ----------------------------------------------------------------------------
@@ -200,7 +200,7 @@ class KafkaEmitter:
         """Exactly the records of ``meta``'s range; raises PartitionUnavailableError if it can't be read now."""
         if meta.empty:
             return []
-        with POOL.lease(self._consumer_config) as consumer:
+        with POOL.lease(self._consumer_config(meta)) as consumer, gc_paused():
             return [to_record(m) for chunk in read_range(consumer, meta, read_timeout_s=self.config.read_timeout_s)
                     for m in chunk]
 

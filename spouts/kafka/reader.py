@@ -9,7 +9,7 @@ past ``next_offset``, or an end-of-partition event at or past it), never after a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from confluent_kafka import (
     Consumer,
@@ -29,7 +29,7 @@ _OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 
 
 def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: float,
-               chunk: int = 10_000) -> Iterator[list[Message]]:
+               chunk: int = 10_000) -> Generator[list[Message]]:
     """Yield the records of ``meta``'s range in order, in lists of at most ``chunk``.
 
     Raises :class:`PartitionUnavailableError` when the range makes no progress for

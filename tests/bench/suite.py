@@ -2,7 +2,8 @@
 
     python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--repeat 3]
 
-Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, ``--partitions``, 4 by default):
+Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, or the real Kafka of
+``--bootstrap``; ``--partitions``, 4 by default):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
 and exactly-once; the product's word count at each records-per-txid size into SQLite (sizes in
 rotated order), at 50k per txid with ``max_pending`` 1 and 2 (rotated), and into the CQL test
@@ -29,12 +30,14 @@ from states.factory import StateFactory
 from tests.bench import runs
 from tests.bench.runs import Figure
 from tests.bench.workload import Topic, load
+from tests.kafka.fixtures import KafkaPeer, RealKafkaPeer
 
 MAX_TXIDS = 20  # measured txids per size at most
 
 
-def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.Namespace, tmp: Path) -> list[Figure]:
-    topic = Topic.filled(cluster, f"bench-{rep}", args.records, seed=rep, partitions=args.partitions)
+def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    run = args.run_id
+    topic = Topic.filled(cluster, f"bench-{run}{rep}", args.records, seed=rep, partitions=args.partitions)
     figures: list[Figure] = []
 
     def add(fig: Figure) -> Figure:
@@ -47,7 +50,7 @@ def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.N
     raw = add(runs.raw_consume(topic))
     raw.extra["read_arrow_cpu_us_per_record"] = runs.read_arrow_cpu(topic)
     if not args.no_quix:  # on a topic of its own: Quix Streams is slow enough that the whole topic would take minutes
-        peer_topic = Topic.filled(cluster, f"bench-peer-{rep}", min(args.peer_records, args.records), seed=rep,
+        peer_topic = Topic.filled(cluster, f"bench-peer-{run}{rep}", min(args.peer_records, args.records), seed=rep,
                                   partitions=args.partitions)
         for guarantee in ("at-least-once", "exactly-once"):
             try:
@@ -74,7 +77,7 @@ def repetition(spark: Any, cluster: MockKafkaCluster, rep: int, args: argparse.N
                             "CQL test server", budget=args.budget))
     add(runs.fixed_cost(spark, topic, sqlite))
     if args.latency_s:
-        fresh = Topic.filled(cluster, f"latency-{rep}", 0, partitions=args.partitions)
+        fresh = Topic.filled(cluster, f"latency-{run}{rep}", 0, partitions=args.partitions)
         add(runs.latency(spark, fresh, sqlite, args.rate, args.latency_s, Caps()))
     return figures
 
@@ -113,7 +116,7 @@ def table(reps: list[list[Figure]]) -> list[str]:
     return lines
 
 
-def plot(reps: list[list[Figure]], path: Path) -> None:
+def plot(reps: list[list[Figure]], path: Path, kafka: str = "librdkafka mock cluster") -> None:
     """Throughput and seconds per txid against records per txid (SQLite runs at max_pending 1), with the peers."""
     import matplotlib
 
@@ -137,7 +140,7 @@ def plot(reps: list[list[Figure]], path: Path) -> None:
               title="latency of a txid (plan to commit)")
     left.legend(fontsize=8)
     right.legend(fontsize=8)
-    fig.suptitle(f"word count, librdkafka mock cluster, Spark local[*]; {load()}", fontsize=9)
+    fig.suptitle(f"word count, {kafka}, Spark local[*]; {load()}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -156,14 +159,16 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser.add_argument("--peer-records", type=int, default=50_000, help="sentences on the Quix Streams topic")
     parser.add_argument("--no-quix", action="store_true")
     parser.add_argument("--no-cql", action="store_true")
+    parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
     args = parser.parse_args(argv)
+    args.run_id = f"{int(time.time())}-" if args.bootstrap else ""
     if not args.no_quix and not runs.PEER_PYTHON.exists():
         parser.error(f"{runs.PEER_PYTHON} is missing: `make bench` makes it (or pass --no-quix)")
     from app.spark import spark_session
 
     print(f"start: {load()}", flush=True)
     spark = spark_session("local[*]", app_name="bench")
-    cluster = MockKafkaCluster(3)
+    cluster: KafkaPeer = RealKafkaPeer(args.bootstrap) if args.bootstrap else MockKafkaCluster(3)
     reps: list[list[Figure]] = []
     started = time.perf_counter()
     try:
@@ -175,9 +180,10 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
         POOL.close_all()
         spark.stop()
         cluster.close()
-    print(f"\nword count over {args.records:,} sentences, {args.partitions} partitions, librdkafka mock cluster, Spark local[*]; "
+    print(f"\nword count over {args.records:,} sentences, {args.partitions} partitions, "
+          f"{'Kafka at ' + args.bootstrap if args.bootstrap else 'librdkafka mock cluster'}, Spark local[*]; "
           f"medians of {args.repeat}; {time.perf_counter() - started:.0f} s; end: {load()}")
     print("\n".join(table(reps)))
-    plot(reps, args.plot)
+    plot(reps, args.plot, f"Kafka at {args.bootstrap}" if args.bootstrap else "librdkafka mock cluster")
     print(f"plot: {args.plot}")
     return reps

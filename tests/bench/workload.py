@@ -1,4 +1,4 @@
-"""The bench's workload: short sentences on a topic (4 partitions unless asked) of librdkafka's mock cluster, and the machine's load.
+"""The bench's workload: short sentences on a topic (4 partitions unless asked) of librdkafka's mock cluster or a real Kafka, and the machine's load.
 
 Every system of a run reads the same topic from its start: the raw consume loop, Quix Streams and
 the product. A word count over 1000 distinct words (3-8 words a sentence).
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from spouts.kafka import KafkaSpoutConfig
-from spouts.kafka.mock_cluster import MockKafkaCluster
+from tests.kafka.fixtures import KafkaPeer
 from spouts.metadata import PartitionMetadata
 
 PARTITIONS = 4
@@ -30,7 +30,7 @@ def load() -> str:
 class Topic:
     """A topic filled with ``records`` sentences, round robin over its partitions."""
 
-    cluster: MockKafkaCluster
+    cluster: KafkaPeer
     name: str
     records: int = 0
     words: int = 0
@@ -38,7 +38,7 @@ class Topic:
     partitions: int = PARTITIONS
 
     @classmethod
-    def filled(cls, cluster: MockKafkaCluster, name: str, records: int, seed: int = 1,
+    def filled(cls, cluster: KafkaPeer, name: str, records: int, seed: int = 1,
                partitions: int = PARTITIONS) -> Topic:
         cluster.create_topic(name, partitions, 1)
         topic = cls(cluster, name, partitions=partitions)

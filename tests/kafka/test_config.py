@@ -50,6 +50,20 @@ def test_properties_pass_through_but_cannot_override_correctness_settings() -> N
         KafkaSpoutConfig("b:9092", topics=("t",), properties={"auto.offset.reset": "earliest"})
 
 
+@pytest.mark.parametrize(("range_records", "queued"), [(0, 1024), (2_000, 1024), (6_250, 1024), (50_000, 8192),
+                                                        (400_000, 65_536), (10_000_000, 100_000)])
+def test_a_reading_consumer_prefetches_a_quarter_of_its_range(range_records: int, queued: int) -> None:
+    """The prefetch queue follows the range (a power of two between 1,024 and librdkafka's 100,000), with
+    small fetches and a short queue backoff; other roles and user properties keep their own settings."""
+    conf = KafkaSpoutConfig("b:9092", topics=("t",)).consumer_config("topo", range_records=range_records)
+    assert conf["queued.min.messages"] == str(queued)
+    assert queued <= max(1024, range_records // 4)
+    assert conf["max.partition.fetch.bytes"] == "262144" and conf["fetch.queue.backoff.ms"] == "5"
+    assert "queued.min.messages" not in KafkaSpoutConfig("b:9092", topics=("t",)).consumer_config("topo", role="plan")
+    mine = KafkaSpoutConfig("b:9092", topics=("t",), properties={"queued.min.messages": "50000"})
+    assert mine.consumer_config("topo", range_records=range_records)["queued.min.messages"] == "50000"
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"topics": ()}, "exactly one"),
     ({"topics": ("a",), "topic_pattern": "a.*"}, "exactly one"),
