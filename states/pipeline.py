@@ -1,22 +1,21 @@
-"""The compare-and-set loop of :mod:`states.cas`, per key and pipelined through one bounded window.
+"""Pipes: how the compare-and-set loop of :mod:`states.cas` sends its reads and compare-and-sets.
 
-Over a map whose requests go over the network (Cassandra), ``cas_update`` in steps (read every
-key, then compare-and-set every key, then retry the failures) leaves the server idle at each
-step's end. A :class:`PipelinedCas` map instead opens a :class:`CasPipe`: reads and
-compare-and-sets of different keys share one window of requests in flight, and each key moves on
-as soon as its own answer arrives (read -> compute -> compare-and-set -> recompute on conflict).
-The rules are :func:`states.cas.cas_update`'s, key by key; only the order of requests differs.
+Over a map whose requests go over the network (Cassandra), batched steps (read every key, then
+compare-and-set every key, then retry the failures) leave the server idle at each step's end. A
+:class:`PipelinedCas` map instead opens a :class:`CasPipe` with a bounded window: reads and
+compare-and-sets of different keys share the requests in flight, and each key moves on as soon as
+its own answer arrives. Every other map goes through a :class:`BatchPipe`, the same protocol with
+an unbounded window: each round of requests is one batched call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+import sys
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from states.errors import CasRetriesExhaustedError, StaleBatchError
-from states.metrics import STATE_METRICS, StateMetrics
-from states.protocols import CasResult
+from states.protocols import BackingMap, CasBackingMap, CasResult
 
 
 class _Read:
@@ -73,62 +72,54 @@ class PipelinedCas(Protocol):
         ...
 
 
-def pipelined_cas_update(pipe: CasPipe, keys: Sequence[Hashable], computes: Sequence[Callable[[Any], Any]],
-                         *, max_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> list[Any]:
-    """:func:`states.cas.cas_update` over distinct ``keys``, each key's steps sent as soon as it is ready.
+@runtime_checkable
+class GuessingReads(Protocol):
+    """A compare-and-set map that may answer a read for update with a guess instead of a request."""
 
-    Keys are started (planned, then read or compare-and-set) while the pipe's queue is short, so
-    a read key's compare-and-set and a conflict's retry join a window that is still full.
+    def multi_get_for_update(self, keys: Sequence[Any]) -> list[Any]:
+        """The stored values to compute from; None for absent keys and for keys guessed absent, unread."""
+        ...
+
+
+class BatchPipe:
+    """The pipe of a map that does not pipeline: an unbounded window, each round one batched call.
+
+    ``plan`` reads every key in one ``multi_get`` (``multi_get_for_update`` for a
+    :class:`GuessingReads` map); the compare-and-sets queued since go out together in one
+    ``multi_cas`` when the answers are asked for (one unconditional ``multi_put`` over a map
+    without compare-and-set, whose writes always apply).
     """
-    result: list[Any] = [None] * len(keys)
-    attempts = [0] * len(keys)
-    exhausted: list[int] = []
-    left, started = len(keys), 0
 
-    def step(i: int, stored: Any) -> bool:
-        """Compute key ``i`` from ``stored``; compare-and-set it if it changed. True when the key is done."""
-        nonlocal left
-        result[i] = _compute(computes[i], stored, keys[i])
-        if result[i] == stored:
-            left -= 1
-            return True
-        if attempts[i] == max_attempts:
-            exhausted.append(i)
-            left -= 1
-            return True
-        attempts[i] += 1
-        pipe.cas(i, keys[i], stored, result[i])
-        return False
+    size = sys.maxsize
 
-    try:
-        while left:
-            while started < len(keys) and pipe.queued < pipe.size:
-                part = range(started, min(len(keys), started + pipe.size))
-                for i, stored in zip(part, pipe.plan([keys[i] for i in part]), strict=True):
-                    if stored is READ:
-                        pipe.read(i, keys[i])
-                    else:
-                        step(i, stored)
-                started = part.stop
-            for i, answer in pipe.answers():
-                if isinstance(answer, Stored):
-                    step(i, answer.value)
-                elif answer.applied:
-                    left -= 1
-                else:
-                    metrics.cas_conflicts.inc()
-                    step(i, answer.current)
-    except BaseException:
-        pipe.close(failed=True)
-        raise
-    pipe.close(failed=False)
-    if exhausted:
-        raise CasRetriesExhaustedError([keys[i] for i in sorted(exhausted)], max_attempts)
-    return result
+    def __init__(self, backing: BackingMap[Any, Any]) -> None:
+        self.backing = backing
+        self._cas: list[tuple[int, Any, Any, Any]] = []  # (tag, key, expected, value)
 
+    @property
+    def queued(self) -> int:
+        return len(self._cas)
 
-def _compute(compute: Callable[[Any], Any], stored: Any, key: object) -> Any:
-    try:
-        return compute(stored)
-    except StaleBatchError as e:
-        raise StaleBatchError(e.batch_txid, e.stored_txid, key) from None
+    def plan(self, keys: Sequence[Hashable]) -> list[Any]:
+        if isinstance(self.backing, GuessingReads):
+            return self.backing.multi_get_for_update(keys)
+        return self.backing.multi_get(keys)
+
+    def read(self, tag: int, key: Hashable) -> None:
+        raise AssertionError("a batch pipe reads every key when planning")
+
+    def cas(self, tag: int, key: Hashable, expected: Any, value: Any) -> None:
+        self._cas.append((tag, key, expected, value))
+
+    def answers(self) -> list[tuple[int, Answer]]:
+        batch, self._cas = self._cas, []
+        if not batch:
+            return []
+        tags, keys, expected, values = (list(c) for c in zip(*batch, strict=True))
+        if isinstance(self.backing, CasBackingMap):
+            return list(zip(tags, self.backing.multi_cas(keys, expected, values), strict=True))
+        self.backing.multi_put(keys, values)
+        return [(tag, CasResult(True)) for tag in tags]
+
+    def close(self, failed: bool) -> None:
+        self._cas = []

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
+from typing import Any
 
+import pytest
+from prometheus_client import CollectorRegistry
+
+from states.cas import cas_update
 from states.cached import CasCachedMap
+from states.errors import CasRetriesExhaustedError, StaleBatchError
+from states.metrics import StateMetrics
 from states.opaque import OpaqueMap
 from states.protocols import CasBackingMap
 from states.spec import Column, MapSpec, StateKind
@@ -123,6 +130,84 @@ class TestCasContract:
         assert [r.applied for r in results] == [True, False, True]
         assert results[1].current == a
         assert m.multi_get([("x", 1), ("y", 1), ("z", 1)]) == [b, a, b]
+
+
+class TestCasLoopContract:
+    """The one read / compute / compare-and-set loop, over every backend, bare and behind the cache: a
+    pipelining map (Cassandra) and a batching one (memory, SQLite) must give the same answers. A
+    zombie writer is a compute that writes the key behind the loop's back, between its read and its
+    compare-and-set."""
+
+    KEYS = [(f"w{i}", i) for i in range(60)]
+
+    @pytest.fixture(params=[False, True], ids=["bare", "cached"])
+    def loop(self, request: pytest.FixtureRequest, backend_name: str) -> tuple[Any, Any, StateMetrics]:
+        backing = BACKING_MAPS[backend_name](SPECS["plain"], request).map
+        backing.multi_put(self.KEYS[::2], [i * 10 for i in range(0, 60, 2)])  # every other key exists
+        metrics = StateMetrics(CollectorRegistry())
+        return (CasCachedMap(backing, 1000) if request.param else backing), backing, metrics
+
+    @staticmethod
+    def plus(n: int, zombie: Callable[[int | None], None] = lambda seen: None) -> Callable[[int | None], int]:
+        def compute(stored: int | None) -> int:
+            zombie(stored)
+            return (stored or 0) + n
+        return compute
+
+    def test_a_conflict_recomputes_from_the_value_the_failed_compare_and_set_returned(
+            self, loop: tuple[Any, Any, StateMetrics]) -> None:
+        """Keys 3 (absent) and 4 (present) are written by a zombie once: each is recomputed from the
+        zombie's value, the others from what was read; one conflict each."""
+        m, backing, metrics = loop
+        seen: dict[int, list[int | None]] = {3: [], 4: []}
+
+        def zombie(i: int) -> Callable[[int | None], None]:
+            def write(stored: int | None) -> None:
+                seen[i].append(stored)
+                if len(seen[i]) == 1:
+                    backing.multi_put([self.KEYS[i]], [1000 + i])
+            return write
+
+        computes = [self.plus(1, zombie(i)) if i in seen else self.plus(1) for i in range(60)]
+        result = cas_update(m, self.KEYS, computes, metrics=metrics)
+        expected = [(i * 10 if i % 2 == 0 else 0) + 1 for i in range(60)]
+        expected[3], expected[4] = 1004, 1005
+        assert result == expected and backing.multi_get(self.KEYS) == expected
+        assert seen == {3: [None, 1003], 4: [40, 1004]}
+        assert metrics.value("trident_cas_conflicts_total") == 2
+
+    def test_attempts_are_bounded_per_key(self, loop: tuple[Any, Any, StateMetrics]) -> None:
+        """A key the zombie rewrites before every compare-and-set fails after max_attempts, naming the key;
+        the other keys are written."""
+        m, backing, metrics = loop
+        rewrites = iter(range(2000, 3000))
+        computes = [self.plus(1, lambda seen: backing.multi_put([self.KEYS[5]], [next(rewrites)])) if i == 5
+                    else self.plus(1) for i in range(60)]
+        with pytest.raises(CasRetriesExhaustedError) as e:
+            cas_update(m, self.KEYS, computes, max_attempts=3, metrics=metrics)
+        assert e.value.keys == [self.KEYS[5]] and e.value.attempts == 3
+        assert backing.multi_get(self.KEYS[:2]) == [1, 1]
+        assert metrics.value("trident_cas_conflicts_total") == 3
+
+    def test_an_unchanged_value_is_not_written(self, loop: tuple[Any, Any, StateMetrics]) -> None:
+        """A compute that returns what it read sends nothing: the zombie's write stays, no conflict."""
+        m, backing, metrics = loop
+        computes = [self.plus(0, lambda seen: backing.multi_put([self.KEYS[2]], [777])) if i == 2
+                    else self.plus(0) for i in range(60)]
+        assert cas_update(m, self.KEYS, computes, metrics=metrics)[2] == 20
+        assert backing.multi_get([self.KEYS[2]]) == [777]
+        assert metrics.value("trident_cas_conflicts_total") == 0
+
+    def test_a_stale_batch_names_its_key(self, loop: tuple[Any, Any, StateMetrics]) -> None:
+        """A compute that finds a later txid stops the loop with StaleBatchError naming the key."""
+        m, _, metrics = loop
+
+        def stale(stored: int | None) -> int:
+            raise StaleBatchError(5, 6)
+
+        with pytest.raises(StaleBatchError) as e:
+            cas_update(m, self.KEYS, [stale if i == 7 else self.plus(1) for i in range(60)], metrics=metrics)
+        assert e.value.key == self.KEYS[7] and e.value.stored_txid == 6
 
 
 class TestMapStateReadsDuringCommit:
