@@ -85,10 +85,6 @@ class Degraded:
 class Coordinator:
     """Drives one topology's batches against a spout, an executor and a transactional-state store."""
 
-    # Tests turn this off to show the partial-commit window that freezing closes (docs/design.md):
-    # the plan is then stored after the state writes, as pure Trident does for opaque spouts.
-    _freeze_before_commit = True
-
     def __init__(self, topology_id: str, spout: PartitionedSpout, executor: BatchExecutor, store: CoordinatorStore,
                  config: CoordinatorConfig | None = None, *, metrics: Metrics = METRICS,
                  faults: FaultHook | None = None, clock: Callable[[], float] = time.monotonic,
@@ -284,23 +280,25 @@ class Coordinator:
         assert batch.future is not None and self._progress is not None
         batch.result = batch.future.result()  # step 2 ran in the pool
         batch.advance(BatchStatus.PROCESSED)
-        if not batch.frozen and self._freeze_before_commit:  # step 3
+        if not batch.frozen:  # step 3
             self._freeze(batch.txid, batch.plan, batch.attempt)
             batch.frozen = True
         self._bad_records.settle(batch.txid, getattr(batch.result, "bad_records", ()), self._progress)
         self._faults("commit", batch.txid)  # step 4
         self._check_lease()
         stats = self._timed("commit", self.executor.commit, batch, batch.result)
-        if not batch.frozen:  # only with freezing disabled: pure Trident stores the metadata here
-            self._freeze(batch.txid, batch.plan, batch.attempt)
-        self._faults("mark", batch.txid)
-        self._progress.mark_committed(batch.txid, at=self._wall_clock())
+        self._mark_committed(batch)
         batch.advance(BatchStatus.COMMITTED)
         self._inflight.popleft()
         self.committed_txid, self.last_stats = batch.txid, stats
         self._attempts.pop(batch.txid, None)
         self._progress.rotate(batch.txid)
         self._after_commit(batch, stats)
+
+    def _mark_committed(self, batch: Batch) -> None:
+        assert self._progress is not None
+        self._faults("mark", batch.txid)
+        self._progress.mark_committed(batch.txid, at=self._wall_clock())
 
     def _freeze(self, txid: int, plan: BatchPlan, attempt: int) -> None:
         assert self._progress is not None

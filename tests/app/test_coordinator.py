@@ -25,7 +25,12 @@ from tests.app.harness import TOPIC, InjectedFault, World
 class NoFreeze(Coordinator):
     """The coordinator with step 3 removed: plans are stored after the state writes, as pure Trident does."""
 
-    _freeze_before_commit = False
+    def _freeze(self, txid: int, plan: BatchPlan, attempt: int) -> None:
+        pass  # nothing stored before the commit
+
+    def _mark_committed(self, batch: Batch) -> None:
+        super()._freeze(batch.txid, batch.plan, batch.attempt)
+        super()._mark_committed(batch)
 
 
 def step_until_idle(world: World, limit: int = 200) -> list[str]:
