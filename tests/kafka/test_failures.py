@@ -29,12 +29,13 @@ def _cfg(cluster: MockKafkaCluster, topic: str) -> object:
 
 
 def test_leaderless_partition_gets_an_empty_range_from_the_opaque_spout(kafka_cluster: MockKafkaCluster) -> None:
-    """No leader: the opaque plan is last.empty_after() (None if never read); others plan normally."""
+    """No leader: the opaque plan is an empty range where the last one ended (None if never read); others
+    plan normally."""
     topic = _setup(kafka_cluster)
     em = KafkaSpout(_cfg(kafka_cluster, topic), "topo").emitter()  # type: ignore[arg-type]
     last = PartitionMetadata(topic, 1, 0, 4, 4, "topo")
     kafka_cluster.set_leader(topic, 1, -1)
-    assert em.plan_partition(Partition(topic, 1), last, 100) == last.empty_after()
+    assert em.plan_partition(Partition(topic, 1), last, 100) == PartitionMetadata(topic, 1, 4, 4, 0, "topo")
     assert em.plan_partition(Partition(topic, 1), None, 100) is None
     ok = em.plan_partition(Partition(topic, 0), None, 100)
     assert ok is not None and (ok.first_offset, ok.next_offset) == (0, 10)
@@ -59,7 +60,7 @@ def test_failed_watermark_query_is_unavailability_not_an_error(kafka_cluster: Mo
     last = PartitionMetadata(topic, 0, 0, 5, 5, "topo")
     em.plan_partition(Partition(topic, 0), last, 100)  # connect first: the pushed errors hit ListOffsets
     kafka_cluster.push_request_errors(LIST_OFFSETS, NOT_LEADER, NOT_LEADER)
-    assert em.plan_partition(Partition(topic, 0), last, 100) == last.empty_after()
+    assert em.plan_partition(Partition(topic, 0), last, 100) == PartitionMetadata(topic, 0, 5, 5, 0, "topo")
     after = em.plan_partition(Partition(topic, 0), last, 100)
     assert after is not None and (after.first_offset, after.next_offset) == (5, 30)
 

@@ -91,7 +91,10 @@ class TestPlanner:
         last = plan_batch(1, parts, MemorySpout(src).emitter(), None, Caps(per_partition=1, per_batch=10))
         src.set_available(parts[0], False)
         opaque = plan_batch(2, parts, MemorySpout(src).emitter(), last, Caps())
-        assert opaque.partitions[parts[0]] == last.partitions[parts[0]].empty_after()
+        stalled = last.partitions[parts[0]]
+        assert (stalled.first_offset, stalled.next_offset) == (0, 1)  # caps of 1 read one record
+        assert opaque.partitions[parts[0]] == PartitionMetadata(parts[0].topic, parts[0].partition, 1, 1, 0,
+                                                                stalled.topology_id)
         assert opaque.partitions[parts[1]].next_offset == 3
         with pytest.raises(PartitionUnavailableError):
             plan_batch(2, parts, MemorySpout(src, SpoutKind.TRANSACTIONAL).emitter(), last, Caps())
