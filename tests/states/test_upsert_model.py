@@ -2,7 +2,8 @@
 
 The model: per key, the record with the highest (latest) or lowest (first) ``(timestamp,
 partition, offset)`` among the records of every committed batch; with tombstones, a key whose
-latest record is a tombstone is absent. The system under test: partials combined in a random
+latest record is a tombstone is deleted, which is neither absent (never written) nor a null value
+(records whose value is null without being tombstones). The system under test: partials combined in a random
 order per batch, committed txid by txid, with replays of a txid: earlier attempts that died
 part-way, having written only some keys (a txid's ranges are frozen before its first write, so
 every attempt that writes carries the same records). After every txid the state must equal the
@@ -23,11 +24,11 @@ from states.opaque import OpaqueMap
 from states.reader import visible_value
 from states.spec import DELETED_COLUMN, Column, MapSpec, StateKind
 from states.sqlite import SqliteBackingMap
-from states.stamped import Stamped
+from states.stamped import Stamped, unstamped
 from states.transactional import TransactionalMap
 
 KEYS = ("a", "b", "c")
-Rec = tuple[str, int, int, int, int | None]  # key, timestamp, partition, offset, value (None: tombstone)
+Rec = tuple[str, int, int, int, int | None, bool]  # key, timestamp, partition, offset, value, tombstone
 
 
 @st.composite
@@ -35,8 +36,11 @@ def streams(draw: st.DrawFn) -> tuple[list[list[Rec]], list[list[set[str]]], int
     """Batches of records with unique places, and per batch the earlier attempts (the keys each wrote)."""
     n = draw(st.integers(1, 30))
     places = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), min_size=n, max_size=n, unique=True))
-    records = [(draw(st.sampled_from(KEYS)), draw(st.integers(0, 5)), p, o,
-                draw(st.one_of(st.none(), st.integers(-100, 100)))) for p, o in places]
+    records: list[Rec] = []
+    for p, o in places:  # a tombstone's value is null; other records' values may be null too
+        tombstone = draw(st.booleans())
+        value = None if tombstone else draw(st.one_of(st.none(), st.integers(-100, 100)))
+        records.append((draw(st.sampled_from(KEYS)), draw(st.integers(0, 5)), p, o, value, tombstone))
     cuts = sorted(draw(st.lists(st.integers(0, n), max_size=4)))
     bounds = [0, *cuts, n]
     batches = [records[i:j] for i, j in zip(bounds, bounds[1:])]
@@ -55,10 +59,10 @@ def _partials(batch: list[Rec], aggregator: Any, seed: int, tombstones: bool) ->
     rows = list(batch)
     random.Random(seed).shuffle(rows)  # combine is commutative and associative: any order, any grouping
     out: dict[str, Any] = {}
-    for key, ts, p, o, v in rows:
+    for key, ts, p, o, v, tombstone in rows:
         if tombstones:
-            part: Any = (Stamped(ts, p, o, v), Stamped(ts, p, o, v is None))
-        elif v is None:
+            part: Any = (Stamped(ts, p, o, v), Stamped(ts, p, o, tombstone))
+        elif tombstone:
             continue  # tombstones: ignore
         else:
             part = Stamped(ts, p, o, v)
@@ -75,20 +79,33 @@ def _run(state: Any, spec: MapSpec, batches: list[list[Rec]], attempts: list[lis
             keys = sorted(k for k in partials if k in wrote)
             state.multi_update(keys, [combine_updater(aggregator, partials[k]) for k in keys])
             state.commit(txid)
-        got = [visible_value(spec, v) for v in state.multi_get(list(KEYS))]
+        got = [_observed(spec, v) for v in state.multi_get(list(KEYS))]
         assert got == _model(batches[:txid], pick, tombstones), f"after txid {txid}"
 
 
+ABSENT, DELETED = "absent", "deleted"  # a key never written; a key whose latest record is a tombstone
+
+
+def _observed(spec: MapSpec, stored: Any) -> Any:
+    """What the state holds for a key: ABSENT, DELETED (flagged, and hidden from readers) or its value."""
+    if stored is None:
+        return ABSENT
+    if spec.tombstones and unstamped(stored[-1]):
+        assert visible_value(spec, stored) is None, "a deleted key must be hidden from readers"
+        return DELETED
+    return visible_value(spec, stored)
+
+
 def _model(batches: list[list[Rec]], pick: Any, tombstones: bool) -> list[Any]:
-    records = [r for b in batches for r in b if tombstones or r[4] is not None]
-    out = []
+    records = [r for b in batches for r in b if tombstones or not r[5]]
+    out: list[Any] = []
     for key in KEYS:
         mine = [r for r in records if r[0] == key]
         if not mine:
-            out.append(None)
+            out.append(ABSENT)
             continue
         chosen = pick(mine, key=lambda r: (r[1], r[2], r[3]))
-        out.append(chosen[4])
+        out.append(DELETED if chosen[5] else chosen[4])  # a null value that is no tombstone stays a value
     return out
 
 
