@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
+from app.errors import MissingBatchMetadataError
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, error_key
 from app.guarantees import check_combination
@@ -272,7 +273,7 @@ class Coordinator:
         assert self._progress is not None
         stored = self._progress.batch(self.committed_txid)
         if stored is None and self.committed_txid > 0:
-            raise RuntimeError(f"metadata of committed txid {self.committed_txid} is missing from the store")
+            raise MissingBatchMetadataError(self.committed_txid)
         return None if stored is None else stored.plan
 
     def _finish(self, batch: Batch) -> None:

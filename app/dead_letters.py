@@ -28,6 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from app.errors import BadRecordsGoneError
 from app.progress import ProgressLog
 from spouts.bad_records import BadRecord
 from spouts.metadata import PartitionMetadata
@@ -204,7 +205,7 @@ class DeadLetterWriter:
             emitter.close()
         lost = [b.coordinates for b in bad if (b.topic, b.partition, b.offset) not in out]
         if lost:
-            raise RuntimeError(f"bad records not found in the source for the dead-letter topic: {lost[:5]}")
+            raise BadRecordsGoneError(lost)
         return out
 
 

@@ -27,17 +27,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from app import errors as app_errors
 from app.loop import backoff
 from spouts import errors as spout_errors
 from spouts.bad_records import BadRecordError
 from states import errors as state_errors
-from states.errors import SchemaMismatchError
 
 FAILED = 1  # a permanent failure at run time (the message names the object)
 BAD_INPUT = 2  # configuration that only shows at run time, or a start-up error (the message names it)
 
 #: Never retried: a replay would only repeat them (the layers' own lists).
-FATAL: tuple[type[BaseException], ...] = spout_errors.FATAL + state_errors.FATAL
+FATAL: tuple[type[BaseException], ...] = spout_errors.FATAL + state_errors.FATAL + app_errors.FATAL
 
 #: Why a pipeline stopped for good, few enough to be a metric label (``trident_pipeline_failures_total``):
 #: ``unexpected`` is an error outside the policy (a bug, or a start-up step of the pipeline).
@@ -62,9 +62,6 @@ KAFKA_AUTH_ERRORS = frozenset({
 _CONFIG_TEXT = re.compile(r"No such configuration property|Invalid value .* for configuration property"
                           r"|Configuration property .* not supported")
 _AUTH_TEXT = re.compile(r"AuthenticationFailed|SASL authentication error|Authentication failed", re.I)
-# A state error raised inside a Spark task reaches the driver as text (PythonException): its class name
-# and message are the traceback's last line, e.g. "states.errors.SchemaMismatchError: table ...".
-_STATE_CONFIG_TEXT = re.compile(r"(?:[\w.]+\.)?(SchemaMismatchError|InvalidIdentifierError): ([^\n]+)")
 _SPARK_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)(?:\.[A-Z0-9_]+)?\]")
 
 
@@ -120,12 +117,8 @@ class FailurePolicy:
             return Decision(FailureClass.PERMANENT, why, exit_code=FAILED, cause=fatal_cause(e))
         if isinstance(e, BadRecordError):  # error policy fail: the message names the record and its error
             return Decision(FailureClass.PERMANENT, f"{e} (errors: fail)", exit_code=FAILED, cause="bad_record")
-        if isinstance(e, SchemaMismatchError | state_errors.InvalidIdentifierError):
+        if isinstance(e, state_errors.CONFIGURATION):  # raised on the driver, or carried from a task as data
             return Decision(FailureClass.PERMANENT, f"state table: {why}", exit_code=BAD_INPUT, cause="configuration")
-        in_task = _STATE_CONFIG_TEXT.search(str(e))
-        if in_task is not None:
-            return Decision(FailureClass.PERMANENT, f"state table: {in_task.group(1)}: {in_task.group(2).strip()}",
-                            exit_code=BAD_INPUT, cause="configuration")
         kafka = _kafka_error_name(e)
         if kafka == "_FATAL":
             return Decision(FailureClass.PERMANENT, f"kafka client failed for good: {why}", exit_code=FAILED,
@@ -157,6 +150,8 @@ def fatal_cause(e: BaseException) -> str:
         return "data_loss"
     if isinstance(e, state_errors.StaleBatchError):
         return "stale_batch"
+    if isinstance(e, app_errors.BadRecordsGoneError):
+        return "data_loss"
     return "unexpected"
 
 

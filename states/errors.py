@@ -63,11 +63,31 @@ class UnknownOutcomeError(StateError):
 class SchemaMismatchError(StateError):
     """A table exists with a schema different from the one the configuration asks for."""
 
+    def __init__(self, message: str) -> None:
+        self.message = message  # the one field, so the error can cross Spark as data (app.spark.fatal)
+        super().__init__(message)
+
 
 class InvalidIdentifierError(StateError, ValueError):
     """A table, keyspace or column name from configuration is not a safe identifier."""
 
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class CommitProtocolError(StateError):
+    """A map state written outside ``begin_commit``/``commit``: a bug of its caller, which no retry mends."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
 
 #: The state errors a coordinator must never retry: another coordinator leads, or the batch is
 #: behind the state (a zombie). Replaying would only repeat them.
-FATAL: tuple[type[BaseException], ...] = (LeaseLostError, LeaseHeldError, StaleBatchError)
+FATAL: tuple[type[BaseException], ...] = (LeaseLostError, LeaseHeldError, StaleBatchError, CommitProtocolError)
+
+#: The state errors that say the configuration does not fit the store (a table of another shape, a
+#: name that is no identifier): permanent, and reported as configuration (exit 2).
+CONFIGURATION: tuple[type[BaseException], ...] = (SchemaMismatchError, InvalidIdentifierError)

@@ -6,7 +6,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
 from states.cas import cas_update
-from states.errors import StaleBatchError
+from states.errors import CommitProtocolError, StaleBatchError
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import BackingMap, Updater
 from states.spec import StateKind
@@ -53,7 +53,7 @@ class TxidMap:
 
     def multi_update(self, keys: Sequence[Hashable], updaters: Sequence[Updater]) -> list[Any]:
         if self._txid is None:
-            raise RuntimeError("multi_update outside begin_commit/commit")
+            raise CommitProtocolError("multi_update outside begin_commit/commit")
         txid, rule, written = self._txid, self.value_type.next, self._written
         wrote: dict[Hashable, bool] = {}  # key -> this call changed it (a skipped replay does not)
 

@@ -2,8 +2,9 @@
 
 Spark turns an exception in a task into a generic error that keeps only its message, so a batch
 behind the state (:class:`~states.errors.StaleBatchError`: a zombie writer) would come back as an
-ordinary failure and be replayed forever. Commit tasks therefore catch the fatal state errors
-(:data:`states.errors.FATAL`),
+ordinary failure and be replayed forever, and a table of the wrong shape would be told from a
+network error only by its text. Commit tasks therefore catch the fatal state errors
+(:data:`states.errors.FATAL`) and the configuration ones (:data:`states.errors.CONFIGURATION`),
 stop writing, and return the error's fields in their stats row (column ``fatal``); the driver
 rebuilds the same exception from those fields, and the coordinator stops. The text::
 
@@ -20,9 +21,10 @@ import inspect
 import json
 from typing import Any
 
-from states.errors import FATAL
+from states.errors import CONFIGURATION, FATAL
 
-CARRIED: tuple[type[BaseException], ...] = FATAL  # what commit tasks return instead of raising
+#: What commit tasks return instead of raising: the fatal state errors and the configuration ones.
+CARRIED: tuple[type[BaseException], ...] = FATAL + CONFIGURATION
 _BY_NAME = {cls.__name__: cls for cls in CARRIED}
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
 from app.coordinator import Coordinator, CoordinatorConfig
+from app.errors import MissingBatchMetadataError
+from app.failures import Failure, FailurePolicy
 from app.progress import StoredBatch
 from app.guarantees import CombinationError, Guarantee, check_combination
 from spouts.errors import DataLossError
@@ -209,6 +211,21 @@ class TestOrdering:
 
 
 class TestRestartAndLease:
+    def test_a_store_without_the_committed_plan_stops_with_a_typed_error(self) -> None:
+        """The plan of the last committed txid removed from the store: the next plan cannot know where to
+        resume, and says so by type (permanent), naming the txid."""
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1, caps=Caps(per_partition=2, per_batch=2))
+        for k in "abcd":
+            world.append(0, k)
+        world.coordinator.run(max_batches=1)
+        world.restart()
+        epoch = world.store.lease_info().epoch  # type: ignore[union-attr]
+        world.store.delete(["batches/" + "1".zfill(20)], epoch=epoch)
+        world.append(0, "e")
+        with pytest.raises(MissingBatchMetadataError) as e:
+            world.coordinator.step()
+        assert e.value.txid == 1 and FailurePolicy().decide(Failure(e.value, 2, 1)).permanent
+
     def test_restart_resumes_after_the_last_committed_txid(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1, caps=Caps(per_partition=2, per_batch=2))
         for k in "abcdef":

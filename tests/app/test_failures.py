@@ -16,6 +16,7 @@ from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.metadata import Partition
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
+from app.spark import fatal
 from states.errors import SchemaMismatchError, StaleBatchError
 from states.spec import StateKind
 from tests.app.harness import TOPIC, World
@@ -68,14 +69,16 @@ class TestPolicy:
         d = decide(SchemaMismatchError("table trident.trident_state has columns (k, v), expected (word, count)"))
         assert d.permanent and d.exit_code == BAD_INPUT and "trident_state" in d.reason
 
-    def test_a_state_error_inside_a_spark_task_is_recognised_from_its_traceback(self) -> None:
+    def test_an_error_s_text_decides_nothing(self) -> None:
+        """A state error's name in a message (a traceback from a Spark task) is no class: transient. Tasks carry
+        the state's configuration errors as data (app.spark.fatal), so the driver raises the class itself."""
         text = ("An exception was thrown from the Python worker. Traceback (most recent call last):\n"
-                '  File "states/sqlite/backing_map.py", line 80, in _check\n'
-                "states.errors.SchemaMismatchError: table 'trident_state' has no column 'word' (expected type text); "
-                "migrate the table or choose another table name\n")
-        d = decide(RuntimeError(text))
-        assert d.permanent and d.exit_code == BAD_INPUT
-        assert d.reason.startswith("state table: SchemaMismatchError: table 'trident_state' has no column 'word'")
+                "states.errors.SchemaMismatchError: table 'trident_state' has no column 'word'\n")
+        assert not decide(RuntimeError(text)).permanent
+        carried = fatal.decode(fatal.encode(SchemaMismatchError("table 'trident_state' has no column 'word'")))
+        d = decide(carried)
+        assert type(carried) is SchemaMismatchError and d.permanent and d.exit_code == BAD_INPUT
+        assert d.reason == "state table: SchemaMismatchError: table 'trident_state' has no column 'word'"
 
     def test_refused_credentials_are_permanent(self) -> None:
         from cassandra import AuthenticationFailed

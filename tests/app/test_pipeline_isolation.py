@@ -19,7 +19,9 @@ from app.metrics import Metrics
 from app.service import Service
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from states.errors import LeaseLostError, SchemaMismatchError
+from app.errors import BadRecordsGoneError, MissingBatchMetadataError
+from app.spark import fatal
+from states.errors import CommitProtocolError, InvalidIdentifierError, LeaseLostError, SchemaMismatchError
 from tests.app.test_health import ScriptedExecutor, wait_for
 from tests.kafka.helpers import produce, spread
 
@@ -134,6 +136,28 @@ def test_the_process_exits_once_every_pipeline_has_stopped_with_the_highest_code
         assert not running.thread.is_alive()
     assert running.exit_code == BAD_INPUT  # the configuration error's 2 wins over the lost lease's 1
     assert running.metrics.value("trident_pipeline_failures_total", pipeline="b", reason="configuration") == 1
+
+
+@pytest.mark.parametrize(("error", "code", "reason"), [
+    (fatal.decode(fatal.encode(SchemaMismatchError("table t has columns (x), expected (word, n)"))), BAD_INPUT,
+     "configuration"),
+    (fatal.decode(fatal.encode(InvalidIdentifierError("invalid table name 'select'"))), BAD_INPUT, "configuration"),
+    (fatal.decode(fatal.encode(CommitProtocolError("multi_update outside begin_commit/commit"))), FAILED,
+     "unexpected"),
+    (MissingBatchMetadataError(7), FAILED, "unexpected"),
+    (BadRecordsGoneError(["a[0]@3"]), FAILED, "data_loss"),
+], ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v))
+def test_each_permanent_error_stops_its_pipeline_at_once_by_its_type(
+        cluster: MockKafkaCluster, tmp_path: Path, error: BaseException, code: int, reason: str) -> None:
+    """Permanent by type (state errors as they come back from a Spark task, carried as data): the first
+    attempt stops the pipeline, /readyz names the error, the exit code and failure reason follow the class."""
+    with RunningService(cluster, tmp_path, {"a": [error]}, policy="exit") as running:
+        running.thread.join(30)
+        assert not running.thread.is_alive()
+        body = running.service.readiness()[1]
+        assert body["failed"] == ["a"] and type(error).__name__ in body["pipelines"]["a"]["error"]
+    assert running.exit_code == code
+    assert running.metrics.value("trident_pipeline_failures_total", pipeline="a", reason=reason) == 1
 
 
 def test_on_pipeline_failure_exit_stops_every_pipeline(cluster: MockKafkaCluster, tmp_path: Path) -> None:

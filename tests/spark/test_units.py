@@ -139,8 +139,31 @@ def test_a_stale_batch_crosses_spark_as_data_not_as_its_message(spark: Any, spar
     assert (info.value.batch_txid, info.value.stored_txid, info.value.key) == (1, 6, ("fox",))
 
 
+def test_a_table_of_another_shape_crosses_spark_as_its_class(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """A commit task that finds the table with other columns stops with SchemaMismatchError on the driver
+    (carried as data, so the failure policy decides by its type: a configuration error, exit 2)."""
+    import sqlite3
+
+    topic = Topic(spark_kafka, partitions=1)
+    topic.produce(20)
+    topology = Topology("units-shape")
+    factory = _sqlite(tmp_path)
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        db.execute("CREATE TABLE word_counts (name TEXT PRIMARY KEY, total TEXT)")
+    word_counts(lines(topology, topic.spout(topology.name)), factory)
+    executor = SparkExecutor(spark, topology)
+    meta = PartitionMetadata(topic.name, 0, 0, 20, 20, topology.name)
+    batch = Batch(1, 1, BatchPlan(1, {Partition(topic.name, 0): meta}), frozen=True)
+    with pytest.raises(state_errors.SchemaMismatchError, match="word_counts"):
+        executor.commit(batch, executor.process(batch))
+
+
 @pytest.mark.parametrize("error", [StaleBatchError(3, 4, ("a", 1)), StaleBatchError(3, 4),
-                                   LeaseLostError("t", 2, 3), LeaseHeldError("t", "pod-1", 7)], ids=repr)
+                                   LeaseLostError("t", 2, 3), LeaseHeldError("t", "pod-1", 7),
+                                   state_errors.SchemaMismatchError("table t has no column n"),
+                                   state_errors.InvalidIdentifierError("invalid table name 'select'"),
+                                   state_errors.CommitProtocolError("multi_update outside begin_commit/commit")],
+                         ids=repr)
 def test_fatal_records_round_trip_without_the_message(error: Exception) -> None:
     """The record a task writes rebuilds the same fatal state error from its fields, whatever its message."""
     fields = dict(vars(error))
@@ -149,9 +172,10 @@ def test_fatal_records_round_trip_without_the_message(error: Exception) -> None:
     assert type(again) is type(error) and vars(again) == fields
 
 
-def test_only_fatal_state_errors_are_carried() -> None:
-    """Every fatal state error is carried; any other error is refused (it fails the task as usual)."""
-    assert set(fatal.CARRIED) == set(state_errors.FATAL)
+def test_only_fatal_and_configuration_state_errors_are_carried() -> None:
+    """Every fatal state error and every configuration one is carried; any other error is refused (it fails
+    the task as usual)."""
+    assert set(fatal.CARRIED) == set(state_errors.FATAL) | set(state_errors.CONFIGURATION)
     with pytest.raises(TypeError):
         fatal.encode(ValueError("not carried"))
     with pytest.raises(TypeError):

@@ -26,6 +26,7 @@ from states import (
 from states.aggregators import combine_updater
 from states.memory import MemoryBackingMap
 from states.metrics import StateMetrics
+from states.errors import FATAL, CommitProtocolError
 from states.factory import StateFactory
 from states.protocols import CasBackingMap, CasResult
 from states.spec import Column, MapSpec, StateKind
@@ -182,7 +183,9 @@ class TestKinds:
         assert state.multi_get([("a",)]) == [6]
 
     def test_multi_update_outside_commit_is_refused(self) -> None:
-        with pytest.raises(RuntimeError):
+        """A caller's bug, typed so that no retry hides it (it is one of the state's fatal errors)."""
+        assert CommitProtocolError in FATAL
+        with pytest.raises(CommitProtocolError, match="outside begin_commit"):
             OpaqueMap(MemoryBackingMap()).multi_update([("a",)], [lambda v: 1])
 
     def test_snapshottable_global_count(self) -> None:
