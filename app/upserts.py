@@ -16,6 +16,7 @@ as absent, yet its row and txid stay, so a replay of the txid is recognised like
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from states.aggregators import STAMPED, Latest
@@ -36,6 +37,23 @@ def is_stamped(agg: Agg) -> bool:
     return isinstance(agg.aggregator, STAMPED)
 
 
+_LATEST = Latest().name
+
+
+def tombstone_problems(tombstones: str | None, aggregates: Sequence[tuple[str, str]]) -> Iterator[tuple[int, str]]:
+    """What keeps ``tombstones: delete`` from working over ``aggregates`` (``(function, output)`` pairs): the
+    index of each aggregate at fault and why. The one rule, for the config file and for code-built topologies."""
+    if tombstones != "delete":
+        return
+    for i, (function, output) in enumerate(aggregates):
+        if function != _LATEST:
+            yield i, (f"tombstones: delete needs every aggregate to be latest (a deleted key forgets its values; "
+                      f"{function}() AS {output} cannot be rebuilt after a delete)")
+        elif output == DELETED_COLUMN:
+            yield i, (f"tombstones: delete keeps the tombstone flag in the column {DELETED_COLUMN!r}; name the "
+                      "aggregate otherwise (as: ...)")
+
+
 def check_sink(sink: PersistentAggregate) -> None:
     """Refuse a sink whose upsert settings cannot work, saying why (ValueError)."""
     where = f"table {sink.name!r}"
@@ -45,14 +63,8 @@ def check_sink(sink: PersistentAggregate) -> None:
     for a in sink.aggregates:
         if is_stamped(a) and a.input is None:
             raise ValueError(f"{where}: {a.aggregator.name}() needs an input column")
-    if sink.tombstones == "delete":
-        others = [a.output for a in sink.aggregates if not isinstance(a.aggregator, Latest)]
-        if others:
-            raise ValueError(f"{where}: tombstones: delete needs every aggregate to be latest (a deleted key forgets "
-                             f"its values; {', '.join(others)} cannot be rebuilt after a delete)")
-        if any(a.output == DELETED_COLUMN for a in sink.aggregates):
-            raise ValueError(f"{where}: with tombstones: delete the column {DELETED_COLUMN!r} holds the tombstone "
-                             "flag; name the aggregate otherwise")
+    for _, problem in tombstone_problems(sink.tombstones, [(a.aggregator.name, a.output) for a in sink.aggregates]):
+        raise ValueError(f"{where}: {problem}")
     if sink.ttl_s is not None and (isinstance(sink.ttl_s, bool) or not isinstance(sink.ttl_s, int) or sink.ttl_s < 1):
         raise ValueError(f"{where}: ttl_s must be a whole number of seconds >= 1, got {sink.ttl_s!r}")
 

@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from app.guarantees import check_combination
 from app.lease import unique_owner
+from app.upserts import tombstone_problems
 from spouts.kafka.config import FirstPoll
 from spouts.kafka.formats import FormatType, RecordFormat
 from spouts.planner import Caps
@@ -494,14 +495,9 @@ class PipelineModel(Section):
     @model_validator(mode="after")
     def _consistent(self) -> PipelineModel:
         outputs = [a.function()[2] for a in self.aggregates]
-        if self.state.tombstones == "delete":
-            for i, a in enumerate(self.aggregates):
-                if a.function()[0] != "latest":
-                    raise at(f"aggregates[{i}]", "state.tombstones: delete needs every aggregate to be latest (a "
-                                                 "deleted key forgets its values; other aggregates cannot be rebuilt)")
-                if a.function()[2] == "deleted":
-                    raise at(f"aggregates[{i}]", "output column 'deleted' holds the tombstone flag with "
-                                                 "state.tombstones: delete; name it otherwise (as: ...)")
+        functions = [(a.function()[0], a.function()[2]) for a in self.aggregates]
+        for i, problem in tombstone_problems(self.state.tombstones, functions):
+            raise at(f"aggregates[{i}]", f"state.{problem}")
         for i, out in enumerate(outputs):
             if outputs.count(out) > 1 or out in self.group_by:
                 raise at(f"aggregates[{i}]", f"output column {out!r} is used twice (group-by fields and aggregate "
