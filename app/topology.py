@@ -142,16 +142,16 @@ class Stream:
                              output: str | None = None, input: str | None = None, name: str,
                              tombstones: str | None = None, ttl_s: int | None = None) -> PersistentAggregate:
         """A global aggregate (no grouping) into a snapshottable state, in table ``name``."""
-        return self.topology._add(PersistentAggregate(check_identifier(name, "table name"), factory, (),
+        return self.topology.attach(PersistentAggregate(check_identifier(name, "table name"), factory, (),
                                                       _aggs(aggregates, output, input), tombstones, ttl_s), self)
 
     def partition_persist(self, factory: StateFactory, key_columns: Sequence[str], value_columns: Sequence[str],
                           updater: Callable[[Any, list[dict[str, Any]]], None], *, name: str) -> PartitionPersist:
-        return self.topology._add(PartitionPersist(check_identifier(name, "table name"), factory,
+        return self.topology.attach(PartitionPersist(check_identifier(name, "table name"), factory,
                                                    tuple(key_columns), tuple(value_columns), updater), self)
 
     def _then(self, t: Transform) -> Stream:
-        return Stream(self.topology, self.transforms + (t,))
+        return Stream(self.topology, (*self.transforms, t))
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +170,7 @@ class GroupedStream:
         table = name or "_".join((self.stream.topology.name.replace("-", "_"), *self.fields))
         sink = PersistentAggregate(check_identifier(table, "table name"), factory, self.fields,
                                    _aggs(aggregates, output, input), tombstones, ttl_s)
-        return self.stream.topology._add(sink, self.stream)
+        return self.stream.topology.attach(sink, self.stream)
 
 
 @dataclass(eq=False)
@@ -194,7 +194,8 @@ class Topology:
         self.spout = spout
         return Stream(self)
 
-    def _add(self, sink: Any, stream: Stream) -> Any:
+    def attach(self, sink: Any, stream: Stream) -> Any:
+        """Add ``sink``, fed by ``stream``, to this topology (what a stream's terminal methods call)."""
         if any(s.name == sink.name for _, s in self.sinks):
             raise ValueError(f"two sinks write table {sink.name!r}")
         if not sink.factory.pipeline:  # the metrics its states record carry this topology's id

@@ -158,6 +158,28 @@ class CasCachedMap(CachedMap[K, V]):
         inner = self.backing.open_pipe() if isinstance(self.backing, PipelinedCas) else None
         return None if inner is None else _CachePipe(self, inner)
 
+    def forget_guesses(self) -> None:
+        """A pipe starts or ends: the keys an earlier compare-and-set loop guessed absent are forgotten."""
+        self._guessed.clear()
+
+    def hear(self, heard: Sequence[tuple[K, Any, Stored | CasResult[Any]]]) -> None:
+        """A pipe's answers, each with its key and the value written (or READ): the cache keeps what they say
+        is stored, and they are evidence for guessing misses absent."""
+        absent: list[bool] = []
+        guesses: list[bool] = []
+        for key, value, answer in heard:
+            if isinstance(answer, Stored):
+                absent.append(answer.value is None)
+                self._remember([(key, answer.value)])
+                continue
+            if key in self._guessed:
+                self._guessed.discard(key)
+                guesses.append(answer.applied)
+            self._remember([(key, value if answer.applied else answer.current)])
+        for evidence in (absent, guesses):
+            if evidence:
+                self._learn(sum(evidence) / len(evidence))
+
     def plan(self, keys: Sequence[K]) -> list[V | None]:
         """For a pipe: cached values; misses guessed absent (None) while guesses pay off, else READ.
 
@@ -183,7 +205,7 @@ class _CachePipe:
     def __init__(self, cache: CasCachedMap[Any, Any], inner: CasPipe) -> None:
         self.cache, self.inner, self.size = cache, inner, inner.size
         self._keys: dict[int, tuple[Any, Any]] = {}  # tag -> (key, value being written or READ)
-        cache._guessed.clear()
+        cache.forget_guesses()
 
     @property
     def queued(self) -> int:
@@ -202,24 +224,11 @@ class _CachePipe:
 
     def answers(self) -> list[tuple[int, Stored | CasResult[Any]]]:
         answers = self.inner.answers()
-        cache, absent, guesses = self.cache, [], []
-        for tag, answer in answers:
-            key, value = self._keys.pop(tag)
-            if isinstance(answer, Stored):
-                absent.append(answer.value is None)
-                cache._remember([(key, answer.value)])
-                continue
-            if key in cache._guessed:
-                cache._guessed.discard(key)
-                guesses.append(answer.applied)
-            cache._remember([(key, value if answer.applied else answer.current)])
-        for evidence in (absent, guesses):
-            if evidence:
-                cache._learn(sum(evidence) / len(evidence))
+        self.cache.hear([(*self._keys.pop(tag), answer) for tag, answer in answers])
         return answers
 
     def close(self, failed: bool) -> None:
         self.inner.close(failed)
         if failed:  # a compare-and-set without an answer may or may not have landed
             self.cache.invalidate([k for k, v in self._keys.values() if v is not READ])
-        self.cache._guessed.clear()
+        self.cache.forget_guesses()

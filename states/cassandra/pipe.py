@@ -86,7 +86,7 @@ class CassandraPipe:
             if kind == "cas":
                 del self._lwts[i]
                 return i, self.backing.decode_cas(value)
-            key_row, wanted = self._lwts.pop(i)
+            _, wanted = self._lwts.pop(i)
             row = value.one()
             current = None if row is None else tuple(row)
             if settle(current, wanted, self.backing.metrics):
