@@ -186,12 +186,17 @@ class TestStandby:
             self, caplog: pytest.LogCaptureFixture) -> None:
         store = MemoryTransactionalStateStore("t")
         epoch = store.acquire_lease("active-1", 30.0)
-        stop, got, seen = threading.Event(), [], []
+        stop, got, seen, standing_by = threading.Event(), [], [], threading.Event()
         caplog.set_level(logging.INFO, logger="app.lease")
+
+        def told(info: object) -> None:
+            seen.append(info)
+            standing_by.set()
+
         waiter = threading.Thread(target=lambda: got.append(take_lease(store, "standby-2", 30.0, stop,
-                                                                        on_standby=seen.append)))
+                                                                        on_standby=told)))
         waiter.start()
-        time.sleep(0.3)
+        assert standing_by.wait(10)
         assert not got and seen and seen[0] is not None and seen[0].owner == "active-1"
         assert "held by active-1 (epoch 1) until" in caplog.text
         released = time.monotonic()
