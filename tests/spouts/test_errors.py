@@ -10,6 +10,7 @@ from spouts.errors import FATAL as SPOUT_FATAL
 from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from states.errors import FATAL as STATE_FATAL
 from states.errors import (
+    CommitProtocolError,
     LeaseHeldError,
     LeaseLostError,
     StaleBatchError,
@@ -32,7 +33,8 @@ def test_every_error_has_its_package_base() -> None:
 
 
 def test_fatal_sets_hold_what_a_replay_cannot_fix() -> None:
-    """Data loss, a lost or held lease and a batch behind the state are fatal; an unavailable partition is not."""
+    """Data loss, a lost or held lease, a batch behind the state and a map written outside a commit are fatal;
+    an unavailable partition is not."""
     assert set(SPOUT_FATAL) == {DataLossError}
-    assert set(STATE_FATAL) == {LeaseLostError, LeaseHeldError, StaleBatchError}
+    assert set(STATE_FATAL) == {LeaseLostError, LeaseHeldError, StaleBatchError, CommitProtocolError}
     assert not issubclass(PartitionUnavailableError, SPOUT_FATAL)
