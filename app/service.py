@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
-from app.failures import BAD_INPUT, FAILED, describe, fatal_cause
+from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
@@ -248,8 +248,13 @@ class Service:
             log.error("start-up failed: %s", e)
             self._exit_code = BAD_INPUT
             self._on_fatal()
-        except Exception:
-            log.exception("start-up failed")
+        except Exception as e:
+            refused = refusal(e, cassandra_role=self.config.cassandra.username if self.config.cassandra else None)
+            if refused is None:
+                log.exception("start-up failed")
+            else:  # a refused credential, grant or certificate (the first contact is the table claim): one line
+                log.error("start-up failed: %s", refused.line)
+                self._exit_code = BAD_INPUT
             self._on_fatal()
         finally:
             self._shutdown()
