@@ -5,8 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cassandra import AuthenticationFailed, Unauthorized
+from cassandra.cluster import NoHostAvailable
 
 from app.commands import COMMANDS
 from tests.commands.helpers import cli
@@ -35,3 +38,38 @@ def test_python_m_app_dispatches_in_a_fresh_process() -> None:
                          timeout=60)
     assert out.returncode == 0
     assert all(c in out.stdout for c in COMMANDS)
+
+
+REFUSED_PASSWORD = NoHostAvailable("Unable to connect to any servers", {"10.0.0.1:9042": AuthenticationFailed(
+    "Provided username trident and/or password are incorrect")})
+NO_GRANT = Unauthorized("User trident has no SELECT permission on <table ks.t>")
+AWAY = NoHostAvailable("Unable to connect to any servers", {"10.0.0.1:9042": ConnectionRefusedError(111, "refused")})
+
+
+@pytest.mark.parametrize(("error", "code", "line"), [
+    (REFUSED_PASSWORD, 2, "status: authentication refused by Cassandra at 10.0.0.1:9042: Provided username trident"),
+    (NO_GRANT, 2, "status: authorization refused by Cassandra: User trident has no SELECT permission"),
+    (AWAY, 1, "status: cannot reach a server: NoHostAvailable: "),
+])
+def test_a_server_error_is_one_line_and_its_exit_code_never_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, error: Exception, code: int, line: str) -> None:
+    from app.commands import status
+
+    def refuse(args: Any) -> int:
+        raise error
+
+    monkeypatch.setattr(status, "main", refuse)
+    r = cli("status", "--config", "missing.yaml")
+    assert r.code == code
+    assert r.err.startswith(line) and r.err.count("\n") == 1 and "Traceback" not in r.err, r.err
+
+
+def test_a_bug_still_shows_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.commands import status
+
+    def bug(args: Any) -> int:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(status, "main", bug)
+    with pytest.raises(ZeroDivisionError):
+        cli("status", "--config", "missing.yaml")
