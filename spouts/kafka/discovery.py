@@ -78,6 +78,7 @@ class KafkaCoordinator:
                         e.args[0].str(), len(self._known))
             return list(self._known)
         readable = [n for n, tm in md.topics.items() if tm.error is None]
+        self._refused_topics([t for t in self.config.topics if t not in md.topics])
         found = [Partition(t, p) for t in select_topics(self.config, readable) for p in md.topics[t].partitions]
         found.sort()
         self._report(self._topic_problem(readable, md.topics))
@@ -87,6 +88,22 @@ class KafkaCoordinator:
                      len(left), sorted(q.id for q in left)[:10])
         self._known, self._refreshed_at = found, self._clock()
         return list(found)
+
+    def _refused_topics(self, missing: Sequence[str]) -> None:
+        """Raise if a listed topic is absent from the metadata because the principal may not see it: Kafka
+        leaves topics without a Describe ACL out of a full listing, and only says why when asked by name
+        (a consumer's metadata request never creates a topic)."""
+        assert self._metadata_client is not None
+        conf = self.config.consumer_config(self.topology_id)
+        for topic in missing:
+            try:
+                md = self._metadata_client.list_topics(topic, timeout=self.config.request_timeout_s)
+            except KafkaException:
+                return  # the cluster went away meanwhile: the full listing's answer stands
+            tm = md.topics.get(topic)
+            found = refused(tm.error if tm is not None else None, conf, f"topic {topic}")
+            if found is not None:
+                raise found
 
     def _raise_refusal(self, e: KafkaException) -> None:
         conf = self.config.consumer_config(self.topology_id)

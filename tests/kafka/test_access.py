@@ -160,3 +160,28 @@ def test_every_client_config_gets_the_watch_and_the_rate_limited_logger() -> Non
     conf, watch = access.watched({"bootstrap.servers": "b:9093", **PROPS})
     assert conf["error_cb"] is watch and conf["logger"] is access.LIBRDKAFKA_LOG
     assert "sasl.password" not in watch.conf  # the watch keeps only what it names
+
+
+class HidingClient(RefusingClient):
+    """A cluster where the principal has no Describe ACL on ``words``: a full listing leaves it out, a
+    request by name says why."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        class Topic:
+            def __init__(self, error: KafkaError | None) -> None:
+                self.error, self.partitions = error, {0: None}
+
+        class Metadata:
+            def __init__(self, topics: dict[str, Topic]) -> None:
+                self.topics = topics
+
+        if topic is None:
+            return Metadata({"other": Topic(None)})
+        return Metadata({topic: Topic(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))})
+
+
+def test_a_listed_topic_hidden_by_a_missing_acl_is_an_authorization_refusal_not_a_missing_topic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(discovery, "Consumer", lambda conf: HidingClient(conf, told=None))
+    with pytest.raises(AccessRefusedError, match="authorization refused .* for principal User:trident: topic words"):
+        discovery.KafkaCoordinator(spout_config(), "topo").refresh()
