@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
+from app.access import check_access
 from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
 from app.loop import Callbacks
@@ -236,6 +237,7 @@ class Service:
         self._install_signals()
         try:
             self._start_http()  # first: /healthz answers while Spark starts, and the port is ours
+            check_access(self.config)  # refused credentials or certificates: told in seconds, not after Spark
             self._start_spark()
             self._install_signals()  # PySpark replaced SIGINT's handler while starting
             if not self.stop.is_set():
