@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules():
         module.add(sub)  # type: ignore[attr-defined]
     args = parser.parse_args(argv)
+    from app.access import fold_driver_tracebacks
+
+    fold_driver_tracebacks()  # a refused Cassandra connection: one line, not the driver's traceback
     try:
         return int(args.handler(args))
     except CommandError as e:

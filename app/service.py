@@ -237,7 +237,7 @@ class Service:
         self._install_signals()
         try:
             self._start_http()  # first: /healthz answers while Spark starts, and the port is ours
-            check_access(self.config)  # refused credentials or certificates: told in seconds, not after Spark
+            check_access(self.config, self.metrics)  # refused credentials or certificates: told in seconds, not after Spark
             self._start_spark()
             self._install_signals()  # PySpark replaced SIGINT's handler while starting
             if not self.stop.is_set():

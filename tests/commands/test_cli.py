@@ -73,3 +73,22 @@ def test_a_bug_still_shows_its_traceback(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(status, "main", bug)
     with pytest.raises(ZeroDivisionError):
         cli("status", "--config", "missing.yaml")
+
+
+def test_the_drivers_log_of_a_refused_connection_has_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from app.access import fold_driver_tracebacks
+
+    fold_driver_tracebacks()
+    driver = logging.getLogger("cassandra.cluster")
+    with caplog.at_level(logging.WARNING, logger="cassandra.cluster"):
+        for error in (REFUSED_PASSWORD, AWAY):
+            try:
+                raise error
+            except NoHostAvailable:
+                driver.exception("Control connection failed to connect, shutting down Cluster:")
+    refused, away = caplog.records
+    assert refused.exc_info is None and "Provided username trident" in refused.getMessage()
+    assert "Traceback" not in logging.Formatter().format(refused) and "\n" not in refused.getMessage()
+    assert away.exc_info is not None  # an outage keeps the driver's own report

@@ -185,3 +185,21 @@ def test_a_listed_topic_hidden_by_a_missing_acl_is_an_authorization_refusal_not_
     monkeypatch.setattr(discovery, "Consumer", lambda conf: HidingClient(conf, told=None))
     with pytest.raises(AccessRefusedError, match="authorization refused .* for principal User:trident: topic words"):
         discovery.KafkaCoordinator(spout_config(), "topo").refresh()
+
+
+def test_scram_refusal_names_the_mechanism_to_check() -> None:
+    """SCRAM-SHA-512 (no test broker here has SCRAM credentials: Kafka 3.3 in KRaft mode cannot store them):
+    the config validates, and a broker's refusal names the mechanism with the settings to check."""
+    from app.config import loads
+
+    cfg = loads("kafka: {bootstrap_servers: 'b:9093', properties: {security.protocol: SASL_SSL, "
+                "sasl.mechanism: SCRAM-SHA-512, sasl.username: trident}}\n"
+                "pipelines: [{id: p, spout: {topics: [t]}, group_by: [], aggregates: [{count: {as: n}}], "
+                "state: {backend: sqlite, sqlite_path: /tmp/x.db, table: t}}]\n",
+                env={"TRIDENT_KAFKA_SASL_PASSWORD": "scram-s3cret"})
+    props = dict(cfg.kafka.properties)
+    assert props["sasl.mechanism"] == "SCRAM-SHA-512"
+    e = refused(KafkaError(KafkaError._AUTHENTICATION, "SASL SCRAM-SHA-512 mechanism handshake failed: Broker: "
+                           "Request not valid given the current SASL state"), {"bootstrap.servers": "b:9093", **props})
+    assert e is not None and e.kind == "authentication"
+    assert "check sasl.username, sasl.password and sasl.mechanism (SCRAM-SHA-512)" in str(e) and "scram-s3cret" not in str(e)

@@ -2,10 +2,13 @@
 and required client TLS, both trusting a throwaway CA (:mod:`tests.service.secured`, started once per module).
 
 The product's principals have only what docs/operations.md lists: Kafka ``User:trident`` may Read and
-Describe the source topic and its consumer group, Cassandra role ``trident`` has CREATE, SELECT and MODIFY on
-its keyspace. With them a word count matches the producer's ground truth exactly, across a SIGKILL. Each
-refusal (a wrong password or CA on either server, a missing ACL or grant) stops ``run`` with exit 2 in under
-30 s, naming the server, the principal and the setting, and writes nothing.
+Describe the source topic and its consumer group, Write, Describe and Read the dead-letter topic, and Write
+and Describe its dead-letter transactional id; Cassandra role ``trident`` has CREATE, SELECT and MODIFY on
+its keyspace. With them a word count matches the producer's ground truth exactly across a SIGKILL, and each
+poison sentence is in the dead-letter topic once. Each refusal met at start-up (a wrong password or CA on
+either server, a source topic without ACLs, a missing grant) stops ``run`` with exit 2 in under 30 s,
+naming the server, the principal and the setting, and writes nothing; a missing Write ACL on the
+dead-letter topic (met at the first poison record) stops it with exit 2 as an authorization refusal.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ PIPELINE = "wc"
 ROLES = {"trident": "trident-secret", "onlyreads": "onlyreads-secret"}
 REFUSAL_BOUND_S = 30.0
 SENTENCES = 1200  # two txids at least (caps below): a SIGKILL after the first lands between them
+DEAD_LETTERS = "sentences-dead-letters"
+POISON = "poison pill"  # its transform fails (an ANSI CAST): a bad record, dead-lettered
+POISON_AT = (7, 650, 1111)  # sentence numbers: one in the first txid, two later
 
 
 @dataclass
@@ -44,41 +50,77 @@ class Secured:
     stack: SecuredStack
     truth: Counter[str]
     sentences: int
+    poison_offsets: set[tuple[int, int]]  # (partition, offset) of every poison sentence
 
 
-def _grant_kafka(stack: SecuredStack) -> None:
-    """The ACLs of ``User:trident``: Read and Describe on the source topic and on the pipeline's group."""
-    admin = AdminClient(stack.kafka_client("admin"))
-    allow = AclPermissionType.ALLOW
-    bindings = [AclBinding(kind, name, ResourcePatternType.LITERAL, "User:trident", "*", op, allow)
-                for kind, name in ((ResourceType.TOPIC, TOPIC), (ResourceType.GROUP, f"trident-{PIPELINE}"))
-                for op in (AclOperation.READ, AclOperation.DESCRIBE)]
+def _allow(admin: AdminClient, user: str, grants: list[tuple[ResourceType, str, tuple[AclOperation, ...]]]) -> None:
+    bindings = [AclBinding(kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", op, AclPermissionType.ALLOW)
+                for kind, name, ops in grants for op in ops]
     for f in admin.create_acls(bindings, request_timeout=30).values():
         f.result(60)
 
 
-def _produce(stack: SecuredStack, n: int) -> Counter[str]:
-    """``n`` sentences to the source topic as ``admin``; the words of every acknowledged one (the ground truth)."""
+def _grant_kafka(stack: SecuredStack) -> None:
+    """The ACLs docs/operations.md lists, for ``User:trident`` (pipeline ``wc``); ``User:nodlwrite`` (pipeline
+    ``nodl``) has the same but Write on the dead-letter topic; ``User:stranger`` has none."""
+    admin = AdminClient(stack.kafka_client("admin"))
+    read = (AclOperation.READ, AclOperation.DESCRIBE)
+    for user, pipeline, dead_letter_ops in (("trident", PIPELINE, (AclOperation.WRITE, *read)),
+                                            ("nodlwrite", "nodl", read)):
+        _allow(admin, user, [(ResourceType.TOPIC, TOPIC, read), (ResourceType.GROUP, f"trident-{pipeline}", read),
+                             (ResourceType.TOPIC, DEAD_LETTERS, dead_letter_ops),
+                             (ResourceType.TRANSACTIONAL_ID, f"trident-dead-letters-{pipeline}",
+                              (AclOperation.WRITE, AclOperation.DESCRIBE))])
+
+
+def _produce(stack: SecuredStack, n: int) -> tuple[Counter[str], set[tuple[int, int]]]:
+    """``n`` sentences to the source topic as ``admin`` (the poison ones at :data:`POISON_AT`): the words of
+    every acknowledged good one (the ground truth), and where the poison ones landed."""
     import random
 
     admin = AdminClient(stack.kafka_client("admin"))
-    for f in admin.create_topics([NewTopic(TOPIC, 2, 1)], request_timeout=30).values():
+    for f in admin.create_topics([NewTopic(TOPIC, 2, 1), NewTopic(DEAD_LETTERS, 1, 1)], request_timeout=30).values():
         f.result(60)
-    rng, truth, errors = random.Random(31), Counter[str](), []
+    rng, truth, poison, errors = random.Random(31), Counter[str](), set[tuple[int, int]](), []
     producer = Producer({**stack.kafka_client("admin"), "enable.idempotence": True, "linger.ms": 5})
     for i in range(n):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(1, 6))]
+        words = [] if i in POISON_AT else [rng.choice(WORDS) for _ in range(rng.randint(1, 6))]
 
         def acked(err: Any, msg: Any, words: list[str] = words) -> None:
-            if err is None:
+            if err is not None:
+                errors.append(err)
+            elif words:
                 truth.update(words)
             else:
-                errors.append(err)
+                poison.add((msg.partition(), msg.offset()))
 
-        producer.produce(TOPIC, " ".join(words).encode(), partition=i % 2, on_delivery=acked)
+        producer.produce(TOPIC, (" ".join(words) or POISON).encode(), partition=i % 2, on_delivery=acked)
         producer.poll(0)
     assert producer.flush(60) == 0 and not errors, errors[:3]
-    return truth
+    return truth, poison
+
+
+def dead_letter_sources(stack: SecuredStack) -> list[tuple[int, int]]:
+    """The source (partition, offset) of every committed dead letter, read as ``admin``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**stack.kafka_client("admin"), "group.id": "check", "isolation.level": "read_committed",
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(DEAD_LETTERS, 0, 0)])
+        out = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is None:
+                continue
+            if m.error() is not None:
+                break  # end of the partition
+            headers = dict(m.headers() or [])
+            out.append((int(headers["trident.source.partition"]), int(headers["trident.source.offset"])))
+        return out
+    finally:
+        c.close()
 
 
 def cql_session(stack: SecuredStack, user: str, password: str, ca: Path | None = None) -> Any:
@@ -124,28 +166,35 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     stack = SecuredStack(tmp_path_factory.mktemp("secured"))
     try:
         stack.start()
-        truth = _produce(stack, SENTENCES)
+        truth, poison = _produce(stack, SENTENCES)
         _grant_kafka(stack)
         _grant_cassandra(stack)
-        yield Secured(stack, truth, SENTENCES)
+        yield Secured(stack, truth, SENTENCES, poison)
     finally:
         stack.stop()
 
 
 def service_for(secured: Secured, tmp_path: Path, *, kafka_user: str = "trident", kafka_password: str | None = None,
                 kafka_ca: Path | None = None, cassandra_user: str = "trident", cassandra_password: str | None = None,
-                cassandra_ca: Path | None = None) -> ServiceProcess:
-    """The word count on the secured servers; secrets only through the environment, as deployed."""
+                cassandra_ca: Path | None = None, pipeline: str = PIPELINE, table: str = "word_counts") -> ServiceProcess:
+    """The word count on the secured servers, poison sentences dead-lettered; secrets only through the
+    environment, as deployed."""
     s = secured.stack
     port = free_port()
     path = word_count_config(
-        tmp_path / "service.yaml", bootstrap=s.sasl_bootstrap, topic=TOPIC, port=port, pipeline_id=PIPELINE,
-        state={"backend": "cassandra", "table": "word_counts", "cache_size": 100}, caps=(300, 600),
+        tmp_path / "service.yaml", bootstrap=s.sasl_bootstrap, topic=TOPIC, port=port, pipeline_id=pipeline,
+        state={"backend": "cassandra", "table": table, "cache_size": 100}, caps=(300, 600),
         cassandra={"contact_points": ["127.0.0.1"], "port": s.cassandra_port, "keyspace": KEYSPACE,
                    "create_keyspace": False, "username": cassandra_user, "local_dc": "datacenter1",
                    "consistency": "ONE", "request_timeout_s": 5,
                    "tls": {"enabled": True, "ca_file": str(cassandra_ca or s.ca.ca_pem)}})
     doc = yaml.safe_load(path.read_text())
+    line = "CAST(value AS STRING)"  # the poison sentence fails the ANSI CAST that guards every sentence
+    doc["pipelines"][0]["transforms"] = [
+        {"map": [f"explode(split(IF(CAST(IF({line} = '{POISON}', 'poison', '1') AS INT) = 1, {line}, NULL), ' '))"
+                 " AS word"]},
+        {"filter": "word <> ''"}]
+    doc["pipelines"][0]["errors"] = {"dead_letter": {"topic": DEAD_LETTERS}}
     doc["kafka"]["properties"] = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
                                   "sasl.username": kafka_user, "ssl.ca.location": str(kafka_ca or s.ca.ca_pem)}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -154,12 +203,12 @@ def service_for(secured: Secured, tmp_path: Path, *, kafka_user: str = "trident"
     return ServiceProcess(path, tmp_path / "service.log", port, env=env)
 
 
-def stored_counts(secured: Secured) -> dict[str, int]:
+def stored_counts(secured: Secured, table: str = "word_counts") -> dict[str, int]:
     from cassandra import InvalidRequest
 
     session = cql_session(secured.stack, *CASSANDRA_SUPERUSER)
     try:
-        rows = session.execute(f"SELECT word, count FROM {KEYSPACE}.word_counts")
+        rows = session.execute(f"SELECT word, count FROM {KEYSPACE}.{table}")
         return {r.word: int(r.count) for r in rows}
     except InvalidRequest:  # no table yet
         return {}
@@ -192,6 +241,8 @@ def test_word_count_on_secured_servers_matches_the_ground_truth_across_a_sigkill
         service.cleanup()
     assert stored_counts(secured) == dict(secured.truth)
     assert sum(partial.values()) < sum(secured.truth.values())  # the kill landed before the end
+    letters = dead_letter_sources(secured.stack)
+    assert sorted(letters) == sorted(secured.poison_offsets)  # each poison sentence once, nothing else
     log = service.log.read_text(errors="replace")
     for secret in ("trident-secret", *KAFKA_USERS.values()):
         assert secret not in log
@@ -274,6 +325,28 @@ def test_a_missing_cassandra_grant_stops_run_with_exit_2_as_authorization_refuse
     log, _ = refused_run(secured, tmp_path, cassandra_user="onlyreads")
     line = _stopped_line(log)
     assert "authorization refused by Cassandra for role onlyreads" in line and "CREATE" in line
+
+
+@pytest.mark.timeout(600)
+def test_a_missing_write_acl_on_the_dead_letter_topic_stops_run_with_exit_2_as_authorization_refused(
+        secured: Secured, tmp_path: Path) -> None:
+    """Met at the first poison record, after Spark started (so no 30 s bound): exit 2, named as an
+    authorization refusal of the dead-letter topic, and that txid's counts never stored."""
+    service = service_for(secured, tmp_path, kafka_user="nodlwrite", pipeline="nodl", table="word_counts_nodl")
+    letters = dead_letter_sources(secured.stack)
+    try:
+        service.start()
+        assert service.proc is not None
+        code = service.proc.wait(480)
+    finally:
+        service.cleanup()
+    log = service.run_log()
+    assert code == 2, log[-3000:]
+    line = _stopped_line(log)
+    assert "authorization refused by Kafka" in line and "User:nodlwrite" in line
+    assert f"dead-letter topic {DEAD_LETTERS}" in line and "authentication refused" not in log
+    assert stored_counts(secured, "word_counts_nodl") == {}  # the first txid holds a poison sentence
+    assert dead_letter_sources(secured.stack) == letters
 
 
 def test_commands_say_a_refusal_in_one_line(secured: Secured, tmp_path: Path) -> None:
