@@ -14,6 +14,7 @@ dead-letter topic (met at the first poison record) stops it with exit 2 as an au
 from __future__ import annotations
 
 import os
+import shutil
 import ssl
 import time
 from collections import Counter
@@ -30,7 +31,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, A
 from tests.peers import REAL_KAFKA, missing_peer
 from tests.realstack import find
 from tests.service.helpers import WORDS, ServiceProcess, free_port, word_count_config
-from tests.service.secured import CASSANDRA_SUPERUSER, KAFKA_USERS, SecuredStack
+from tests.service.secured import CASSANDRA_SUPERUSER, KAFKA_USERS, KEYTOOL, SecuredStack
 
 pytestmark = pytest.mark.slow  # the service runs start Spark (the repository's convention for service runs)
 
@@ -163,6 +164,8 @@ def _grant_cassandra(stack: SecuredStack) -> None:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     if find() is None:
         missing_peer(REAL_KAFKA, "no realstack folder to start a secured Kafka and Cassandra from (set REALSTACK_DIR)")
+    if shutil.which("openssl") is None or not Path(KEYTOOL).exists():
+        missing_peer(REAL_KAFKA, "openssl and a JDK's keytool are needed to make the secured servers' test CA")
     stack = SecuredStack(tmp_path_factory.mktemp("secured"))
     try:
         stack.start()
