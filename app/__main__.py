@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from app.access import fold_driver_tracebacks
 
-    fold_driver_tracebacks()  # a refused Cassandra connection: one line, not the driver's traceback
+    fold_driver_tracebacks()  # a failed Cassandra connection: one line, not the driver's traceback
     try:
         return int(args.handler(args))
     except CommandError as e:
@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.command}: {refused.line}", file=sys.stderr)
             return BAD_INPUT
         if _unreachable(e):
+            untrusted = _cassandra_tls_refusal(args)
+            refused = None if untrusted is None else refusal(untrusted, cassandra_role=_cassandra_role(args))
+            if refused is not None:
+                print(f"{args.command}: {refused.line}", file=sys.stderr)
+                return BAD_INPUT
             print(f"{args.command}: cannot reach a server: {describe(e)}", file=sys.stderr)
             return FAILED
         raise  # a bug: its traceback is the report
@@ -59,6 +64,21 @@ def _unreachable(e: BaseException) -> bool:
     from spouts.errors import SpoutError
 
     return isinstance(e, NoHostAvailable | OperationTimedOut | DriverException | KafkaException | SpoutError | OSError)
+
+
+def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
+    """Whether the config's Cassandra refuses this client's TLS (a failed connection asked again, typed)."""
+    from app.access import cassandra_tls_refusal
+
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    try:
+        from app.commands.common import load_config
+
+        return cassandra_tls_refusal(load_config(path).cassandra)
+    except Exception:  # noqa: BLE001 - only for the message
+        return None
 
 
 def _cassandra_role(args: argparse.Namespace) -> str | None:

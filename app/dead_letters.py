@@ -169,9 +169,10 @@ class DeadLetterWriter:
         self._producer = None  # fatal (fenced) or unknown: start over with a new producer next attempt
 
     def _consumer(self) -> Consumer:
-        return Consumer({**self.kafka, "group.id": f"trident-{self.pipeline}-dead-letters",
-                         "isolation.level": "read_committed", "enable.auto.commit": "false",
-                         "enable.partition.eof": "true", "auto.offset.reset": "earliest"})
+        conf, _ = watched({**self.kafka, "group.id": f"trident-{self.pipeline}-dead-letters",
+                           "isolation.level": "read_committed", "enable.auto.commit": "false",
+                           "enable.partition.eof": "true", "auto.offset.reset": "earliest"})
+        return Consumer(conf)  # its requests carry a missing ACL; the watch is for librdkafka's log
 
     def _partitions(self, client: Any) -> list[int]:
         topic = client.list_topics(self.topic, timeout=self.timeout_s).topics.get(self.topic)
