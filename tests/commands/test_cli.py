@@ -98,3 +98,48 @@ def test_the_drivers_log_of_a_failed_connection_has_no_traceback(caplog: pytest.
         assert record.exc_info is None and "\n" not in record.getMessage()
         assert "Traceback" not in logging.Formatter().format(record)
     assert bug.exc_info is not None  # anything else keeps its traceback
+
+
+def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_path: Path) -> None:
+    """The driver keeps only the text of a failed TLS handshake; asking again with the same TLS settings gets
+    the typed error, named as a TLS refusal (a local TLS server whose certificate another CA signed)."""
+    import shutil
+    import socket
+    import ssl
+    import threading
+
+    from app.access import cassandra_tls_refusal
+    from app.failures import refusal
+    from states.cassandra.settings import CassandraSettings, TlsSettings
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make the test certificates")
+    for name in ("server", "other"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        f"/CN={name}", "-keyout", str(tmp_path / f"{name}.key"), "-out", str(tmp_path / f"{name}.pem")],
+                       check=True, capture_output=True, timeout=60)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(tmp_path / "server.pem", tmp_path / "server.key")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        try:
+            server_ctx.wrap_socket(conn, server_side=True).close()
+        except (ssl.SSLError, OSError):
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    settings = CassandraSettings(contact_points=("127.0.0.1",), port=port, username="trident", password="pw",
+                                 tls=TlsSettings(enabled=True, ca_file=str(tmp_path / "other.pem")))
+    untrusted = cassandra_tls_refusal(settings)
+    thread.join(10)
+    listener.close()
+    assert untrusted is not None
+    found = refusal(untrusted, cassandra_role="trident")
+    assert found is not None and found.kind == "TLS"
+    assert found.line.startswith(f"TLS refused by Cassandra at 127.0.0.1:{port} for role trident: ")
+    assert "CERTIFICATE_VERIFY_FAILED" in found.line and "cassandra.tls.ca_file" in found.line
+    assert cassandra_tls_refusal(CassandraSettings(port=port)) is None  # TLS off: nothing to ask
