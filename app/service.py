@@ -3,8 +3,9 @@
 Lifecycle of the process:
 
 1. Install SIGTERM/SIGINT handlers (a signal during start-up still exits cleanly) and serve
-   ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); start Spark, then install the
-   handlers again (PySpark replaces SIGINT's handler while it starts).
+   ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); check that Kafka and Cassandra accept
+   the service's principals (:mod:`app.access`: a refusal exits 2 at once); start Spark, then install
+   the handlers again (PySpark replaces SIGINT's handler while it starts).
 2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
    over a Spark executor and run it in its own thread: it takes the lease, or waits as a standby
    (not ready, ``role: standby``) while another instance holds it, and takes over when that lease
@@ -254,7 +255,7 @@ class Service:
             refused = refusal(e, cassandra_role=self.config.cassandra.username if self.config.cassandra else None)
             if refused is None:
                 log.exception("start-up failed")
-            else:  # a refused credential, grant or certificate (the first contact is the table claim): one line
+            else:  # a credential, grant or certificate a server refused (app.access): one line, no traceback
                 log.error("start-up failed: %s", refused.line)
                 self._exit_code = BAD_INPUT
             self._on_fatal()
