@@ -246,7 +246,7 @@ def test_word_count_on_secured_servers_matches_the_ground_truth_across_a_sigkill
     letters = dead_letter_sources(secured.stack)
     assert sorted(letters) == sorted(secured.poison_offsets)  # each poison sentence once, nothing else
     log = service.log.read_text(errors="replace")
-    for secret in ("trident-secret", *KAFKA_USERS.values()):
+    for secret in (*ROLES.values(), *KAFKA_USERS.values()):
         assert secret not in log
 
 
