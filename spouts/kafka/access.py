@@ -73,7 +73,8 @@ def refused(err: KafkaError | None, conf: Mapping[str, Any], what: str = "") -> 
 
 
 class AccessWatch:
-    """A client's ``error_cb``: remembers the last refusal librdkafka reported (called from ``poll``)."""
+    """A client's ``error_cb``: remembers the last refusal librdkafka reported since the client's last success
+    (called from ``poll``)."""
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         self.conf = {k: v for k, v in conf.items() if k in ("bootstrap.servers", "sasl.username", "sasl.mechanism",
@@ -86,6 +87,12 @@ class AccessWatch:
         if found is not None:
             with self._lock:
                 self._refused = found
+
+    def clear(self) -> None:
+        """Forget what was told: called after a request succeeded, so a refusal seen once (a handshake cut
+        short while a broker restarted) never turns a later outage into a permanent stop."""
+        with self._lock:
+            self._refused = None
 
     @property
     def refusal(self) -> AccessRefusedError | None:

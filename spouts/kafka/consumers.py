@@ -69,6 +69,10 @@ class ConsumerPool:
                 raise refusal from e
             raise
         with self._lock:
+            watch = self._watches.get(id(consumer))
+        if watch is not None:
+            watch.clear()  # the body succeeded: what was told before is no verdict on later requests
+        with self._lock:
             self._check_pid()
             idle = self._idle.setdefault(key, [])
             if len(idle) < _MAX_IDLE_PER_CONFIG:

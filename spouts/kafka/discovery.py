@@ -77,6 +77,8 @@ class KafkaCoordinator:
             log.warning("partition discovery at %s failed (%s); keeping %d known partitions", servers,
                         e.args[0].str(), len(self._known))
             return list(self._known)
+        if self._watch is not None:
+            self._watch.clear()
         readable = [n for n, tm in md.topics.items() if tm.error is None]
         self._refused_topics([t for t in self.config.topics if t not in md.topics])
         found = [Partition(t, p) for t in select_topics(self.config, readable) for p in md.topics[t].partitions]
@@ -214,6 +216,7 @@ class _OffsetPublisher:
                 try:
                     result = client.commit(offsets=[TopicPartition(p.topic, p.partition, o)
                                                     for p, o in sorted(batch.items())], asynchronous=False)
+                    watch.clear()
                     failed = [f"{tp.topic}:{tp.partition}" for tp in result or () if tp.error is not None]
                     for tp in result or ():
                         found = refused(tp.error, self._conf, f"group {self._conf['group.id']}")

@@ -203,3 +203,25 @@ def test_scram_refusal_names_the_mechanism_to_check() -> None:
                            "Request not valid given the current SASL state"), {"bootstrap.servers": "b:9093", **props})
     assert e is not None and e.kind == "authentication"
     assert "check sasl.username, sasl.password and sasl.mechanism (SCRAM-SHA-512)" in str(e) and "scram-s3cret" not in str(e)
+
+
+def test_a_refusal_seen_before_a_success_is_no_verdict_on_a_later_outage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TLS error told once (a handshake cut short while a broker restarted), then a good listing: a later
+    outage stays an outage."""
+
+    class Flaky(RefusingClient):
+        answers = ["fail", "ok", "fail"]
+
+        def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+            if self.answers.pop(0) == "fail":
+                raise KafkaException(TRANSPORT)
+            return type("M", (), {"topics": {"words": type("T", (), {"error": None, "partitions": {0: None}})()}})()
+
+    monkeypatch.setattr(discovery, "Consumer", lambda conf: Flaky(conf, told=None))
+    coordinator = discovery.KafkaCoordinator(spout_config(), "topo")
+    with pytest.raises(SourceUnavailableError):
+        coordinator.refresh()  # nothing told yet: an outage
+    assert coordinator._watch is not None
+    coordinator._watch(TLS)  # told while no request was failing
+    assert coordinator.refresh() == [Partition("words", 0)]  # a success forgets it
+    assert coordinator.refresh() == [Partition("words", 0)]  # the next failure: the known partitions, no refusal
