@@ -51,11 +51,11 @@ class ConsumerPool:
             idle = self._idle.get(key)
             consumer = idle.pop() if idle else None
         if consumer is None:
-            conf, watch = watched(dict(key))
-            consumer = Consumer(conf)
+            watched_conf, new_watch = watched(dict(key))
+            consumer = Consumer(watched_conf)
             with self._lock:
                 self.created += 1
-                self._watches[id(consumer)] = watch
+                self._watches[id(consumer)] = new_watch
         try:
             yield consumer
         except BaseException as e:
