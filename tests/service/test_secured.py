@@ -126,13 +126,14 @@ def dead_letter_sources(stack: SecuredStack) -> list[tuple[int, int]]:
 
 def cql_session(stack: SecuredStack, user: str, password: str, ca: Path | None = None) -> Any:
     from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import Cluster
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import DCAwareRoundRobinPolicy
 
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca or stack.ca.ca_pem))
+    profile = ExecutionProfile(load_balancing_policy=DCAwareRoundRobinPolicy("datacenter1"))
     cluster = Cluster(["127.0.0.1"], port=stack.cassandra_port, auth_provider=PlainTextAuthProvider(user, password),
-                      ssl_context=ctx, load_balancing_policy=DCAwareRoundRobinPolicy("datacenter1"),
-                      protocol_version=5, connect_timeout=10)
+                      ssl_context=ctx, execution_profiles={EXEC_PROFILE_DEFAULT: profile}, protocol_version=5,
+                      connect_timeout=10)
     return cluster.connect()
 
 
