@@ -8,9 +8,10 @@
     python -m app query --config FILE ...  read a pipeline's state table
     python -m app rewind --config FILE ... move where a pipeline's next txid starts reading
 
-Exit codes: 0 success; 1 a failed run, operation or demo mismatch; 2 a bad config or bad arguments;
+Exit codes: 0 success; 1 a failed run, operation or demo mismatch (a server that cannot be reached
+included); 2 a bad config or bad arguments, or credentials, grants or a certificate a server refused;
 3 refused (unsafe change, lease held, confirmation missing); 4 partly done (the cluster could not
-answer part of it).
+answer part of it). A server's error is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import argparse
 import sys
 
 from app.commands import modules
-from app.commands.common import CommandError
+from app.commands.common import BAD_INPUT, FAILED, CommandError
+from app.failures import describe, refusal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,11 +31,68 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules():
         module.add(sub)  # type: ignore[attr-defined]
     args = parser.parse_args(argv)
+    from app.access import fold_driver_tracebacks
+
+    fold_driver_tracebacks()  # a failed Cassandra connection: one line, not the driver's traceback
     try:
         return int(args.handler(args))
     except CommandError as e:
         print(f"{args.command}: {e}", file=sys.stderr)
         return e.code
+    except Exception as e:
+        refused = refusal(e, cassandra_role=_cassandra_role(args))
+        if refused is not None:
+            print(f"{args.command}: {refused.line}", file=sys.stderr)
+            return BAD_INPUT
+        if _unreachable(e):
+            untrusted = _cassandra_tls_refusal(args)
+            refused = None if untrusted is None else refusal(untrusted, cassandra_role=_cassandra_role(args))
+            if refused is not None:
+                print(f"{args.command}: {refused.line}", file=sys.stderr)
+                return BAD_INPUT
+            print(f"{args.command}: cannot reach a server: {describe(e)}", file=sys.stderr)
+            return FAILED
+        raise  # a bug: its traceback is the report
+
+
+def _unreachable(e: BaseException) -> bool:
+    """A server that cannot be reached or answered (Kafka, Cassandra, the network): no bug, one line."""
+    from cassandra import DriverException, OperationTimedOut
+    from cassandra.cluster import NoHostAvailable
+    from confluent_kafka import KafkaException
+
+    from spouts.errors import SpoutError
+
+    return isinstance(e, NoHostAvailable | OperationTimedOut | DriverException | KafkaException | SpoutError | OSError)
+
+
+def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
+    """Whether the config's Cassandra refuses this client's TLS (a failed connection asked again, typed)."""
+    from app.access import cassandra_tls_refusal
+
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    try:
+        from app.commands.common import load_config
+
+        return cassandra_tls_refusal(load_config(path).cassandra)
+    except Exception:  # noqa: BLE001 - only for the message
+        return None
+
+
+def _cassandra_role(args: argparse.Namespace) -> str | None:
+    """The configured Cassandra user, to name it in a refusal (None without a readable config)."""
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    try:
+        from app.commands.common import load_config
+
+        cassandra = load_config(path).cassandra
+    except Exception:  # noqa: BLE001 - only for the message
+        return None
+    return cassandra.username if cassandra is not None else None
 
 
 if __name__ == "__main__":

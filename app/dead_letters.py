@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from app.errors import BadRecordsGoneError
 from app.progress import ProgressLog
 from spouts.bad_records import BadRecord
+from spouts.kafka.access import AccessWatch, refused, serve, watched
 from spouts.metadata import PartitionMetadata
 from spouts.protocols import PartitionedSpout, Record
 
@@ -76,6 +77,7 @@ class DeadLetterWriter:
         self.pipeline, self.topic, self.spout, self.timeout_s = pipeline, topic, spout, timeout_s
         self.kafka = dict(kafka)
         self._producer: Producer | None = None
+        self._watch: AccessWatch | None = None
 
     @classmethod
     def for_spout(cls, pipeline: str, topic: str, spout: Any) -> DeadLetterWriter:
@@ -85,7 +87,31 @@ class DeadLetterWriter:
                    timeout_s=max(30.0, cfg.request_timeout_s))
 
     def write(self, txid: int, bad: Sequence[BadRecord], progress: ProgressLog) -> int:
-        """Make sure every record of ``bad`` is in the topic once; returns how many were produced now."""
+        """Make sure every record of ``bad`` is in the topic once; returns how many were produced now.
+
+        A refusal (credentials, certificate, a missing ACL on the topic or the transactional id) raises
+        :class:`~spouts.errors.AccessRefusedError` naming the object: permanent, never ridden out."""
+        try:
+            return self._write(txid, bad, progress)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            what = (f"transactional id {self.transactional_id}"
+                    if isinstance(err, KafkaError) and err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    else f"dead-letter topic {self.topic}")
+            found = refused(err if isinstance(err, KafkaError) else None, self.kafka, what)
+            if found is None and self._watch is not None:
+                if self._producer is not None:
+                    serve(self._producer)
+                found = self._watch.refusal
+            if found is not None:
+                raise found from e
+            raise
+
+    @property
+    def transactional_id(self) -> str:
+        return f"trident-dead-letters-{self.pipeline}"
+
+    def _write(self, txid: int, bad: Sequence[BadRecord], progress: ProgressLog) -> int:
         producer = self._ready_producer()
         start = progress.dead_letter_start(txid)
         if start is None:
@@ -120,9 +146,15 @@ class DeadLetterWriter:
 
     def _ready_producer(self) -> Producer:
         if self._producer is None:
-            producer = Producer({**self.kafka, "transactional.id": f"trident-dead-letters-{self.pipeline}",
-                                 "enable.idempotence": "true", "client.id": f"trident-{self.pipeline}-dead-letters"})
-            producer.init_transactions(self.timeout_s)  # fences earlier producers, aborts their open transaction
+            conf, self._watch = watched({**self.kafka, "transactional.id": self.transactional_id,
+                                         "enable.idempotence": "true",
+                                         "client.id": f"trident-{self.pipeline}-dead-letters"})
+            producer = Producer(conf)
+            try:
+                producer.init_transactions(self.timeout_s)  # fences earlier producers, aborts their open transaction
+            except KafkaException:
+                serve(producer)  # the error callback learns of a refused credential or certificate
+                raise
             self._producer = producer
         return self._producer
 
@@ -137,9 +169,10 @@ class DeadLetterWriter:
         self._producer = None  # fatal (fenced) or unknown: start over with a new producer next attempt
 
     def _consumer(self) -> Consumer:
-        return Consumer({**self.kafka, "group.id": f"trident-{self.pipeline}-dead-letters",
-                         "isolation.level": "read_committed", "enable.auto.commit": "false",
-                         "enable.partition.eof": "true", "auto.offset.reset": "earliest"})
+        conf, _ = watched({**self.kafka, "group.id": f"trident-{self.pipeline}-dead-letters",
+                           "isolation.level": "read_committed", "enable.auto.commit": "false",
+                           "enable.partition.eof": "true", "auto.offset.reset": "earliest"})
+        return Consumer(conf)  # its requests carry a missing ACL; the watch is for librdkafka's log
 
     def _partitions(self, client: Any) -> list[int]:
         topic = client.list_topics(self.topic, timeout=self.timeout_s).topics.get(self.topic)

@@ -11,8 +11,9 @@ driver's retry policies). Two classes:
   orchestrator restarts it with fresh clients and somebody is told.
 - **permanent** (it can never succeed, so retrying only hides it): stop the pipeline with an exit
   code and a message naming the object. Exit 2 for configuration that shows only at run time (an
-  unknown librdkafka property, a bootstrap address that is no address, authentication, a table whose
-  schema does not match); exit 1 for everything else (data loss under ``fail``, a batch behind the
+  unknown librdkafka property, a bootstrap address that is no address, a table whose schema does not
+  match) and for a refusal (:func:`refusal`: credentials, a missing ACL or grant, an untrusted
+  certificate, told in one line naming the server, the principal and the setting to check); exit 1 for everything else (data loss under ``fail``, a batch behind the
   state, a lost lease, a deterministic error of the user's transform that fails every attempt of a
   txid alike, a poison record under ``fail``).
 
@@ -24,13 +25,16 @@ from __future__ import annotations
 
 import enum
 import re
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from app import errors as app_errors
 from app.loop import backoff
 from spouts import errors as spout_errors
 from spouts.bad_records import BadRecordError
+from spouts.kafka.access import AUTHENTICATION, AUTHORIZATION, REFUSALS, TLS
 from states import errors as state_errors
 
 FAILED = 1  # a permanent failure at run time (the message names the object)
@@ -42,7 +46,7 @@ FATAL: tuple[type[BaseException], ...] = spout_errors.FATAL + state_errors.FATAL
 #: Why a pipeline stopped for good, few enough to be a metric label (``trident_pipeline_failures_total``):
 #: ``unexpected`` is an error outside the policy (a bug, or a start-up step of the pipeline).
 CAUSES = ("lease_lost", "data_loss", "stale_batch", "bad_record", "configuration", "authentication",
-          "kafka_fatal", "deterministic_error", "outage_limit", "unexpected")
+          "authorization", "tls", "kafka_fatal", "deterministic_error", "outage_limit", "unexpected")
 
 #: Spark SQL error classes that a replay of the same records raises again (ANSI mode, bad casts,
 #: arithmetic): the same input gives the same error on every attempt.
@@ -52,16 +56,13 @@ DETERMINISTIC_SPARK_ERRORS = frozenset({
     "CANNOT_PARSE_TIMESTAMP", "INVALID_FRACTION_OF_SECOND", "DATATYPE_MISMATCH", "USER_RAISED_EXCEPTION",
 })
 
-#: librdkafka errors that no retry can mend (KafkaError names): bad settings and refused credentials.
+#: librdkafka errors that no retry can mend (KafkaError names): bad settings (refusals: :func:`refusal`).
 KAFKA_CONFIG_ERRORS = frozenset({"_INVALID_ARG", "_UNKNOWN_PROTOCOL", "_NOT_IMPLEMENTED"})
-KAFKA_AUTH_ERRORS = frozenset({
-    "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
-    "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_SSL",
-})
 
 _CONFIG_TEXT = re.compile(r"No such configuration property|Invalid value .* for configuration property"
                           r"|Configuration property .* not supported")
-_AUTH_TEXT = re.compile(r"AuthenticationFailed|SASL authentication error|Authentication failed", re.I)
+# A refusal raised inside a Spark read task reaches the driver as its traceback's text: the class name and message.
+_REFUSED_IN_TASK = re.compile(r"(?:[\w.]+\.)?AccessRefusedError: ((authentication|authorization|TLS) refused [^\n]+)")
 _SPARK_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)(?:\.[A-Z0-9_]+)?\]")
 
 
@@ -109,6 +110,8 @@ class FailurePolicy:
 
     def decide(self, f: Failure) -> Decision:
         e, why = f.error, describe(f.error)
+        if isinstance(e, spout_errors.AccessRefusedError):
+            return Decision(FailureClass.PERMANENT, str(e), exit_code=BAD_INPUT, cause=e.kind.lower())
         if isinstance(e, spout_errors.DataLossError) and f.frozen_read and f.same_error_attempts == 1:
             # Retention ran while the txid was frozen: the replay re-checks its ranges first, and
             # then stops (policy fail) or reads what is left (skip).
@@ -123,9 +126,9 @@ class FailurePolicy:
         if kafka == "_FATAL":
             return Decision(FailureClass.PERMANENT, f"kafka client failed for good: {why}", exit_code=FAILED,
                             cause="kafka_fatal")
-        if kafka in KAFKA_AUTH_ERRORS or _is_cassandra_auth(e) or _AUTH_TEXT.search(str(e)):
-            return Decision(FailureClass.PERMANENT, f"authentication refused: {why}", exit_code=BAD_INPUT,
-                            cause="authentication")
+        refused = refusal(e)
+        if refused is not None:
+            return Decision(FailureClass.PERMANENT, refused.line, exit_code=BAD_INPUT, cause=refused.cause)
         if kafka in KAFKA_CONFIG_ERRORS or _CONFIG_TEXT.search(str(e)):
             return Decision(FailureClass.PERMANENT, f"kafka configuration: {why}", exit_code=BAD_INPUT,
                             cause="configuration")
@@ -197,15 +200,79 @@ def _kafka_error_name(e: BaseException) -> str | None:
     return None
 
 
-def _is_cassandra_auth(e: BaseException) -> bool:
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A server refused the service for good: ``kind`` is authentication, authorization or TLS; ``line`` names
+    the server, the principal and the setting to check, on one line without secrets."""
+
+    kind: str
+    line: str
+
+    @property
+    def cause(self) -> str:
+        return self.kind.lower()
+
+
+#: What an operator checks for each kind of Cassandra refusal.
+CASSANDRA_SETTINGS = {
+    AUTHENTICATION: "cassandra.username and cassandra.password (TRIDENT_CASSANDRA_PASSWORD)",
+    AUTHORIZATION: "the grants of the role (docs/operations.md lists the ones the service needs)",
+    TLS: "cassandra.tls.ca_file (the CA that signed the node's certificate) and cassandra.tls.check_hostname",
+}
+
+
+def refusal(e: BaseException, *, cassandra_role: str | None = None) -> Refusal | None:
+    """The refusal ``e`` is or wraps, by type: Kafka's (:class:`~spouts.errors.AccessRefusedError`, or a
+    ``KafkaException`` whose code is one), the DataStax driver's (``AuthenticationFailed``, ``Unauthorized``,
+    a TLS error, alone or as every host's error of a ``NoHostAvailable``); None when it is none of them.
+    ``cassandra_role``: the configured user, named in the line."""
     for err in _chain(e):
-        if type(err).__name__ == "AuthenticationFailed":
-            return True
-        nested = getattr(err, "errors", None)  # NoHostAvailable: {host: error}
-        if isinstance(nested, dict) and nested and all(type(v).__name__ == "AuthenticationFailed"
-                                                       for v in nested.values()):
-            return True
-    return False
+        if isinstance(err, spout_errors.AccessRefusedError):
+            return Refusal(err.kind, str(err))
+        arg: Any = err.args[0] if err.args else None
+        if type(err).__name__ == "KafkaException" and callable(getattr(arg, "code", None)):
+            kind = REFUSALS.get(arg.code())
+            if kind is not None:
+                return Refusal(kind, f"{kind} refused by Kafka: {' '.join(arg.str().split())}")
+        found = _cassandra_refusal(err, cassandra_role)
+        if found is not None:
+            return found
+        in_task = _REFUSED_IN_TASK.search(str(err))
+        if in_task is not None:
+            return Refusal(in_task.group(2), in_task.group(1))
+    return None
+
+
+def _cassandra_kind(err: BaseException) -> str | None:
+    name = type(err).__name__
+    if name == "AuthenticationFailed":
+        return AUTHENTICATION
+    if name == "Unauthorized":
+        return AUTHORIZATION
+    if isinstance(err, ssl.SSLError):
+        return TLS
+    return None
+
+
+def _cassandra_refusal(err: BaseException, role: str | None) -> Refusal | None:
+    who = f" for role {role}" if role else ""
+    nested = getattr(err, "errors", None)  # NoHostAvailable: {host: error}
+    if type(err).__name__ == "NoHostAvailable" and isinstance(nested, dict) and nested:
+        kinds = {_cassandra_kind(v) for v in nested.values() if isinstance(v, BaseException)}
+        if len(kinds) == 1 and None not in kinds and len(nested) == sum(isinstance(v, BaseException)
+                                                                        for v in nested.values()):
+            kind = kinds.pop()
+            assert kind is not None
+            hosts = ", ".join(str(h) for h in nested)
+            detail = " ".join(str(next(iter(nested.values()))).split())
+            return Refusal(kind, f"{kind} refused by Cassandra at {hosts}{who}: {detail[:300]}; "
+                                 f"check {CASSANDRA_SETTINGS[kind]}")
+        return None
+    kind = _cassandra_kind(err)
+    if kind is None or kind == TLS:  # a bare TLS error could be any server's: only a NoHostAvailable names it
+        return None
+    detail = " ".join(str(err).split())
+    return Refusal(kind, f"{kind} refused by Cassandra{who}: {detail[:300]}; check {CASSANDRA_SETTINGS[kind]}")
 
 
 def _chain(e: BaseException) -> Iterator[BaseException]:

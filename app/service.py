@@ -3,8 +3,9 @@
 Lifecycle of the process:
 
 1. Install SIGTERM/SIGINT handlers (a signal during start-up still exits cleanly) and serve
-   ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); start Spark, then install the
-   handlers again (PySpark replaces SIGINT's handler while it starts).
+   ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); check that Kafka and Cassandra accept
+   the service's principals (:mod:`app.access`: a refusal exits 2 at once); start Spark, then install
+   the handlers again (PySpark replaces SIGINT's handler while it starts).
 2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
    over a Spark executor and run it in its own thread: it takes the lease, or waits as a standby
    (not ready, ``role: standby``) while another instance holds it, and takes over when that lease
@@ -39,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
-from app.failures import BAD_INPUT, FAILED, describe, fatal_cause
+from app.access import check_access
+from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
@@ -236,6 +238,7 @@ class Service:
         self._install_signals()
         try:
             self._start_http()  # first: /healthz answers while Spark starts, and the port is ours
+            check_access(self.config, self.metrics)  # refused credentials or certificates: told in seconds, not after Spark
             self._start_spark()
             self._install_signals()  # PySpark replaced SIGINT's handler while starting
             if not self.stop.is_set():
@@ -248,8 +251,13 @@ class Service:
             log.error("start-up failed: %s", e)
             self._exit_code = BAD_INPUT
             self._on_fatal()
-        except Exception:
-            log.exception("start-up failed")
+        except Exception as e:
+            refused = refusal(e, cassandra_role=self.config.cassandra.username if self.config.cassandra else None)
+            if refused is None:
+                log.exception("start-up failed")
+            else:  # a credential, grant or certificate a server refused (app.access): one line, no traceback
+                log.error("start-up failed: %s", refused.line)
+                self._exit_code = BAD_INPUT
             self._on_fatal()
         finally:
             self._shutdown()

@@ -25,6 +25,21 @@ class SourceUnavailableError(SpoutError):
         super().__init__(f"cannot reach the source at {servers}: {reason}")
 
 
+class AccessRefusedError(SpoutError):
+    """The source's cluster refused this client for good: its credentials (``authentication``), its rights
+    (``authorization``) or the trust of the server's certificate (``TLS``). A retry cannot mend it.
+
+    ``principal`` is the user name the client presented (never a secret), ``setting`` what to check.
+    """
+
+    def __init__(self, kind: str, servers: str, principal: str, setting: str, detail: str) -> None:
+        self.kind, self.servers, self.principal, self.setting, self.detail = kind, servers, principal, setting, detail
+        super().__init__(f"{kind} refused by Kafka at {servers} for principal {principal}: {detail}; check {setting}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (AccessRefusedError, (self.kind, self.servers, self.principal, self.setting, self.detail))
+
+
 class DataLossError(SpoutError):
     """Offsets the pipeline has not read are gone from the log (policy ``fail``)."""
 

@@ -11,14 +11,15 @@ from app.config import ConfigError, ServiceConfig, load
 
 OK = 0  # done (or nothing to do)
 FAILED = 1  # the operation failed at run time (a fatal pipeline error, a demo mismatch, a cluster error)
-BAD_INPUT = 2  # a bad config, bad arguments, or an unknown pipeline/topic
+BAD_INPUT = 2  # a bad config, bad arguments, an unknown pipeline/topic, or refused credentials/ACLs/certificates
 REFUSED = 3  # refused on purpose: an unsafe topic change, a lease held by a service, a missing confirmation
 PARTIAL = 4  # done as far as the cluster allows: part of it could not be read or changed (the output says which)
 
 EXIT_CODES = f"""exit codes:
   {OK}  done (or nothing to do)
   {FAILED}  failed at run time (the message names the object)
-  {BAD_INPUT}  bad config or arguments (the message names the field)
+  {BAD_INPUT}  bad config or arguments (the message names the field), or credentials, an ACL, a grant or a
+     certificate a server refused (the message names the server, the principal and the setting)
   {REFUSED}  refused on purpose (unsafe change, lease held, confirmation missing)
   {PARTIAL}  partly done: the cluster could not answer part of it (the output says which)"""
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from spouts.kafka.config import KafkaSpoutConfig
+from spouts.kafka.access import refused, watched
 from spouts.kafka.discovery import select_topics
 from spouts.metadata import Partition
 
@@ -21,12 +22,17 @@ class KafkaOffsets:
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str) -> None:
         self.config = config
-        self._consumer = Consumer(config.consumer_config(topology_id, role="ops"))
+        conf, self._watch = watched(config.consumer_config(topology_id, role="ops"))
+        self._consumer = Consumer(conf)
         self.timeout_s = config.request_timeout_s
 
     def partitions(self) -> list[Partition]:
         """The partitions the spout reads now (listed topics that exist, or pattern matches)."""
-        md = self._consumer.list_topics(timeout=self.timeout_s)
+        try:
+            md = self._consumer.list_topics(timeout=self.timeout_s)
+        except KafkaException as e:
+            self._raise_refusal(e)
+            raise
         topics = select_topics(self.config, list(md.topics))
         return sorted(Partition(t, p) for t in topics for p in md.topics[t].partitions)
 
@@ -34,10 +40,21 @@ class KafkaOffsets:
         """``(log start, end)`` per partition (the end is the LSO under read_committed)."""
         out = {}
         for p in partitions:
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition),
-                                                             timeout=self.timeout_s, cached=False)
+            try:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition),
+                                                                 timeout=self.timeout_s, cached=False)
+            except KafkaException as e:
+                self._raise_refusal(e)
+                raise
             out[p] = (int(low), int(high))
         return out
+
+    def _raise_refusal(self, e: KafkaException) -> None:
+        """Raise the refusal behind ``e`` (credentials, certificate, ACL) if there is one."""
+        found = refused(e.args[0] if e.args else None, self._watch.conf)
+        if found is not None:
+            raise found from None
+        self._watch.check(self._consumer)
 
     def for_time(self, partitions: Sequence[Partition], timestamp_ms: int) -> dict[Partition, int]:
         """The first offset at or after ``timestamp_ms`` per partition (the end offset when there is none)."""

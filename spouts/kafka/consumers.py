@@ -3,6 +3,8 @@
 Spark executors read many ranges per process; creating a librdkafka client per read would cost
 more than the read. A read leases a consumer, assigns it, and gives it back. After a ``fork`` the
 inherited clients are unusable, so a pool seen from a new pid starts empty (without closing them).
+Every pooled consumer reports refusals to an :class:`~spouts.kafka.access.AccessWatch`: a lease whose body
+failed while the cluster refused the client raises :class:`~spouts.errors.AccessRefusedError` instead.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
+
+from spouts.errors import AccessRefusedError
+from spouts.kafka.access import AccessWatch, refused, serve, watched
 
 _MAX_IDLE_PER_CONFIG = 4
 
@@ -29,12 +34,13 @@ class ConsumerPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: dict[ConfigKey, list[Consumer]] = {}
+        self._watches: dict[int, AccessWatch] = {}  # id(consumer) -> its error callback
         self._pid = os.getpid()
         self.created = 0
 
     def _check_pid(self) -> None:
         if self._pid != os.getpid():  # forked: the parent's clients are not ours to use or close
-            self._idle, self._pid, self.created = {}, os.getpid(), 0
+            self._idle, self._watches, self._pid, self.created = {}, {}, os.getpid(), 0
 
     @contextmanager
     def lease(self, conf: Mapping[str, object]) -> Iterator[Consumer]:
@@ -45,14 +51,27 @@ class ConsumerPool:
             idle = self._idle.get(key)
             consumer = idle.pop() if idle else None
         if consumer is None:
-            consumer = Consumer(dict(key))
+            watched_conf, new_watch = watched(dict(key))
+            consumer = Consumer(watched_conf)
             with self._lock:
                 self.created += 1
+                self._watches[id(consumer)] = new_watch
         try:
             yield consumer
-        except BaseException:
-            _close_quietly(consumer)
+        except BaseException as e:
+            refusal = None
+            if isinstance(e, KafkaException):  # a refusal carried by the request (a missing ACL)
+                refusal = refused(e.args[0] if e.args else None, dict(key))
+            if refusal is None and not isinstance(e, AccessRefusedError):
+                refusal = self._refusal(consumer)  # told only to the error callback (credentials, certificate)
+            self._forget(consumer)
+            if refusal is not None:
+                raise refusal from e
             raise
+        with self._lock:
+            watch = self._watches.get(id(consumer))
+        if watch is not None:
+            watch.clear()  # the body succeeded: what was told before is no verdict on later requests
         with self._lock:
             self._check_pid()
             idle = self._idle.setdefault(key, [])
@@ -60,7 +79,21 @@ class ConsumerPool:
                 idle.append(consumer)
                 consumer = None
         if consumer is not None:
-            _close_quietly(consumer)
+            self._forget(consumer)
+
+    def _refusal(self, consumer: Consumer) -> AccessRefusedError | None:
+        """The refusal ``consumer`` was told of (its queued callbacks served first)."""
+        with self._lock:
+            watch = self._watches.get(id(consumer))
+        if watch is None:
+            return None
+        serve(consumer)
+        return watch.refusal
+
+    def _forget(self, consumer: Consumer) -> None:
+        with self._lock:
+            self._watches.pop(id(consumer), None)
+        _close_quietly(consumer)
 
     def idle_count(self) -> int:
         with self._lock:
@@ -75,7 +108,7 @@ class ConsumerPool:
                       or dict(k).get("bootstrap.servers") == bootstrap_servers]
             consumers = [c for k in doomed for c in self._idle.pop(k)]
         for c in consumers:
-            _close_quietly(c)
+            self._forget(c)
 
 
 def _close_quietly(consumer: Consumer) -> None:

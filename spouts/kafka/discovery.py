@@ -18,7 +18,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from spouts.errors import SourceUnavailableError
+from spouts.errors import AccessRefusedError, SourceUnavailableError
+from spouts.kafka.access import AccessWatch, refused, serve, watched
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.metadata import BatchPlan, Partition
 
@@ -45,31 +46,41 @@ class KafkaCoordinator:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config, self.topology_id, self._clock = config, topology_id, clock
         self._metadata_client: Consumer | None = None
+        self._watch: AccessWatch | None = None
         self._known: list[Partition] | None = None
         self._refreshed_at = float("-inf")
         self._publisher = _OffsetPublisher(config, topology_id)
         self.problem: str | None = None
 
     def partitions(self) -> list[Partition]:
+        self._publisher.check()  # a refusal seen while publishing offsets is as permanent as one here
         if self._known is None or self._clock() - self._refreshed_at >= self.config.discovery_interval_s:
             self.refresh()
         assert self._known is not None
         return list(self._known)
 
     def refresh(self) -> list[Partition]:
-        """Read metadata now. If the cluster can't answer, keep the last known partitions (or raise)."""
+        """Read metadata now. If the cluster can't answer, keep the last known partitions (or raise).
+
+        A refusal (credentials, certificate, ACL) is never ridden out: it raises :class:`AccessRefusedError`.
+        """
         servers = self.config.bootstrap_servers
         try:
             if self._metadata_client is None:
-                self._metadata_client = Consumer(self.config.consumer_config(self.topology_id))
+                conf, self._watch = watched(self.config.consumer_config(self.topology_id))
+                self._metadata_client = Consumer(conf)
             md = self._metadata_client.list_topics(timeout=self.config.request_timeout_s)
         except KafkaException as e:
+            self._raise_refusal(e)
             if self._known is None:
                 raise SourceUnavailableError(servers, f"partition discovery failed: {e.args[0].str()}") from e
             log.warning("partition discovery at %s failed (%s); keeping %d known partitions", servers,
                         e.args[0].str(), len(self._known))
             return list(self._known)
+        if self._watch is not None:
+            self._watch.clear()
         readable = [n for n, tm in md.topics.items() if tm.error is None]
+        self._refused_topics([t for t in self.config.topics if t not in md.topics])
         found = [Partition(t, p) for t in select_topics(self.config, readable) for p in md.topics[t].partitions]
         found.sort()
         self._report(self._topic_problem(readable, md.topics))
@@ -79,6 +90,33 @@ class KafkaCoordinator:
                      len(left), sorted(q.id for q in left)[:10])
         self._known, self._refreshed_at = found, self._clock()
         return list(found)
+
+    def _refused_topics(self, missing: Sequence[str]) -> None:
+        """Raise if a listed topic is absent from the metadata because the principal may not see it: Kafka
+        leaves topics without a Describe ACL out of a full listing, and only says why when asked by name
+        (a consumer's metadata request never creates a topic)."""
+        assert self._metadata_client is not None
+        conf = self.config.consumer_config(self.topology_id)
+        for topic in missing:
+            try:
+                md = self._metadata_client.list_topics(topic, timeout=self.config.request_timeout_s)
+            except KafkaException:
+                return  # the cluster went away meanwhile: the full listing's answer stands
+            tm = md.topics.get(topic)
+            found = refused(tm.error if tm is not None else None, conf, f"topic {topic}")
+            if found is not None:
+                raise found
+
+    def _raise_refusal(self, e: KafkaException) -> None:
+        conf = self.config.consumer_config(self.topology_id)
+        found = refused(e.args[0] if e.args else None, conf, "partition discovery")
+        if found is not None:
+            raise found from e
+        if self._watch is not None and self._metadata_client is not None:
+            try:
+                self._watch.check(self._metadata_client)
+            except AccessRefusedError as refusal:
+                raise refusal from e
 
     def _topic_problem(self, readable: Sequence[str], topics: Mapping[str, Any]) -> str | None:
         servers = self.config.bootstrap_servers
@@ -127,6 +165,7 @@ class _OffsetPublisher:
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str) -> None:
         self._conf = config.consumer_config(topology_id)
+        self._refused: AccessRefusedError | None = None
         self._cond = threading.Condition()
         self._pending: dict[Partition, int] = {}
         self._busy = False
@@ -145,6 +184,13 @@ class _OffsetPublisher:
                 self._thread.start()
             self._cond.notify_all()
 
+    def check(self) -> None:
+        """Raise the refusal (credentials, certificate, the group's ACL) a publish met, if any."""
+        with self._cond:
+            found = self._refused
+        if found is not None:
+            raise found
+
     def flush(self, timeout: float) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
@@ -158,7 +204,8 @@ class _OffsetPublisher:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        client = Consumer(self._conf)  # never subscribes: commits need a group id, not membership
+        conf, watch = watched(self._conf)
+        client = Consumer(conf)  # never subscribes: commits need a group id, not membership
         try:
             while True:
                 with self._cond:
@@ -169,13 +216,24 @@ class _OffsetPublisher:
                 try:
                     result = client.commit(offsets=[TopicPartition(p.topic, p.partition, o)
                                                     for p, o in sorted(batch.items())], asynchronous=False)
+                    watch.clear()
                     failed = [f"{tp.topic}:{tp.partition}" for tp in result or () if tp.error is not None]
+                    for tp in result or ():
+                        found = refused(tp.error, self._conf, f"group {self._conf['group.id']}")
+                        if found is not None:
+                            with self._cond:
+                                self._refused = found
                     if failed:
                         log.warning("publishing offsets to group %s failed for %s (monitoring only)",
                                     self._conf["group.id"], failed[:10])
                 except KafkaException as e:
-                    log.warning("publishing offsets to group %s failed (monitoring only): %s",
-                                self._conf["group.id"], e.args[0].str())
+                    group = f"group {self._conf['group.id']}"
+                    serve(client)
+                    found = refused(e.args[0] if e.args else None, self._conf, group) or watch.refusal
+                    if found is not None:
+                        with self._cond:
+                            self._refused = found
+                    log.warning("publishing offsets to %s failed (monitoring only): %s", group, e.args[0].str())
                 finally:
                     with self._cond:
                         self._busy = False

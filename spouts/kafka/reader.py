@@ -20,6 +20,7 @@ from confluent_kafka import (
 )
 
 from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.kafka.access import REFUSALS
 from spouts.metadata import PartitionMetadata
 
 #: How long one ``consume`` call may wait; progress is checked between calls.
@@ -70,6 +71,8 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                     pos = max(pos, offset)  # everything before the end was delivered or was a gap
                 elif err.code() in _OUT_OF_RANGE:
                     raise _range_error(consumer, meta, pos, err)
+                elif err.code() in REFUSALS:  # e.g. no Read ACL on the topic: never mended by waiting
+                    raise KafkaException(KafkaError(err.code(), f"topic {meta.topic}: {err.str()}"))
                 elif err.fatal():
                     raise KafkaException(err)
                 # anything else is transient (broker down, leader moving) and retried by librdkafka

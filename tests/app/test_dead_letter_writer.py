@@ -98,6 +98,9 @@ class FakeProducer:
     def flush(self, timeout: float) -> int:
         return 0
 
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
 
 class _Metadata:
     @property
@@ -192,3 +195,29 @@ def test_each_letter_is_written_once_across_a_second_write_and_a_producer_killed
     assert restarted.write(1, bad, progress) == 3
     assert restarted.write(1, bad, progress) == 0  # the replay finds them in the topic
     assert committed_letters(kafka) == [("sales", 0, 2), ("sales", 0, 5), ("sales", 0, 7)]
+
+
+@pytest.mark.parametrize(("code", "where", "named"), [
+    (KafkaError.TOPIC_AUTHORIZATION_FAILED, "commit_transaction", f"dead-letter topic {DLQ}"),
+    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "init_transactions", "transactional id trident-dead-letters-sales"),
+])
+def test_a_missing_acl_is_an_authorization_refusal_naming_the_object(kafka: FakeKafka, monkeypatch: Any, code: int,
+                                                                    where: str, named: str) -> None:
+    from confluent_kafka import KafkaException
+
+    from spouts.errors import AccessRefusedError
+
+    def refuse(self: FakeProducer, *args: Any) -> None:
+        raise KafkaException(KafkaError(code, "Broker: not authorized"))
+
+    monkeypatch.setattr(FakeProducer, where, refuse)
+    bad = [BadRecord("sales", 0, 2, Stage.TRANSFORM, "CAST_INVALID_INPUT", "bad amount")]
+    store = MemoryTransactionalStateStore("sales")
+    progress = ProgressLog(store, epoch=store.acquire_lease("a", 60))
+    writer = DeadLetterWriter("sales", DLQ, SourceSpout(), {"bootstrap.servers": "b:9093",  # type: ignore[arg-type]
+                                                           "sasl.username": "trident", "sasl.password": "s3cret"})
+    with pytest.raises(AccessRefusedError) as raised:
+        writer.write(1, bad, progress)
+    line = str(raised.value)
+    assert line.startswith(f"authorization refused by Kafka at b:9093 for principal User:trident: {named}")
+    assert "s3cret" not in line and committed_letters(kafka) == []

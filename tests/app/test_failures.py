@@ -92,6 +92,45 @@ class TestPolicy:
             d = decide(error)
             assert d.permanent and d.exit_code == BAD_INPUT and d.reason.startswith("authentication refused")
 
+    def test_a_missing_acl_or_grant_is_an_authorization_refusal(self) -> None:
+        from cassandra import Unauthorized
+        from confluent_kafka import KafkaError
+
+        kafka = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Broker: Topic authorization failed"))
+        cassandra = Unauthorized("Error from server: code=2100 [Unauthorized] message=\"User trident has no MODIFY "
+                                 "permission on <table ks.counts> or any of its parents\"")
+        for error in (kafka, cassandra):
+            d = decide(error)
+            assert d.permanent and d.exit_code == BAD_INPUT and d.cause == "authorization"
+            assert d.reason.startswith("authorization refused"), d.reason
+        assert "check the grants of the role" in decide(cassandra).reason
+
+    def test_an_untrusted_cassandra_certificate_is_a_tls_refusal_naming_the_setting(self) -> None:
+        import ssl
+
+        from cassandra.cluster import NoHostAvailable
+
+        bad = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+        d = decide(NoHostAvailable("Unable to connect to any servers", {"10.0.0.1:9042": bad}))
+        assert d.permanent and d.exit_code == BAD_INPUT and d.cause == "tls"
+        assert d.reason.startswith("TLS refused by Cassandra at 10.0.0.1:9042") and "cassandra.tls.ca_file" in d.reason
+
+    def test_one_host_away_among_refusals_is_no_refusal(self) -> None:
+        from cassandra import AuthenticationFailed
+        from cassandra.cluster import NoHostAvailable
+
+        mixed = NoHostAvailable("Unable to connect to any servers", {"a:9042": AuthenticationFailed("Bad credentials"),
+                                                                     "b:9042": ConnectionRefusedError(111, "refused")})
+        assert not decide(mixed).permanent
+
+    def test_a_refusal_raised_in_a_spark_task_is_recognised_by_its_class(self) -> None:
+        text = ("Traceback (most recent call last):\n  ...\nspouts.errors.AccessRefusedError: authorization refused "
+                "by Kafka at b:9093 for principal User:trident: topic words: Broker: Topic authorization failed; "
+                "check the ACLs of User:trident\n")
+        d = decide(SparkLikeError(text, None))
+        assert d.permanent and d.exit_code == BAD_INPUT and d.cause == "authorization"
+        assert d.reason.startswith("authorization refused by Kafka at b:9093 for principal User:trident")
+
     def test_an_outage_is_transient_with_capped_backoff_until_the_limit(self) -> None:
         down = PartitionUnavailableError(P0, "broker down")
         assert [decide(down, failures_in_a_row=n).retry_in_s for n in (1, 2, 3, 4, 5, 9)] == [1, 2, 4, 8, 8, 8]

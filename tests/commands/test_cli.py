@@ -5,8 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cassandra import AuthenticationFailed, Unauthorized
+from cassandra.cluster import NoHostAvailable
 
 from app.commands import COMMANDS
 from tests.commands.helpers import cli
@@ -35,3 +38,108 @@ def test_python_m_app_dispatches_in_a_fresh_process() -> None:
                          timeout=60)
     assert out.returncode == 0
     assert all(c in out.stdout for c in COMMANDS)
+
+
+REFUSED_PASSWORD = NoHostAvailable("Unable to connect to any servers", {"10.0.0.1:9042": AuthenticationFailed(
+    "Provided username trident and/or password are incorrect")})
+NO_GRANT = Unauthorized("User trident has no SELECT permission on <table ks.t>")
+AWAY = NoHostAvailable("Unable to connect to any servers", {"10.0.0.1:9042": ConnectionRefusedError(111, "refused")})
+
+
+@pytest.mark.parametrize(("error", "code", "line"), [
+    (REFUSED_PASSWORD, 2, "status: authentication refused by Cassandra at 10.0.0.1:9042: Provided username trident"),
+    (NO_GRANT, 2, "status: authorization refused by Cassandra: User trident has no SELECT permission"),
+    (AWAY, 1, "status: cannot reach a server: NoHostAvailable: "),
+])
+def test_a_server_error_is_one_line_and_its_exit_code_never_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, error: Exception, code: int, line: str) -> None:
+    from app.commands import status
+
+    def refuse(args: Any) -> int:
+        raise error
+
+    monkeypatch.setattr(status, "main", refuse)
+    r = cli("status", "--config", "missing.yaml")
+    assert r.code == code
+    assert r.err.startswith(line) and r.err.count("\n") == 1 and "Traceback" not in r.err, r.err
+
+
+def test_a_bug_still_shows_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.commands import status
+
+    def bug(args: Any) -> int:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(status, "main", bug)
+    with pytest.raises(ZeroDivisionError):
+        cli("status", "--config", "missing.yaml")
+
+
+def test_the_drivers_log_of_a_failed_connection_has_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from app.access import fold_driver_tracebacks
+
+    fold_driver_tracebacks()
+    driver = logging.getLogger("cassandra.cluster")
+    with caplog.at_level(logging.WARNING, logger="cassandra.cluster"):
+        for error in (REFUSED_PASSWORD, AWAY):
+            try:
+                raise error
+            except NoHostAvailable:
+                driver.exception("Control connection failed to connect, shutting down Cluster:")
+        try:
+            raise ZeroDivisionError("a bug in a callback")
+        except ZeroDivisionError:
+            driver.exception("callback failed")
+    refused, away, bug = caplog.records
+    assert "Provided username trident" in refused.getMessage() and "refused" in away.getMessage()
+    for record in (refused, away):
+        assert record.exc_info is None and "\n" not in record.getMessage()
+        assert "Traceback" not in logging.Formatter().format(record)
+    assert bug.exc_info is not None  # anything else keeps its traceback
+
+
+def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_path: Path) -> None:
+    """The driver keeps only the text of a failed TLS handshake; asking again with the same TLS settings gets
+    the typed error, named as a TLS refusal (a local TLS server whose certificate another CA signed)."""
+    import shutil
+    import socket
+    import ssl
+    import threading
+
+    from app.access import cassandra_tls_refusal
+    from app.failures import refusal
+    from states.cassandra.settings import CassandraSettings, TlsSettings
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make the test certificates")
+    for name in ("server", "other"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        f"/CN={name}", "-keyout", str(tmp_path / f"{name}.key"), "-out", str(tmp_path / f"{name}.pem")],
+                       check=True, capture_output=True, timeout=60)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(tmp_path / "server.pem", tmp_path / "server.key")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        try:
+            server_ctx.wrap_socket(conn, server_side=True).close()
+        except (ssl.SSLError, OSError):
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    settings = CassandraSettings(contact_points=("127.0.0.1",), port=port, username="trident", password="pw",
+                                 tls=TlsSettings(enabled=True, ca_file=str(tmp_path / "other.pem")))
+    untrusted = cassandra_tls_refusal(settings)
+    thread.join(10)
+    listener.close()
+    assert untrusted is not None
+    found = refusal(untrusted, cassandra_role="trident")
+    assert found is not None and found.kind == "TLS"
+    assert found.line.startswith(f"TLS refused by Cassandra at 127.0.0.1:{port} for role trident: ")
+    assert "CERTIFICATE_VERIFY_FAILED" in found.line and "cassandra.tls.ca_file" in found.line
+    assert cassandra_tls_refusal(CassandraSettings(port=port)) is None  # TLS off: nothing to ask

@@ -56,7 +56,7 @@ DECLARED = (TopicSettings("events", 6, 3, (("cleanup.policy", "delete"), ("reten
             TopicSettings("dead-letters", 1, 3))
 
 
-def test_apply_twice_second_changes_nothing() -> None:
+def test_apply_twice_second_changes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = MemoryTopicCluster([TopicState("events", 4, 3, {"retention.ms": "604800000", "cleanup.policy": "delete",
                                                               "segment.ms": "1000"}),
                                   TopicState("undeclared", 1, 1, {})])
@@ -65,10 +65,14 @@ def test_apply_twice_second_changes_nothing() -> None:
                                                          ("create", "dead-letters")]
     assert plan.changes[1].configs == {"retention.ms": "259200000"}  # only what differs; segment.ms untouched
     assert apply_topics(DECLARED, cluster, report=lambda _: None) == OK
+    out = capsys.readouterr().out
+    assert "nothing to change" not in out  # what was applied, not the re-plan after it
+    assert out.splitlines()[-1] == "applied 3 change(s): 1 to create, 1 to grow, 1 to reconfigure"
     assert cluster.topics["events"].partitions == 6 and cluster.topics["events"].configs["segment.ms"] == "1000"
     assert "undeclared" in cluster.topics  # never deleted
     calls = list(cluster.calls)
     assert apply_topics(DECLARED, cluster, report=lambda _: None) == OK
+    assert capsys.readouterr().out.splitlines()[-1] == "nothing to change"
     assert cluster.calls == calls  # the second apply changed nothing
     again = plan_topics(DECLARED, cluster)
     assert again.empty and again.summary() == "nothing to change"

@@ -81,7 +81,7 @@ def apply_topics(declared: Sequence[TopicSettings], cluster: TopicCluster, *, as
         _print(after, as_json)
         raise CommandError(f"applied {len(plan.changes)} change(s) but the cluster still differs: {after.summary()}")
     report(f"applied {len(plan.changes)} change(s): {plan.summary()}")
-    _print(after, as_json)
+    _print_applied(plan, after, as_json)
     return PARTIAL if after.unknowns else OK
 
 
@@ -103,6 +103,17 @@ def _settled(declared: Sequence[TopicSettings], cluster: TopicCluster, settle_s:
         if not after.changes or time.monotonic() >= deadline:
             return after
         time.sleep(0.5)
+
+
+def _print_applied(applied: Plan, after: Plan, as_json: bool) -> None:
+    """What an apply changed (the re-plan after it would only say "nothing to change"), and what stays unknown."""
+    if as_json:
+        print_json({**applied.to_json(), "applied": True, "unknown": after.to_json()["unknown"],
+                    "summary": f"applied {len(applied.changes)} change(s): {applied.summary()}"})
+        return
+    for line in [c.describe() for c in applied.changes] + [u.describe() for u in after.unknowns]:
+        print(line)
+    print(f"applied {len(applied.changes)} change(s): {applied.summary()}")
 
 
 def _print(plan: Plan, as_json: bool) -> None:

@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from app.commands.topics.plan import TopicState
+from spouts.kafka.access import refused, watched
 from app.config.topics import TopicSettings
 
 
@@ -43,12 +44,14 @@ class KafkaTopicCluster:
 
     def __init__(self, bootstrap_servers: str, properties: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> None:
         self.timeout_s = timeout_s
-        self._admin = AdminClient({**dict(properties or {}), "bootstrap.servers": bootstrap_servers})
+        conf, self._watch = watched({**dict(properties or {}), "bootstrap.servers": bootstrap_servers})
+        self._admin = AdminClient(conf)
 
     def describe(self, names: Sequence[str]) -> dict[str, TopicState]:
         try:  # all topics: asking for one by name may auto-create it on some brokers
             md = self._admin.list_topics(timeout=self.timeout_s)
         except KafkaException as e:
+            self._watch.check(self._admin)  # a refused credential or certificate, told only to the error callback
             raise ConnectionError(f"cannot list the cluster's topics: {e.args[0].str()}") from None
         present = [n for n in names if n in md.topics and md.topics[n].error is None]
         configs, errors = self._configs(present)
@@ -96,6 +99,10 @@ class KafkaTopicCluster:
             try:
                 f.result(self.timeout_s + 5)
             except Exception as e:  # noqa: BLE001 - re-raised with the object named
+                found = refused(e.args[0] if isinstance(e, KafkaException) and e.args else None,
+                                self._watch.conf, what)
+                if found is not None:  # e.g. no Create ACL: the principal and the ACL to check
+                    raise found from None
                 raise RuntimeError(f"{what}: {_reason(e)}") from None
 
 
