@@ -8,12 +8,14 @@ it in :data:`ERROR_COLUMN` (a failed row passes every later filter, so it reache
 reported by its hidden source column). One job then finds every bad record of a txid, whatever
 their number, and no task fails, so none is retried.
 
-A Python function transform cannot be evaluated so (:func:`capturable` is False): such a sink's
-transform errors are still found by bisection (:func:`app.spark.bad_records.isolate`).
+A Python function transform cannot be evaluated so, nor can a generator (``explode``, ``inline``,
+``stack``, ...: Spark refuses a generator nested in an expression) (:func:`capturable` is False):
+such a sink's transform errors are still found by bisection (:func:`app.spark.bad_records.isolate`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +24,16 @@ if TYPE_CHECKING:
 
 ERROR_COLUMN = "_error"  # int: the index (in :func:`expressions`) of the first expression that failed on the row
 _TRIED = "_tried_"
+#: Spark SQL's generator functions: a generator must stay a select's top-level expression.
+_GENERATOR = re.compile(r"\b(explode|explode_outer|posexplode|posexplode_outer|inline|inline_outer|stack|json_tuple"
+                        r"|variant_explode|variant_explode_outer)\s*\(", re.IGNORECASE)
 
 
 def capturable(steps: Sequence[Step]) -> bool:
-    """Whether every step is SQL (a function transform cannot be evaluated in the capturing form)."""
-    return all(s.transform.kind != "function" for s in steps)
+    """Whether every step is SQL without a generator (a function transform or an ``explode`` cannot be
+    evaluated in the capturing form)."""
+    return all(s.transform.kind != "function" and not any(_GENERATOR.search(e) for e in s.transform.exprs)
+               for s in steps)
 
 
 def expressions(steps: Sequence[Step]) -> list[str]:
