@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from app.guarantees import check_combination
 from app.lease import unique_owner
+from app.masters import state_refusal
 from spouts.kafka.config import FirstPoll
 from spouts.kafka.formats import FormatType, RecordFormat
 from spouts.planner import Caps
@@ -572,6 +573,9 @@ class Document(Section):
                                                                    "(its url)")
             if p.state.backend == "cassandra" and self.cassandra is None:
                 raise at(f"pipelines[{i}].state.backend", "backend cassandra needs a top-level cassandra section")
+            refusal = state_refusal(p.state.backend, self.spark.master)
+            if refusal is not None:  # a state on one machine's disk would split between a cluster's executors
+                raise at(f"pipelines[{i}].state.backend", refusal)
             where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"
             key = (p.state.backend, where, p.table())
             if key in writers:

@@ -57,6 +57,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from app.batch import Batch, CommitStats
 from app.error_policy import Action
+from app.masters import state_refusal
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
@@ -163,10 +164,15 @@ class SparkExecutor:
         if not isinstance(spout, ArrowSpout):
             raise ValueError(f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
                              f"(spouts.protocols.ArrowSpout), not {type(spout).__name__}")
+        master = spark.sparkContext.master
         for _, sink in topology.sinks:
             if not sink.factory.shared_across_processes:
                 raise ValueError(f"sink {sink.name!r}: the {sink.factory.backend} backend lives in one process; Spark "
-                                 "executors need a shared one (sqlite or cassandra)")
+                                 "executors need one every executor process opens (sqlite on a local master, "
+                                 "cassandra on any)")
+            refusal = state_refusal(sink.factory.backend, master)
+            if refusal is not None:
+                raise ValueError(f"sink {sink.name!r}: {refusal}")
         self.spark, self.topology, self.spout = spark, topology, spout
         self.faults, self.metrics = faults, metrics
         self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
