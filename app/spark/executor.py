@@ -63,7 +63,7 @@ from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark import fatal, warmup
 from app.spark.isolation import Isolation
-from app.spark.session import executor_cores
+from app.spark import parallelism as parallelism_
 from app.upserts import PLACE_COLUMN
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
@@ -116,6 +116,7 @@ class SparkBatch:
     records: int
     sinks: tuple[SinkResult, ...]
     bad_records: tuple[BadRecord, ...] = ()  # left out of ``sinks``; the error policy settles them
+    commit_partitions: int = 1  # what the keyed results were partitioned into (the commit tasks' caches)
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,11 @@ class SparkExecutor:
     be an :class:`~spouts.protocols.ArrowSpout` (KafkaSpout is): picklable, read on executors with
     ``read_arrow(meta)`` in its ``arrow_schema``.
     ``commit_partitions``: commit tasks per keyed sink (default: Spark's default parallelism; when it
-    differs from ``spark.sql.shuffle.partitions``, as on a cluster that does not set both, the
-    aggregate is shuffled once more in process, still in the same job).
-    ``read_tasks``: read tasks per txid at most (default: the executors' cores, :func:`executor_cores`);
-    a txid's ranges are packed into that many groups of about equal records (:func:`pack_ranges`).
+    differs from ``spark.sql.shuffle.partitions`` set by the user, the aggregate is shuffled once
+    more in process, still in the same job; left unset, the shuffle partitions follow the commit tasks).
+    ``read_tasks``: read tasks per txid at most (default: the executors' cores); a txid's ranges are
+    packed into that many groups of about equal records (:func:`pack_ranges`).
+    Counts not given follow the executors: chosen again before every txid (:mod:`app.spark.parallelism`).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
     """
@@ -175,8 +177,11 @@ class SparkExecutor:
                 raise ValueError(f"sink {sink.name!r}: {refusal}")
         self.spark, self.topology, self.spout = spark, topology, spout
         self.faults, self.metrics = faults, metrics
-        self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
-        self.read_tasks = read_tasks or executor_cores(spark)
+        self._given = (read_tasks, commit_partitions)
+        self._keep_shuffle = parallelism_.user_shuffle_partitions(spark)
+        self.parallelism: parallelism_.Parallelism | None = None
+        self.read_tasks, self.commit_partitions = 1, 1  # chosen by _follow_executors, now and before every txid
+        self._follow_executors()
         self.arrow_schema = spark_arrow_schema(spout.arrow_schema)
         from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -213,6 +218,8 @@ class SparkExecutor:
     def process(self, batch: Batch) -> SparkBatch:
         """Read, transform and pre-aggregate ``batch``'s ranges; persist the results (no state write)."""
         self._release(lambda txid, attempt: txid >= batch.txid)  # earlier attempts of this and later txids failed
+        self._follow_executors()
+        partitions = self.commit_partitions
         ranges = [m for m in batch.plan if not m.empty]
         if not ranges:
             return SparkBatch(batch.txid, batch.attempt, 0, ())
@@ -238,7 +245,7 @@ class SparkExecutor:
                     self._records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
         counted = self._take_counts(batch)
         bad = tuple(self._take_bad(batch)) + tuple(failing) + tuple(null_keys)
-        processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad)
+        processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad, partitions)
         with self._lock:
             self._held[(batch.txid, batch.attempt)] = processed
         return processed
@@ -249,7 +256,7 @@ class SparkExecutor:
             raise ValueError(f"commit of txid {batch.txid} given the result of txid {processed.txid}")
         try:
             with self._job(batch, "commit"):
-                keys = sum(self._commit_sink(r, batch) for r in processed.sinks)
+                keys = sum(self._commit_sink(r, batch, processed.commit_partitions) for r in processed.sinks)
         finally:
             self._release(lambda txid, attempt: txid <= batch.txid)
         return CommitStats(processed.records, keys)
@@ -480,7 +487,7 @@ class SparkExecutor:
 
     # -- commit -------------------------------------------------------------------------------
 
-    def _commit_sink(self, r: SinkResult, batch: Batch) -> int:
+    def _commit_sink(self, r: SinkResult, batch: Batch, partitions: int) -> int:
         c = r.compiled
         if c.is_global:
             if r.partial is None:
@@ -498,7 +505,7 @@ class SparkExecutor:
         else:  # the frame is partitioned by key; each row names its commit partition, hence its cache
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    faults=self.faults, partitions=self.commit_partitions)
+                                    faults=self.faults, partitions=partitions)
         stats = r.frame.mapInArrow(task, self._stats_schema).collect()  # one stage: no shuffle after process
         for row in stats:
             self._add_metrics(row["metrics"])
@@ -526,6 +533,26 @@ class SparkExecutor:
             seen.pop(k, None)
         for processed in released:
             _unpersist(processed.sinks)
+
+    def _follow_executors(self) -> None:
+        """Choose the read and commit tasks (and the shuffle partitions) from the executors running now;
+        log the choice when it is made and whenever it changes."""
+        read_tasks, commit_partitions = self._given
+        previous = self.parallelism
+        chosen = parallelism_.choose(parallelism_.observe(self.spark), previous, read_tasks=read_tasks,
+                                     commit_partitions=commit_partitions, keep_shuffle=self._keep_shuffle)
+        if chosen == previous:
+            return
+        if chosen.shuffle_partitions is not None:
+            self.spark.conf.set(parallelism_.SHUFFLE_PARTITIONS, str(chosen.shuffle_partitions))
+        self.parallelism, self.read_tasks, self.commit_partitions = chosen, chosen.read_tasks, chosen.commit_partitions
+        shuffle = self.spark.conf.get(parallelism_.SHUFFLE_PARTITIONS)
+        if previous is None:
+            log.info("topology %s: parallelism %s (spark.sql.shuffle.partitions %s)", self.topology.name,
+                     chosen.describe(), shuffle)
+        else:
+            log.info("topology %s: the executors changed, parallelism now %s (was %s)", self.topology.name,
+                     chosen.describe(), previous.describe())
 
     def _group(self, txid: int) -> str:
         return f"{self.topology.name}:txid-{txid}"
