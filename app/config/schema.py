@@ -202,6 +202,8 @@ class SparkModel(Section):
     master: Text = "local[*]"
     app_name: Text = "trident"
     conf: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict)
+    executors_gone_s: Positive = Field(default=60.0, description="a cluster master with no executor for longer: "
+                                                                 "/readyz degraded, an error logged")
 
 
 class HttpModel(Section):

@@ -63,6 +63,7 @@ from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark import fatal, warmup
 from app.spark.isolation import Isolation
+from app.spark import executors as executors_
 from app.spark import parallelism as parallelism_
 from app.upserts import PLACE_COLUMN
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
@@ -194,6 +195,13 @@ class SparkExecutor:
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
         self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
+
+    @property
+    def problem(self) -> str | None:
+        """What holds this executor up now, for ``/readyz``: bad records being isolated, or no Spark executor
+        for longer than the bound (:mod:`app.spark.executors`)."""
+        isolating = self.isolating
+        return isolating.status if isolating is not None else executors_.problem(self.spark)
 
     def _compile(self) -> tuple[CompiledSink, ...]:
         empty = self.spark.createDataFrame([], self.records_schema)
@@ -546,10 +554,10 @@ class SparkExecutor:
         if chosen.shuffle_partitions is not None:
             self.spark.conf.set(parallelism_.SHUFFLE_PARTITIONS, str(chosen.shuffle_partitions))
         self.parallelism, self.read_tasks, self.commit_partitions = chosen, chosen.read_tasks, chosen.commit_partitions
-        shuffle = self.spark.conf.get(parallelism_.SHUFFLE_PARTITIONS)
         if previous is None:
-            log.info("topology %s: parallelism %s (spark.sql.shuffle.partitions %s)", self.topology.name,
-                     chosen.describe(), shuffle)
+            configured = "" if chosen.shuffle_partitions is not None else \
+                f": {self.spark.conf.get(parallelism_.SHUFFLE_PARTITIONS)}"
+            log.info("topology %s: parallelism %s%s", self.topology.name, chosen.describe(), configured)
         else:
             log.info("topology %s: the executors changed, parallelism now %s (was %s)", self.topology.name,
                      chosen.describe(), previous.describe())
