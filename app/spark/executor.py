@@ -195,6 +195,7 @@ class SparkExecutor:
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
         self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
+        self._last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit job finished
 
     @property
     def problem(self) -> str | None:
@@ -513,13 +514,16 @@ class SparkExecutor:
         else:  # the frame is partitioned by key; each row names its commit partition, hence its cache
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    faults=self.faults, partitions=partitions)
+                                    faults=self.faults, partitions=partitions,
+                                    previous=self._last_commit.get(c.sink.name))
         stats = r.frame.mapInArrow(task, self._stats_schema).collect()  # one stage: no shuffle after process
         for row in stats:
             self._add_metrics(row["metrics"])
         for row in stats:
             if row["fatal"] is not None:  # a task met a batch behind the state: stop, do not replay
                 raise fatal.decode(row["fatal"])
+        if not isinstance(c.sink, PartitionPersist):
+            self._last_commit[c.sink.name] = batch.txid  # the cache files its next commit may trust
         return sum(row["keys"] for row in stats)
 
     def _add_metrics(self, deltas: str) -> None:
