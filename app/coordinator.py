@@ -357,10 +357,10 @@ class Coordinator:
     @property
     def source_problem(self) -> str | None:
         """What the spout's coordinator side reports as wrong with the source (e.g. a missing topic), or what
-        holds the executor up (``isolating bad records in txid N: ...``), if anything."""
+        holds the executor up (``isolating bad records in txid N: ...``, no Spark executor), if anything."""
         problem = getattr(self._partitions, "problem", None)
         if not isinstance(problem, str):
-            problem = getattr(getattr(self.executor, "isolating", None), "status", None)
+            problem = getattr(self.executor, "problem", None)
         return problem if isinstance(problem, str) else None
 
     def _healthy(self) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from app.config import compile_pipeline, parse
 from app.coordinator import Coordinator
 from app.loop import Callbacks
+from app.masters import is_local
 
 TOPIC = "sentences"
 TABLE = "word_counts"
@@ -36,7 +37,14 @@ WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", 
 def run(records: int = 100_000, partitions: int = 4, *, db: str | None = None, master: str = "local[*]",
         seed: int = 7) -> int:
     """Produce, count on Spark, compare; 0 when every word's count equals what was produced."""
+    from app.commands.common import BAD_INPUT, CommandError
     from spouts.kafka.mock_cluster import MockKafkaCluster
+
+    if not is_local(master):  # the counts live in a SQLite file: a cluster's executors would each write their own
+        raise CommandError(f"--master {master}: the demo keeps its counts in SQLite, a file on this machine, which a "
+                           "cluster's executors cannot share; run the demo on a local master (--master local[*]), "
+                           "and on a Spark cluster run the service with a cassandra state (python -m app run; "
+                           "docs/operations.md, \"Run on a Spark cluster\")", BAD_INPUT)
 
     with tempfile.TemporaryDirectory(prefix="trident-demo-") as tmp, MockKafkaCluster(3) as kafka:
         path = Path(db) if db else Path(tmp) / "demo.db"

@@ -300,6 +300,9 @@ class Service:
             log.info("sized to the container: %s", change)
         log.info("starting Spark (master %s)", master)
         self.spark = spark_session(master=master, app_name=s.app_name, conf=conf)
+        from app.spark import executors
+
+        executors.watch(self.spark, s.executors_gone_s, self.metrics.spark_executors)  # cluster masters only
 
     def _start_http(self) -> None:
         h = self.config.http
@@ -370,6 +373,9 @@ class Service:
             self.http.close()
         if self.spark is not None:
             try:
+                from app.spark import executors
+
+                executors.unwatch(self.spark)
                 self.spark.stop()
             except Exception:  # noqa: BLE001 - best effort while stopping
                 log.warning("Spark did not stop cleanly", exc_info=True)

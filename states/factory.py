@@ -24,6 +24,17 @@ if TYPE_CHECKING:  # the driver is heavy: imported only where a Cassandra backen
     from states.cassandra.settings import CassandraSettings
 
 BACKENDS = ("memory", "sqlite", "cassandra")
+#: Backends whose data lives in one process's memory: another process opening them sees other data.
+IN_ONE_PROCESS = frozenset({"memory"})
+#: Backends whose data lives on one machine's disk: every process of that machine sees one copy, a
+#: process on another machine (a Spark executor of a cluster) opens a copy of its own.
+ON_ONE_MACHINE = frozenset({"sqlite"})
+
+
+def on_one_machine(backend: str) -> bool:
+    """Whether ``backend`` keeps its data on one machine (its disk or a process's memory): processes on
+    other machines would each open a copy of their own, and the state would split between them."""
+    return backend in IN_ONE_PROCESS | ON_ONE_MACHINE
 _MAPS: dict[StateKind, type[OpaqueMap] | type[TransactionalMap] | type[NonTransactionalMap]] = {
     StateKind.OPAQUE: OpaqueMap, StateKind.TRANSACTIONAL: TransactionalMap,
     StateKind.NON_TRANSACTIONAL: NonTransactionalMap}
@@ -59,8 +70,15 @@ class StateFactory:
 
     @property
     def shared_across_processes(self) -> bool:
-        """Whether every process that opens this state sees the same data (Spark executors need it)."""
-        return self.backend != "memory"
+        """Whether every process of one machine that opens this state sees the same data (Spark
+        executors need it; on several machines see :attr:`on_one_machine`)."""
+        return self.backend not in IN_ONE_PROCESS
+
+    @property
+    def on_one_machine(self) -> bool:
+        """Whether this state's data lives on one machine's disk (or memory): processes on other
+        machines would each open a copy of their own, so the state would split between them."""
+        return on_one_machine(self.backend)
 
     def make_state(self, spec: MapSpec) -> MapState[Any, Any]:
         """The map state for ``spec`` in this process, opened once and reused."""

@@ -88,7 +88,8 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
     s = m.service
     return ServiceConfig(
         kafka=_kafka(m.kafka), pipelines=pipelines, cassandra=_cassandra(m.cassandra),
-        spark=SparkSettings(master=m.spark.master, app_name=m.spark.app_name, conf=tuple(sorted(m.spark.conf.items()))),
+        spark=SparkSettings(master=m.spark.master, app_name=m.spark.app_name, conf=tuple(sorted(m.spark.conf.items())),
+                            executors_gone_s=m.spark.executors_gone_s),
         http=HttpSettings(enabled=m.http.enabled, host=m.http.host, port=m.http.port),
         service=ServiceSettings(owner=s.owner_or_unique(), ready_window_s=s.ready_window_s,
                                 shutdown_grace_s=s.shutdown_grace_s, log_level=s.log_level,

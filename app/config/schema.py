@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from app.guarantees import check_combination
 from app.lease import unique_owner
+from app.masters import state_refusal
 from app.upserts import tombstone_problems
 from spouts.kafka.config import FirstPoll
 from spouts.kafka.formats import FormatType, RecordFormat
@@ -202,6 +203,8 @@ class SparkModel(Section):
     master: Text = "local[*]"
     app_name: Text = "trident"
     conf: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict)
+    executors_gone_s: Positive = Field(default=60.0, description="a cluster master with no executor for longer: "
+                                                                 "/readyz degraded, an error logged")
 
 
 class HttpModel(Section):
@@ -568,6 +571,9 @@ class Document(Section):
                                                                    "(its url)")
             if p.state.backend == "cassandra" and self.cassandra is None:
                 raise at(f"pipelines[{i}].state.backend", "backend cassandra needs a top-level cassandra section")
+            refusal = state_refusal(p.state.backend, self.spark.master)
+            if refusal is not None:  # a state on one machine's disk would split between a cluster's executors
+                raise at(f"pipelines[{i}].state.backend", refusal)
             where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"
             key = (p.state.backend, where, p.table())
             if key in writers:

@@ -29,6 +29,7 @@ class SparkSettings:
     master: str
     app_name: str
     conf: tuple[tuple[str, str], ...]
+    executors_gone_s: float = 60.0  # a cluster master without executors this long: /readyz degraded
 
     def __repr__(self) -> str:
         return f"SparkSettings(master={self.master!r}, app_name={self.app_name!r}, conf={redact(dict(self.conf))!r})"

@@ -57,12 +57,14 @@ from pyspark.accumulators import AccumulatorParam
 
 from app.batch import Batch, CommitStats
 from app.error_policy import Action
+from app.masters import state_refusal
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark import fatal, warmup
 from app.spark.isolation import Isolation
-from app.spark.session import executor_cores
+from app.spark import executors as executors_
+from app.spark import parallelism as parallelism_
 from app.upserts import PLACE_COLUMN
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
@@ -115,6 +117,7 @@ class SparkBatch:
     records: int
     sinks: tuple[SinkResult, ...]
     bad_records: tuple[BadRecord, ...] = ()  # left out of ``sinks``; the error policy settles them
+    commit_partitions: int = 1  # what the keyed results were partitioned into (the commit tasks' caches)
 
 
 @dataclass(frozen=True)
@@ -149,10 +152,11 @@ class SparkExecutor:
     be an :class:`~spouts.protocols.ArrowSpout` (KafkaSpout is): picklable, read on executors with
     ``read_arrow(meta)`` in its ``arrow_schema``.
     ``commit_partitions``: commit tasks per keyed sink (default: Spark's default parallelism; when it
-    differs from ``spark.sql.shuffle.partitions``, as on a cluster that does not set both, the
-    aggregate is shuffled once more in process, still in the same job).
-    ``read_tasks``: read tasks per txid at most (default: the executors' cores, :func:`executor_cores`);
-    a txid's ranges are packed into that many groups of about equal records (:func:`pack_ranges`).
+    differs from ``spark.sql.shuffle.partitions`` set by the user, the aggregate is shuffled once
+    more in process, still in the same job; left unset, the shuffle partitions follow the commit tasks).
+    ``read_tasks``: read tasks per txid at most (default: the executors' cores); a txid's ranges are
+    packed into that many groups of about equal records (:func:`pack_ranges`).
+    Counts not given follow the executors: chosen again before every txid (:mod:`app.spark.parallelism`).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
     """
@@ -163,14 +167,22 @@ class SparkExecutor:
         if not isinstance(spout, ArrowSpout):
             raise ValueError(f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
                              f"(spouts.protocols.ArrowSpout), not {type(spout).__name__}")
+        master = spark.sparkContext.master
         for _, sink in topology.sinks:
             if not sink.factory.shared_across_processes:
                 raise ValueError(f"sink {sink.name!r}: the {sink.factory.backend} backend lives in one process; Spark "
-                                 "executors need a shared one (sqlite or cassandra)")
+                                 "executors need one every executor process opens (sqlite on a local master, "
+                                 "cassandra on any)")
+            refusal = state_refusal(sink.factory.backend, master)
+            if refusal is not None:
+                raise ValueError(f"sink {sink.name!r}: {refusal}")
         self.spark, self.topology, self.spout = spark, topology, spout
         self.faults, self.metrics = faults, metrics
-        self.commit_partitions = commit_partitions or spark.sparkContext.defaultParallelism
-        self.read_tasks = read_tasks or executor_cores(spark)
+        self._given = (read_tasks, commit_partitions)
+        self._keep_shuffle = parallelism_.user_shuffle_partitions(spark)
+        self.parallelism: parallelism_.Parallelism | None = None
+        self.read_tasks, self.commit_partitions = 1, 1  # chosen by _follow_executors, now and before every txid
+        self._follow_executors()
         self.arrow_schema = spark_arrow_schema(spout.arrow_schema)
         from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -183,6 +195,14 @@ class SparkExecutor:
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
         self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
+        self._last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit job finished
+
+    @property
+    def problem(self) -> str | None:
+        """What holds this executor up now, for ``/readyz``: bad records being isolated, or no Spark executor
+        for longer than the bound (:mod:`app.spark.executors`)."""
+        isolating = self.isolating
+        return isolating.status if isolating is not None else executors_.problem(self.spark)
 
     def _compile(self) -> tuple[CompiledSink, ...]:
         empty = self.spark.createDataFrame([], self.records_schema)
@@ -207,6 +227,8 @@ class SparkExecutor:
     def process(self, batch: Batch) -> SparkBatch:
         """Read, transform and pre-aggregate ``batch``'s ranges; persist the results (no state write)."""
         self._release(lambda txid, attempt: txid >= batch.txid)  # earlier attempts of this and later txids failed
+        self._follow_executors()
+        partitions = self.commit_partitions
         ranges = [m for m in batch.plan if not m.empty]
         if not ranges:
             return SparkBatch(batch.txid, batch.attempt, 0, ())
@@ -232,7 +254,7 @@ class SparkExecutor:
                     self._records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
         counted = self._take_counts(batch)
         bad = tuple(self._take_bad(batch)) + tuple(failing) + tuple(null_keys)
-        processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad)
+        processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad, partitions)
         with self._lock:
             self._held[(batch.txid, batch.attempt)] = processed
         return processed
@@ -243,7 +265,7 @@ class SparkExecutor:
             raise ValueError(f"commit of txid {batch.txid} given the result of txid {processed.txid}")
         try:
             with self._job(batch, "commit"):
-                keys = sum(self._commit_sink(r, batch) for r in processed.sinks)
+                keys = sum(self._commit_sink(r, batch, processed.commit_partitions) for r in processed.sinks)
         finally:
             self._release(lambda txid, attempt: txid <= batch.txid)
         return CommitStats(processed.records, keys)
@@ -474,7 +496,7 @@ class SparkExecutor:
 
     # -- commit -------------------------------------------------------------------------------
 
-    def _commit_sink(self, r: SinkResult, batch: Batch) -> int:
+    def _commit_sink(self, r: SinkResult, batch: Batch, partitions: int) -> int:
         c = r.compiled
         if c.is_global:
             if r.partial is None:
@@ -492,13 +514,16 @@ class SparkExecutor:
         else:  # the frame is partitioned by key; each row names its commit partition, hence its cache
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    faults=self.faults, partitions=self.commit_partitions)
+                                    faults=self.faults, partitions=partitions,
+                                    previous=self._last_commit.get(c.sink.name))
         stats = r.frame.mapInArrow(task, self._stats_schema).collect()  # one stage: no shuffle after process
         for row in stats:
             self._add_metrics(row["metrics"])
         for row in stats:
             if row["fatal"] is not None:  # a task met a batch behind the state: stop, do not replay
                 raise fatal.decode(row["fatal"])
+        if not isinstance(c.sink, PartitionPersist):
+            self._last_commit[c.sink.name] = batch.txid  # the cache files its next commit may trust
         return sum(row["keys"] for row in stats)
 
     def _add_metrics(self, deltas: str) -> None:
@@ -520,6 +545,26 @@ class SparkExecutor:
             seen.pop(k, None)
         for processed in released:
             _unpersist(processed.sinks)
+
+    def _follow_executors(self) -> None:
+        """Choose the read and commit tasks (and the shuffle partitions) from the executors running now;
+        log the choice when it is made and whenever it changes."""
+        read_tasks, commit_partitions = self._given
+        previous = self.parallelism
+        chosen = parallelism_.choose(parallelism_.observe(self.spark), previous, read_tasks=read_tasks,
+                                     commit_partitions=commit_partitions, keep_shuffle=self._keep_shuffle)
+        if chosen == previous:
+            return
+        if chosen.shuffle_partitions is not None:
+            self.spark.conf.set(parallelism_.SHUFFLE_PARTITIONS, str(chosen.shuffle_partitions))
+        self.parallelism, self.read_tasks, self.commit_partitions = chosen, chosen.read_tasks, chosen.commit_partitions
+        if previous is None:
+            configured = "" if chosen.shuffle_partitions is not None else \
+                f": {self.spark.conf.get(parallelism_.SHUFFLE_PARTITIONS)}"
+            log.info("topology %s: parallelism %s%s", self.topology.name, chosen.describe(), configured)
+        else:
+            log.info("topology %s: the executors changed, parallelism now %s (was %s)", self.topology.name,
+                     chosen.describe(), previous.describe())
 
     def _group(self, txid: int) -> str:
         return f"{self.topology.name}:txid-{txid}"

@@ -17,15 +17,15 @@ an image with this service installed (the same interpreter path, see ``spark.pys
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from app.masters import LOCAL_MASTER as _LOCAL
+
 LOCAL_TASK_ATTEMPTS = 4
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
-_LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*(\d+))?\])?$")
 
 
 def local_master(master: str, attempts: int = LOCAL_TASK_ATTEMPTS) -> str:

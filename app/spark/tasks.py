@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -171,8 +171,13 @@ class PartitionCaches:
     one Spark partition commits every key in one task. The files (in the executor's Spark work
     directory, shared by its workers, gone with the application) hand each partition's cache to
     whichever worker commits its keys next. A task holds the keys it commits (never evicted before
-    the next txid) and at least ``cache_size``. A stale or missing file (a failed attempt, another
-    executor) only costs a failed LWT or a read per key.
+    the next txid) and at least ``cache_size``.
+
+    Each file names the txid it was saved after. On a cluster each executor has a work directory of
+    its own, and Spark may run a partition's commit on another executor than last time: that
+    executor's file is then older than the partition's last commit, and its entries would cost a
+    failed LWT per key. A file is used only when saved by the sink's previous commit (or an earlier
+    attempt of this txid); any other is cold, and the keys are read in one batched read.
     """
 
     def __init__(self, factory: StateFactory, spec: MapSpec, partitions: int, parts: Iterable[int]) -> None:
@@ -193,24 +198,29 @@ class PartitionCaches:
             return None
         return cls(factory, spec, partitions, parts or {ctx.partitionId()})
 
-    def load(self) -> list[tuple[Any, Any]]:
-        """Every file's entries (a missing or unreadable file has none)."""
+    def load(self, valid: Collection[int]) -> list[tuple[Any, Any]]:
+        """The entries of every file saved after one of the ``valid`` txids (a missing, unreadable or older
+        file has none)."""
         entries: list[tuple[Any, Any]] = []
         for part, path in self.paths.items():
             try:
                 with path.open("rb") as f:
-                    loaded: list[tuple[Any, Any]] = pickle.load(f)
+                    saved = pickle.load(f)
             except (OSError, EOFError, pickle.UnpicklingError):
                 continue
+            if not (isinstance(saved, tuple) and len(saved) == 2 and saved[0] in valid):
+                continue  # older than the partition's last commit (it ran elsewhere since): cold
+            loaded: list[tuple[Any, Any]] = saved[1]
             if len(self.paths) > 1:
                 self._loaded.update((k, part) for k, _ in loaded)
             entries += loaded
         return entries
 
-    def save(self, entries: list[tuple[Any, Any]], parts: dict[Any, int]) -> None:
-        """Each entry to its partition's file: ``parts`` (this txid's keys) or the file it came from."""
+    def save(self, txid: int, entries: list[tuple[Any, Any]], parts: dict[Any, int]) -> None:
+        """Each entry to its partition's file, saved after ``txid``: ``parts`` (this txid's keys) or the file it
+        came from."""
         if len(self.paths) == 1:
-            self._write(next(iter(self.paths.values())), entries)
+            self._write(next(iter(self.paths.values())), txid, entries)
             return
         split: dict[int, list[tuple[Any, Any]]] = {p: [] for p in self.paths}
         for key, value in entries:
@@ -218,14 +228,14 @@ class PartitionCaches:
             if part in split:
                 split[part].append((key, value))
         for part, mine in split.items():
-            self._write(self.paths[part], mine)
+            self._write(self.paths[part], txid, mine)
 
     @staticmethod
-    def _write(path: Path, entries: list[tuple[Any, Any]]) -> None:
+    def _write(path: Path, txid: int, entries: list[tuple[Any, Any]]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as f:
-            pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((txid, entries), f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)  # a racing attempt of the same partition: the last one wins
 
 
@@ -236,6 +246,8 @@ class CommitAggregates:
     One call for all the task's keys: over Cassandra its reads and LWTs share one bounded window
     across the task (:mod:`states.pipeline`), with no barrier between keys read and keys written.
     ``partitions``: the number of commit partitions; > 0 keeps :class:`PartitionCaches`.
+    ``previous``: the txid of the sink's previous commit by this driver (None: unknown, ``txid - 1``
+    assumed); a cache file saved after another is older than the partition's state.
     """
 
     factory: StateFactory
@@ -245,6 +257,7 @@ class CommitAggregates:
     attempt: int
     faults: TaskFaults | None = field(default=None, kw_only=True)
     partitions: int = field(default=0, kw_only=True)
+    previous: int | None = field(default=None, kw_only=True)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
@@ -263,7 +276,8 @@ class CommitAggregates:
         try:
             files = PartitionCaches.of(self.factory, self.spec, self.partitions,
                                        set(parts.unique().to_pylist()) if parts is not None else set())
-            seeded = files.load() if files else []
+            previous = self.txid - 1 if self.previous is None else self.previous
+            seeded = files.load({previous, self.txid}) if files else []
             state, cache = self.factory.make_cached_state(self.spec, seeded, max(len(keys), len(seeded)))
             state.begin_commit(self.txid)
             if keys:
@@ -274,7 +288,7 @@ class CommitAggregates:
             state.commit(self.txid)
             if files is not None and cache is not None:
                 # a key's own partition is needed only when the task's keys span several (one range)
-                files.save(cache.entries(), dict(zip(keys, parts.to_pylist()))
+                files.save(self.txid, cache.entries(), dict(zip(keys, parts.to_pylist()))
                            if parts is not None and len(files.paths) > 1 else {})
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
             fatal = encode(e)

@@ -4,6 +4,7 @@ read from cgroup v2 and v1 files (written here as a container would show them)."
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -75,8 +76,8 @@ def test_the_service_starts_spark_sized_to_its_container(tmp_path: Path, monkeyp
     root = v2(tmp_path, "200000 100000", str(4 * GIB))
     monkeypatch.setattr(app.service, "sized_spark", lambda master, conf: sized_spark(master, conf, root))
     started: dict[str, object] = {}
-    monkeypatch.setattr(app.spark.session, "spark_session",
-                        lambda **kwargs: started.update(kwargs) or "spark")
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))  # what the service reads of it
+    monkeypatch.setattr(app.spark.session, "spark_session", lambda **kwargs: started.update(kwargs) or spark)
     doc = {"kafka": {"bootstrap_servers": "k:9092"}, "spark": {"conf": {"spark.sql.shuffle.partitions": 2}},
            "pipelines": [{"id": "p", "spout": {"topics": ["t"]}, "group_by": ["w"],
                           "transforms": [{"map": ["CAST(value AS STRING) AS w"]}], "aggregates": [{"count": {"as": "n"}}],

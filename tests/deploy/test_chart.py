@@ -109,7 +109,10 @@ def test_rendered_config_passes_app_validate(scenario: str, tmp_path: Path) -> N
 def test_topic_job_config_validates_with_the_jobs_own_environment(tmp_path: Path) -> None:
     """Spark on Kubernetes with the topic hook: the hook ConfigMap's config (which names the driver pod
     through ``${POD_NAME}``) passes ``app validate`` with the environment the Job's container declares."""
-    manifests = render(scenario_values("spark-k8s") | scenario_values("topics-job"))
+    values = scenario_values("spark-k8s") | scenario_values("topics-job")
+    # its Cassandra state takes both credentials from the Secret (the chart maps only the password by default)
+    values["secrets"] = {**values["secrets"], "keys": {"cassandraUsername": "cassandra-username"}}
+    manifests = render(values)
     job_container = one(manifests, "Job")["spec"]["template"]["spec"]["containers"][0]
     config_text = one(manifests, "ConfigMap", "-topics")["data"]["config.yaml"]
     assert "${POD_NAME}" in config_text  # the case that needs the variable
@@ -240,6 +243,8 @@ def test_standby_replicas_roll_one_pod_at_a_time_and_keep_one() -> None:
 
 @pytest.mark.parametrize(("values", "complaint"), [
     ({"replicaCount": 2}, "pipeline word-count keeps its state in SQLite"),
+    ({"spark": {"kubernetes": {"enabled": True}}}, "spark.kubernetes.enabled: pipeline word-count keeps its state "
+                                                   "in SQLite"),
     ({"persistence": {"enabled": True}}, "replicaCount 3 with persistence.enabled"),
     ({"terminationGracePeriodSeconds": 30}, "terminationGracePeriodSeconds 30 must exceed "
                                             "config.service.shutdown_grace_s 30"),

@@ -60,3 +60,25 @@ def test_the_commit_partition_of_a_row_is_where_a_shuffle_by_its_keys_sends_it(s
     shuffled = spark.createDataFrame(rows, "word string, n bigint").repartition(5, "word", "n")
     check = shuffled.select((F.spark_partition_id() == commit_partition(("word", "n"), 5)).alias("same"))
     assert {r["same"] for r in check.collect()} == {True}
+
+
+def test_a_cache_file_older_than_its_partition_s_last_commit_is_cold_not_a_failed_lwt_per_key(
+        spark: Any, spark_kafka: Any, cql_server_session: Any) -> None:
+    """As on a cluster, where a commit partition moves to an executor whose own file is older: txids 1-2
+    commit in 4 partitions (their files saved after txid 2), txid 3 in 2 partitions (other files: the
+    4-partition files miss it), txid 4 in 4 partitions again. Its files are older than the keys' last
+    commit: read once (batched), one LWT per key, none failed."""
+    server = cql_server_session
+    settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+    keys = StableKeys(spark_kafka, settings, keys=200)
+    keys.produce(4)
+    keys.run(spark, 2, commit_partitions=4)
+    keys.run(spark, 1, commit_partitions=2)
+    server.reset_counts()
+    moved = keys.run(spark, 1, commit_partitions=4)
+    assert [r.keys for r in moved] == [200]
+    assert server.stats().ops(keys.table, "cas") == 200  # no LWT failed on a stale entry
+    assert server.stats().ops(keys.table, "read") <= 240  # at most 1.2 reads per key
+    stored = {r["word"]: r["count"] for r in server.rows(settings.keyspace, keys.table)}
+    assert stored == {f"k{i}": 4 for i in range(200)}

@@ -130,6 +130,8 @@ Spark master and the settings that let executor pods reach this pod (the driver)
 Refuses values that render but cannot work, each with the values to change:
 - standby replicas (replicaCount > 1) with SQLite state: the file belongs to one pod's volume;
   standbys share their state through Cassandra, the production backend;
+- Spark executors as pods (spark.kubernetes.enabled) with SQLite state: each executor pod would
+  write a file of its own, and the state would split between them;
 - terminationGracePeriodSeconds not above config.service.shutdown_grace_s: Kubernetes would kill the
   process while the txid being committed still has grace left.
 */}}
@@ -143,6 +145,13 @@ Refuses values that render but cannot work, each with the values to change:
 {{- end -}}
 {{- if .Values.persistence.enabled -}}
 {{- fail (printf "replicaCount %d with persistence.enabled: the data volume holds SQLite state for one pod; standby replicas keep their state in Cassandra: set persistence.enabled=false" $replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.spark.kubernetes.enabled -}}
+{{- range $p := .Values.config.pipelines -}}
+{{- if eq (dig "state" "backend" "sqlite" $p) "sqlite" -}}
+{{- fail (printf "spark.kubernetes.enabled: pipeline %s keeps its state in SQLite, a file on one pod; executor pods would each write their own and split the state: set state.backend cassandra, or spark.kubernetes.enabled=false (a local master)" (toString $p.id)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $grace := dig "service" "shutdown_grace_s" 30 .Values.config -}}
