@@ -33,7 +33,7 @@ test-real: venv tools
 test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest -m "not slow"
 
-# ruff (style and likely bugs) and mypy (types: strict for states/, spouts/ and the coordinator); config in pyproject.toml
+# ruff (style, imports, likely bugs, private access) and mypy (strict everywhere); config in pyproject.toml
 lint: venv
 	$(VENV)/bin/ruff check app states spouts tests
 	$(VENV)/bin/mypy

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
-from app.errors import MissingBatchMetadataError
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
+from app.errors import MissingBatchMetadataError
 from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, error_key
 from app.guarantees import check_combination
 from app.lease import LeaseKeeper, take_lease, unique_owner
@@ -174,7 +174,7 @@ class Coordinator:
         if release and self._epoch is not None and not lost:  # the release is conditional on owner and epoch anyway
             try:
                 self.store.release_lease(self.config.owner, self._epoch)
-            except Exception:  # noqa: BLE001 - best effort: the TTL frees it anyway
+            except Exception:
                 log.warning("could not release the lease of %s", self.topology_id, exc_info=True)
         self._metrics.lease_held.labels(self.topology_id).set(0)
 
@@ -206,7 +206,7 @@ class Coordinator:
                 self._healthy()
                 return Outcome.IDLE
             self._finish(self._inflight[0])
-        except Exception as e:  # noqa: BLE001 - the failure policy decides: replay, or stop
+        except Exception as e:
             if self._lease is not None and self._lease.lost is not None:  # its work was cancelled: say why
                 self._fail_inflight()
                 raise self._lease.lost from e
@@ -315,7 +315,7 @@ class Coordinator:
         m.keys_updated.labels(t).inc(stats.keys_updated)
         try:
             self._partitions.committed(batch.plan)
-        except Exception:  # noqa: BLE001 - monitoring offsets only; never fails a committed batch
+        except Exception:
             log.warning("could not publish offsets of txid %d", batch.txid, exc_info=True)
 
     # -- failures, lease, timing ------------------------------------------------------------
@@ -375,7 +375,7 @@ class Coordinator:
             if b.future is not None and not b.future.cancel() and not b.future.done():
                 try:
                     self.executor.cancel(b.txid)
-                except Exception:  # noqa: BLE001 - the work is abandoned either way; it only costs time
+                except Exception:
                     log.warning("could not cancel the work of txid %d", b.txid, exc_info=True)
             if b.status is not BatchStatus.COMMITTED:
                 b.advance(BatchStatus.FAILED)

@@ -208,7 +208,7 @@ class DeadLetterWriter:
                 for m in consumer.consume(500, timeout=0.2):
                     p, offset, err = m.partition() or 0, m.offset() or 0, m.error()
                     if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF and offset >= ends.get(p, 0):
+                        if err.code() == KafkaError._PARTITION_EOF and offset >= ends.get(p, 0):  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
                             todo.pop(p, None)
                         continue
                     pipeline, coords = coordinates_of(_headers(m))

@@ -73,7 +73,7 @@ def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threadin
                 info = store.lease_info()
             except Exception as e2:  # noqa: BLE001 - judged below like a failed acquire
                 held, info = e2, None
-        except Exception as e:  # noqa: BLE001 - the failure policy decides: wait, or stop
+        except Exception as e:
             if stop is None:
                 raise
             held, info = e, None
@@ -203,7 +203,7 @@ class LeaseKeeper:
         log.error("%s", error)
         try:
             self._on_lost(error)
-        except Exception:  # noqa: BLE001 - cancelling is best effort; check() stops the coordinator anyway
+        except Exception:
             log.warning("could not cancel the work of topology %s", self.store.topology_id, exc_info=True)
 
 

@@ -51,7 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
     readiness: Readiness
     registry: CollectorRegistry
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
             self._reply(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
@@ -74,5 +74,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)

@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.access import check_access
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
-from app.access import check_access
 from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
 from app.loop import Callbacks
@@ -151,7 +151,7 @@ class PipelineRunner:
             self._metrics.set_pipeline_state(self.id, "degraded")  # until the first step finishes
             self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed,
                                                                  on_failure=self._failed_step))
-        except BaseException as e:  # noqa: BLE001 - fatal: reported, and it stops the service
+        except BaseException as e:
             self.error = e
             stopped = self.coordinator.stopped_by
             log.error("pipeline %s stopped (exit code %d): %s", self.id, self.exit_code,
@@ -365,7 +365,7 @@ class Service:
         if self.spark is not None:
             try:
                 self.spark.sparkContext.cancelAllJobs()
-            except Exception:  # noqa: BLE001 - best effort while stopping
+            except Exception:
                 log.debug("could not cancel Spark jobs", exc_info=True)
 
     def _close(self) -> None:
@@ -377,7 +377,7 @@ class Service:
 
                 executors.unwatch(self.spark)
                 self.spark.stop()
-            except Exception:  # noqa: BLE001 - best effort while stopping
+            except Exception:
                 log.warning("Spark did not stop cleanly", exc_info=True)
         log.info("stopped")
 

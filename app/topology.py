@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from app.error_policy import ErrorPolicy
 from spouts.protocols import PartitionedSpout
@@ -107,6 +107,10 @@ class PartitionPersist:
     key_columns: tuple[str, ...]
     value_columns: tuple[str, ...]
     updater: Callable[[Any, list[dict[str, Any]]], None]
+
+
+#: A sink a stream ends in: the kind ``Topology.attach`` hands back.
+SinkT = TypeVar("SinkT", "PersistentAggregate", "PartitionPersist")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +198,7 @@ class Topology:
         self.spout = spout
         return Stream(self)
 
-    def attach(self, sink: Any, stream: Stream) -> Any:
+    def attach(self, sink: SinkT, stream: Stream) -> SinkT:
         """Add ``sink``, fed by ``stream``, to this topology (what a stream's terminal methods call)."""
         if any(s.name == sink.name for _, s in self.sinks):
             raise ValueError(f"two sinks write table {sink.name!r}")

@@ -16,7 +16,7 @@ Compare-and-set compares *encoded rows*, never Python values, so these collapses
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from states.spec import MapSpec, StateKind
@@ -30,7 +30,7 @@ Convert = Callable[[Any], Any]
 def _cql_timestamp(v: datetime) -> datetime:
     """A datetime as Cassandra stores it: naive UTC, millisecond precision."""
     if v.tzinfo is not None:
-        v = v.astimezone(timezone.utc).replace(tzinfo=None)
+        v = v.astimezone(UTC).replace(tzinfo=None)
     return v.replace(microsecond=v.microsecond // 1000 * 1000)
 
 

@@ -13,12 +13,12 @@ plain typed column for CQL readers, and a later batch can tell whether it is old
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 AT_SUFFIX = "_at"  # the column holding a stamped value's record place
 NO_TIMESTAMP = -1  # Kafka's "no timestamp"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Stamped(NamedTuple):
@@ -70,7 +70,7 @@ def _millis(ts: Any) -> int:
     if ts is None:
         return NO_TIMESTAMP
     if isinstance(ts, datetime):
-        aware = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+        aware = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
         return (aware - _EPOCH) // timedelta(milliseconds=1)
     return int(ts)
 

@@ -20,7 +20,7 @@ def test_an_absent_peer_is_skipped_by_default(monkeypatch: pytest.MonkeyPatch, v
 
 def test_required_peers_turn_the_skip_into_a_failure_naming_the_peer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REQUIRE_REAL_PEERS", "1")
-    with pytest.raises(pytest.fail.Exception, match="a real Cassandra is missing .*CASSANDRA_CONTACT_POINTS.*no cluster"):
+    with pytest.raises(pytest.fail.Exception, match=r"a real Cassandra is missing .*CASSANDRA_CONTACT_POINTS.*no cluster"):
         missing_peer(REAL_CASSANDRA, "no cluster here")
 
 

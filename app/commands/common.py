@@ -35,9 +35,10 @@ class CommandError(Exception):
 
 def parser(sub: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:
     """A subcommand parser whose ``--help`` shows an example and the exit codes."""
-    return sub.add_parser(name, help=summary, description=summary,
-                          epilog=f"example:\n  {example}\n\n{EXIT_CODES}",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    made: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=summary,
+                                                   epilog=f"example:\n  {example}\n\n{EXIT_CODES}",
+                                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    return made
 
 
 def add_config(p: argparse.ArgumentParser) -> None:

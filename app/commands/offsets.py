@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.access import refused, watched
+from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.discovery import select_topics
 from spouts.metadata import Partition
 
@@ -79,6 +79,7 @@ class KafkaOffsets:
 
 
 def kafka_reason(e: BaseException) -> str:
+    """librdkafka's own text for a Kafka error, the exception's type and text for anything else."""
     if isinstance(e, KafkaException) and e.args and hasattr(e.args[0], "str"):
-        return e.args[0].str()
+        return str(e.args[0].str())
     return f"{type(e).__name__}: {e}"

@@ -8,12 +8,21 @@ the N largest rows in memory (progress on stderr), so it costs a full read of th
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
-from app.commands.common import BAD_INPUT, FAILED, OK, CommandError, add_config, load_config, parser, \
-    pipeline_of, progress
+from app.commands.common import (
+    BAD_INPUT,
+    FAILED,
+    OK,
+    CommandError,
+    add_config,
+    load_config,
+    parser,
+    pipeline_of,
+    progress,
+)
 from app.commands.output import print_csv, print_json, print_table
 
 SUMMARY = "read a pipeline's state table by key, or its top N rows"

@@ -20,11 +20,22 @@ import logging
 import os
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from app.commands.common import BAD_INPUT, FAILED, OK, REFUSED, CommandError, add_config, compile_all, \
-    load_config, parser, pipeline_of, progress
+from app.commands.common import (
+    BAD_INPUT,
+    FAILED,
+    OK,
+    REFUSED,
+    CommandError,
+    add_config,
+    compile_all,
+    load_config,
+    parser,
+    pipeline_of,
+    progress,
+)
 from app.commands.offsets import KafkaOffsets, kafka_reason
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 
@@ -84,7 +95,7 @@ def parse_target(text: str) -> tuple[str, Any]:
         except ValueError as e:
             raise CommandError(f"--to {text!r}: not an ISO-8601 time ({e})", BAD_INPUT) from None
         if t.tzinfo is None:
-            t = t.replace(tzinfo=timezone.utc)
+            t = t.replace(tzinfo=UTC)
         return "timestamp", int(t.timestamp() * 1000)
     if kind == "offsets" and rest:
         out = {}
@@ -198,7 +209,7 @@ def _truncate(compiled: Any) -> list[str]:
 def _describe(target: tuple[str, Any]) -> str:
     kind, value = target
     if kind == "timestamp":
-        return f"timestamp:{datetime.fromtimestamp(value / 1000, timezone.utc).isoformat()}"
+        return f"timestamp:{datetime.fromtimestamp(value / 1000, UTC).isoformat()}"
     if kind == "offsets":
         return "offsets:" + ",".join(f"{p.id}={o}" for p, o in sorted(value.items()))
     return kind

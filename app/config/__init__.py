@@ -40,6 +40,7 @@ from app.config.compile import (
 )
 from app.config.errors import ConfigError
 from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, parse
+from app.config.schema import json_schema
 from app.config.settings import (
     AggregateSettings,
     CompiledPipeline,
@@ -52,7 +53,6 @@ from app.config.settings import (
     SpoutSettings,
     StateSettings,
 )
-from app.config.schema import json_schema
 from app.config.topics import TopicSettings, retention_warnings
 
 __all__ = [

@@ -87,7 +87,7 @@ def _choice(*options: str, upper: bool = False) -> Any:
         v = v.upper() if upper else v.lower()
         if v not in options:
             raise ValueError(f"{v!r} is not one of {', '.join(options)}")
-        return v
+        return str(v)
     return Annotated[str, PlainValidator(check), WithJsonSchema({"enum": list(options), "type": "string"})]
 
 
@@ -184,7 +184,9 @@ class RegistryModel(Section):
     def settings(self) -> Any:
         from spouts.kafka.formats import RegistrySettings
 
-        secret = lambda s: None if s is None else s.get_secret_value()  # noqa: E731
+        def secret(s: SecretStr | None) -> str | None:
+            return None if s is None else s.get_secret_value()
+
         return RegistrySettings(self.url, self.username, secret(self.password), self.ca_file, self.cert_file,
                                 self.key_file, secret(self.key_password), self.verify, self.timeout_s)
 
@@ -593,7 +595,8 @@ def json_schema() -> dict[str, Any]:
     """
     schema = Document.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    return _env_refs_allowed(schema)
+    allowed: dict[str, Any] = _env_refs_allowed(schema)
+    return allowed
 
 
 #: Bounds pydantic leaves under its own names when a validator wraps the constrained type.

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.config.topics import TopicSettings
-from app.error_policy import ErrorPolicy
 from app.coordinator import CoordinatorConfig
+from app.error_policy import ErrorPolicy
 from app.topology import Topology
 from spouts.kafka.config import FirstPoll, redact
 from spouts.kafka.formats import RecordFormat, RegistrySettings

@@ -11,8 +11,9 @@ to steps, aggregations and table specs), :mod:`.tasks` (the picklable functions 
 """
 
 from app.spark.executor import SinkResult, SparkBatch, SparkExecutor
-from app.spark.plan import GLOBAL_KEY_COLUMN, TopologyCompileError
+from app.spark.plan import TopologyCompileError
 from app.spark.session import spark_session
+from states.snapshottable import GLOBAL_KEY_COLUMN
 
 __all__ = ["GLOBAL_KEY_COLUMN", "SinkResult", "SparkBatch", "SparkExecutor", "TopologyCompileError",
            "spark_session"]

@@ -33,7 +33,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
-from app.failures import deterministic_spark_error, describe
+from app.failures import describe, deterministic_spark_error
+from app.spark.jvm import gateway, java_frame
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import PartitionMetadata
 
@@ -125,7 +126,7 @@ def observed(df: Any, name: str) -> list[Any]:
     """The JSON list observation ``name`` collected while ``df`` (materialised or collected) ran."""
     import json
 
-    got = df._jdf.queryExecution().observedMetrics().get(name)
+    got = java_frame(df).queryExecution().observedMetrics().get(name)
     if got.isEmpty():
         raise RuntimeError(f"Spark did not report observation {name} of the batch")
     return list(json.loads(got.get().getString(0) or "[]"))
@@ -157,7 +158,7 @@ _NOISY_PYTHON = ("SQLQueryContextLogger", "py4j", "pyspark")
 @contextmanager
 def quiet(spark: Any) -> Iterator[None]:
     """Spark's per-task error logging off while a probe fails on purpose (the probe reports the error)."""
-    jvm = spark.sparkContext._jvm
+    jvm = gateway(spark)
     configurator, level = jvm.org.apache.logging.log4j.core.config.Configurator, jvm.org.apache.logging.log4j.Level
     manager = jvm.org.apache.logging.log4j.LogManager
     saved = [(name, manager.getLogger(name).getLevel()) for name in _NOISY_JVM]

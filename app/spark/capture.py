@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from app.spark.jvm import active_gateway, java_column
+
 if TYPE_CHECKING:
     from app.spark.plan import Step
 
@@ -48,15 +50,12 @@ def _star(expr: str) -> bool:
 
 def tried(column: Any) -> Any:
     """``column`` as ``TryEval(struct(column AS v))``: null exactly when evaluating ``column`` threw."""
-    from pyspark import SparkContext
     from pyspark.sql import functions as F
     from pyspark.sql.classic.column import Column
 
-    sc = SparkContext._active_spark_context  # the session's context (an active session is per thread)
-    assert sc is not None and sc._jvm is not None
-    jvm = sc._jvm
+    jvm = active_gateway()  # the session's context (an active session is per thread)
     utils = jvm.org.apache.spark.sql.classic.ExpressionUtils
-    struct = utils.expression(F.struct(column.alias("v"))._jc)
+    struct = utils.expression(java_column(F.struct(column.alias("v"))))
     return Column(utils.column(jvm.org.apache.spark.sql.catalyst.expressions.TryEval(struct)))
 
 

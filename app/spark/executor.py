@@ -61,11 +61,11 @@ from app.masters import state_refusal
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
-from app.spark import fatal, warmup
-from app.spark.isolation import Isolation
 from app.spark import executors as executors_
+from app.spark import fatal, warmup
 from app.spark import parallelism as parallelism_
-from app.upserts import PLACE_COLUMN
+from app.spark.isolation import Isolation
+from app.spark.jvm import gateway, java_frame, java_session
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
 from app.spark.tasks import (
     STATS_SCHEMA,
@@ -76,11 +76,12 @@ from app.spark.tasks import (
     spark_arrow_schema,
 )
 from app.topology import PartitionPersist, Topology
-from states.aggregators import combine_updater
-from states.snapshottable import SnapshottableMap
+from app.upserts import PLACE_COLUMN
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import BatchPlan, PartitionMetadata
 from spouts.protocols import ArrowSpout
+from states.aggregators import combine_updater
+from states.snapshottable import SnapshottableMap
 from states.spec import MapSpec, StateKind
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,7 @@ class SparkExecutor:
             failing = _stored_isolation(batch, key)
         with self._job(batch, "process"):
             try:
-                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
             except Exception as e:
                 if failing or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault: the txid is retried whole
@@ -251,7 +252,7 @@ class SparkExecutor:
                 # in a result: run the txid once more without those records
                 _unpersist(results)
                 results, _ = self._process_records(
-                    self._records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
+                    self.read_records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
         counted = self._take_counts(batch)
         bad = tuple(self._take_bad(batch)) + tuple(failing) + tuple(null_keys)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad, partitions)
@@ -310,7 +311,7 @@ class SparkExecutor:
         """Whether leaving out a bad row leaves out its whole record: one sink, one row per record."""
         return len(self.sinks) == 1 and self.sinks[0].one_row_per_record
 
-    def _keyed_rows(self, c: CompiledSink, records: Any, capture: bool = False) -> tuple[Any, Observed]:
+    def keyed_rows(self, c: CompiledSink, records: Any, capture: bool = False) -> tuple[Any, Observed]:
         """``c``'s transformed rows without null keys (and the observations naming the rows left out), or,
         when its rows lost their source coordinates, rows that fail on a null key (then found by bisection).
         ``capture``: the transforms in the error-capturing form, failed rows left out too."""
@@ -338,9 +339,9 @@ class SparkExecutor:
                 if not failing:
                     raise error
                 iso.done(failing)
-                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
                 return results, found, failing
-            results, found = self._process_records(self._records(batch, ranges), capture=True)
+            results, found = self._process_records(self.read_records(batch, ranges), capture=True)
             iso.round("error-capturing run", len({k for _, k in found.failed.values()}), len(found.failed))
             try:
                 failing = self._name_failures(batch, found.failed, iso)
@@ -353,7 +354,7 @@ class SparkExecutor:
             iso.done(failing)
             if not self._rows_left_out_alone():  # a failing record's other rows are in the results: run without it
                 _unpersist(results)
-                results, found = self._process_records(self._records(batch, ranges, bad_records_.excluded(failing)))
+                results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
             return results, found, failing
         finally:
             self.isolating = None
@@ -389,11 +390,11 @@ class SparkExecutor:
         from pyspark.sql import DataFrame
 
         parts = bad_records_.sub_ranges(records, self.topology.name)
-        read = self._records(batch, parts, bad_records_.only(records), counted=False)
+        read = self.read_records(batch, parts, bad_records_.only(records), counted=False)
         before = capture_.capture(read, c.steps[:step]).drop(capture_.ERROR_COLUMN)
-        rows, schema = before._jdf.collectAsList(), before._jdf.schema()
+        rows, schema = java_frame(before).collectAsList(), java_frame(before).schema()
         source = before.columns.index(SOURCE_COLUMN)
-        jvm = self.spark.sparkContext._jvm
+        jvm = gateway(self.spark)
         # rows alike but for their place in the source fail alike, when the step does not read the place
         same = [i for i, n in enumerate(before.columns) if n not in _PLACE_COLUMNS] \
             if not capture_.reads_place(c.steps[step], _PLACE_COLUMNS) else None
@@ -411,7 +412,7 @@ class SparkExecutor:
                 if known is not None:
                     out[coords] = known
                 continue
-            local = DataFrame(self.spark._jsparkSession.createDataFrame(jvm.java.util.Collections.singletonList(row),
+            local = DataFrame(java_session(self.spark).createDataFrame(jvm.java.util.Collections.singletonList(row),
                                                                         schema), self.spark)
             err = None
             try:
@@ -427,16 +428,16 @@ class SparkExecutor:
 
     def _isolate(self, batch: Batch, ranges: list[Any], iso: Isolation) -> list[BadRecord]:
         """The records the transforms fail on by themselves (:func:`app.spark.bad_records.isolate`)."""
-        coordinates = sorted((r[0], r[1], r[2]) for r in self._records(batch, ranges, counted=False)
+        coordinates = sorted((r[0], r[1], r[2]) for r in self.read_records(batch, ranges, counted=False)
                              .select("topic", "partition", "offset").collect())
 
         def probe(parts: Any) -> bad_records_.RecordError | None:
-            records = self._records(batch, parts, counted=False)
+            records = self.read_records(batch, parts, counted=False)
             iso.probed()
             try:
                 with bad_records_.quiet(self.spark):
                     for c in self.sinks:
-                        bad_records_.force(self._keyed_rows(c, records)[0])
+                        bad_records_.force(self.keyed_rows(c, records)[0])
             except Exception as e:
                 err = bad_records_.record_error(e)
                 if err is None:
@@ -447,7 +448,7 @@ class SparkExecutor:
         return bad_records_.isolate(coordinates, probe, self.topology.name,
                                     first_only=self.topology.errors.action is Action.FAIL)
 
-    def _records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
+    def read_records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
         """The records of ``ranges``: one Spark partition per group of :func:`pack_ranges`, each range read once.
 
         A task per range would cost a Python task each (a round trip to a worker, tens of ms) for no
@@ -459,7 +460,7 @@ class SparkExecutor:
         return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
 
     def _process_sink(self, c: CompiledSink, records: Any, found: Found, capture: bool = False) -> SinkResult:
-        rows, observed = self._keyed_rows(c, records, capture)
+        rows, observed = self.keyed_rows(c, records, capture)
         result = c.aggregate(rows, self.commit_partitions)
         if c.is_global:
             got = result.collect()  # one row at most
@@ -486,7 +487,7 @@ class SparkExecutor:
         total = sum(counts.get(k, 0) for k in mine)
         for k in mine:
             counts.pop(k, None)
-        return total
+        return int(total)
 
     def _take_bad(self, batch: Batch) -> list[BadRecord]:
         """Records ``batch``'s reads could not decode (and forget older entries of the accumulator)."""
@@ -635,4 +636,4 @@ def _materialise(frame: Any) -> int:
     shuffle to one partition, a final count: one more stage and task); counting the rows of the
     plan's RDD (the cached scan) builds the same cache with one stage per shuffle of the result.
     """
-    return int(frame._jdf.queryExecution().toRdd().count())
+    return int(java_frame(frame).queryExecution().toRdd().count())

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.masters import is_local
+from app.spark.jvm import java_context
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class ExecutorWatch:
             while not self._stop.wait(interval_s):
                 try:
                     self.poll()
-                except Exception:  # noqa: BLE001 - the session is stopping, or py4j hiccuped: try again later
+                except Exception:
                     log.debug("could not count the Spark executors", exc_info=True)
 
         self.poll()
@@ -87,7 +88,7 @@ class ExecutorWatch:
 
 def registered_executors(spark: Any) -> int:
     """How many executors have registered with the driver now (the driver itself is not one)."""
-    return int(spark.sparkContext._jsc.sc().getExecutorIds().size())
+    return int(java_context(spark).getExecutorIds().size())
 
 
 def watch(spark: Any, bound_s: float = DEFAULT_BOUND_S, gauge: Any = None) -> ExecutorWatch | None:

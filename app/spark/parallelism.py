@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.spark.jvm import java_context
 from app.spark.session import local_cores
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -51,7 +52,7 @@ def observe(spark: Any) -> Seen:
     default = max(1, int(sc.defaultParallelism))
     if threads is not None:
         return Seen(threads, default, 1)
-    executors = sc._jsc.sc().getExecutorIds().size()  # registered executors (the driver is not one)
+    executors = java_context(spark).getExecutorIds().size()  # registered executors (the driver is not one)
     return Seen(default, default, int(executors))
 
 

@@ -190,11 +190,12 @@ class CompiledSink:
         """
         if self.mode is Mode.ROWS:
             return df.select(*self.keys, *self.values).repartition(partitions, *self.keys)
-        result = self._aggregate(df, partitions)
+        result = self.grouped(df, partitions)
         return result if self.is_global else result.withColumn(COMMIT_PARTITION_COLUMN,
                                                                commit_partition(self.keys, partitions))
 
-    def _aggregate(self, df: Any, partitions: int) -> Any:
+    def grouped(self, df: Any, partitions: int) -> Any:
+        """The grouped aggregate of ``df`` before the commit-partition column (its schema is the sink's output)."""
         from pyspark.sql import functions as F
 
         sink = self.sink
@@ -285,7 +286,7 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
     carries = SOURCE_COLUMN in fields
     compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator, carries)
     if mode is Mode.BUILTIN:  # Spark's own result types (sum of an int is a bigint...)
-        output = compiled._aggregate(df, partitions).schema
+        output = compiled.grouped(df, partitions).schema
         value_types = [(n, _unstamped_type(output[n].dataType, t)) for n, t in value_types]
         compiled = CompiledSink(sink, steps, mode, _spec(sink, key_types, value_types), output, aggregator, carries)
     return compiled

@@ -34,9 +34,9 @@ import pyarrow as pa
 
 from app.spark.fatal import CARRIED, encode
 from app.spark.plan import COMMIT_PARTITION_COLUMN
+from spouts.metadata import PartitionMetadata
 from states.aggregators import CombinerAggregator, combine_updater
 from states.factory import StateFactory
-from spouts.metadata import PartitionMetadata
 from states.spec import MapSpec
 
 TaskFaults = Callable[[str, int, int], None]
@@ -64,7 +64,7 @@ class ReadRanges:
 
     The ranges travel inside this (pickled) task, and the task's input is ``spark.range(len(groups))``:
     a txid's read costs the driver no column of literals per range field, and a group is one Spark
-    partition, so a task reads its group's ranges one after the other (see ``SparkExecutor._records``).
+    partition, so a task reads its group's ranges one after the other (see ``SparkExecutor.read_records``).
 
     Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
     the same range adds the same entry again, so the count is exact however often Spark recomputes.
@@ -325,5 +325,5 @@ class PersistRows:
 
 def _values(rb: pa.RecordBatch, names: Sequence[str]) -> list[Any]:
     if len(names) == 1:
-        return rb.column(names[0]).to_pylist()
+        return list(rb.column(names[0]).to_pylist())
     return list(zip(*(rb.column(n).to_pylist() for n in names)))

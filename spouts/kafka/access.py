@@ -25,10 +25,10 @@ AUTHENTICATION, AUTHORIZATION, TLS = "authentication", "authorization", "TLS"
 
 #: librdkafka and broker error codes that mean "refused", by kind.
 REFUSALS: dict[int, str] = {
-    KafkaError._AUTHENTICATION: AUTHENTICATION,
+    KafkaError._AUTHENTICATION: AUTHENTICATION,  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
     KafkaError.SASL_AUTHENTICATION_FAILED: AUTHENTICATION,
     KafkaError.UNSUPPORTED_SASL_MECHANISM: AUTHENTICATION,
-    KafkaError._SSL: TLS,
+    KafkaError._SSL: TLS,  # noqa: SLF001 - as above
     KafkaError.TOPIC_AUTHORIZATION_FAILED: AUTHORIZATION,
     KafkaError.GROUP_AUTHORIZATION_FAILED: AUTHORIZATION,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: AUTHORIZATION,

@@ -114,7 +114,7 @@ class ConsumerPool:
 def _close_quietly(consumer: Consumer) -> None:
     try:
         consumer.close()
-    except Exception:  # already closed, or the cluster is gone: nothing to release
+    except (RuntimeError, KafkaException):  # already closed, or the cluster is gone: nothing to release
         pass
 
 

@@ -26,7 +26,7 @@ from spouts.metadata import PartitionMetadata
 #: How long one ``consume`` call may wait; progress is checked between calls.
 POLL_S = 0.05
 
-_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
 
 
 def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: float,
@@ -67,7 +67,7 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                     if offset >= pos:
                         out.append(m)
                         pos = offset + 1
-                elif err.code() == KafkaError._PARTITION_EOF:
+                elif err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - as above
                     pos = max(pos, offset)  # everything before the end was delivered or was a gap
                 elif err.code() in _OUT_OF_RANGE:
                     raise _range_error(consumer, meta, pos, err)

@@ -13,12 +13,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from states.metrics import STATE_METRICS, StateMetrics
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.schema import check_cql_identifier
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.layout import CQL_ENCODE
+from states.metrics import STATE_METRICS, StateMetrics
 from states.reader import Progress, Row, is_deleted, visible_columns
 from states.spec import MapSpec
 
@@ -98,7 +98,7 @@ class CassandraTableReader:
             self.metrics.state_requests.labels(backend="cassandra", kind="read").inc()
             try:
                 return self.client.session.execute(bound, paging_state=paging_state)
-            except Exception as e:  # noqa: BLE001 - the retry policy decides, as for every read
+            except Exception as e:
                 if decide(e, lwt=False) is not Decision.RETRY or attempt == s.max_retries:
                     raise
                 time.sleep(backoff_s(attempt, s.backoff_initial_s, s.backoff_max_s))

@@ -145,8 +145,8 @@ def test_errors_in_the_config_compile_to_the_topologys_policy(errors: Any, polic
 @pytest.mark.parametrize("errors", ["ignore", {"dead_letter": {}}, {"dead_letter": {"topic": "bad topic!"}},
                                     {"skip": {}}])
 def test_a_bad_errors_setting_is_refused_at_its_path(errors: Any) -> None:
-    from app.config.errors import ConfigError
     from app.config import parse
+    from app.config.errors import ConfigError
     from tests.service.test_config import doc
 
     with pytest.raises(ConfigError) as e:

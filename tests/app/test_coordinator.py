@@ -13,8 +13,8 @@ from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
 from app.coordinator import Coordinator, CoordinatorConfig
 from app.errors import MissingBatchMetadataError
 from app.failures import Failure, FailurePolicy
-from app.progress import StoredBatch
 from app.guarantees import CombinationError, Guarantee, check_combination
+from app.progress import StoredBatch
 from spouts.errors import DataLossError
 from spouts.metadata import BatchPlan, Partition
 from spouts.planner import Caps
@@ -298,7 +298,7 @@ class TestDataLossAndMetrics:
             world.append(0, k)
         world.coordinator.run(max_batches=1)
         world.source.truncate_before(Partition(TOPIC, 0), 3)
-        with pytest.raises(DataLossError, match="events:0.*next offset to read is 2 but the log starts at 3"):
+        with pytest.raises(DataLossError, match=r"events:0.*next offset to read is 2 but the log starts at 3"):
             world.coordinator.step()
 
     def test_data_loss_with_policy_skip_continues_from_log_start(self) -> None:

@@ -12,11 +12,11 @@ from app.commands import common
 from app.coordinator import Coordinator
 from app.failures import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
 from app.local import LocalExecutor
+from app.spark import fatal
 from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.metadata import Partition
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
-from app.spark import fatal
 from states.errors import SchemaMismatchError, StaleBatchError
 from states.spec import StateKind
 from tests.app.harness import TOPIC, World
@@ -40,7 +40,7 @@ class SparkLikeError(Exception):
         super().__init__(message)
         self._error_class = error_class
 
-    def getErrorClass(self) -> str | None:  # noqa: N802 - PySpark's name
+    def getErrorClass(self) -> str | None:
         return self._error_class
 
 
@@ -208,7 +208,7 @@ class TextOnlyErrors(LocalExecutor):
     def process(self, batch: Any) -> Any:
         try:
             return super().process(batch)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - every error crosses as text, like a Python worker's
             raise RuntimeError(f"Python worker failed: {type(e).__name__}: {e}") from None
 
 

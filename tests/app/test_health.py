@@ -123,8 +123,8 @@ class TestRunnerHealth:
         seen: list[dict[str, Any]] = []
         runner.start(stop, fatal.set)
         try:
-            wait_for(lambda: seen.append(runner.status(60.0)) or seen[-1]["state"] == "degraded"
-                     and "broker down" in (seen[-1]["reason"] or ""))
+            wait_for(lambda: seen.append(runner.status(60.0)) or (seen[-1]["state"] == "degraded"
+                     and "broker down" in (seen[-1]["reason"] or "")))
             assert not seen[-1]["ready"] and seen[-1]["since"] is not None and seen[-1]["error"] is None
             wait_for(lambda: runner.status(60.0)["state"] == "active")
             assert runner.status(60.0)["ready"]

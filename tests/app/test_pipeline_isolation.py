@@ -14,13 +14,13 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from app.config import loads
+from app.errors import BadRecordsGoneError, MissingBatchMetadataError
 from app.failures import BAD_INPUT, FAILED
 from app.metrics import Metrics
 from app.service import Service
+from app.spark import fatal
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from app.errors import BadRecordsGoneError, MissingBatchMetadataError
-from app.spark import fatal
 from states.errors import CommitProtocolError, InvalidIdentifierError, LeaseLostError, SchemaMismatchError
 from tests.app.test_health import ScriptedExecutor, wait_for
 from tests.kafka.helpers import produce, spread
@@ -30,7 +30,7 @@ class FakeSpark:
     """What the service calls on its Spark session while stopping."""
 
     class _Context:
-        def cancelAllJobs(self) -> None:  # noqa: N802 - PySpark's name
+        def cancelAllJobs(self) -> None:
             pass
 
     def __init__(self) -> None:

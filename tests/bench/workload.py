@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from spouts.kafka import KafkaSpoutConfig
-from tests.kafka.fixtures import KafkaPeer
 from spouts.metadata import PartitionMetadata
+from tests.kafka.fixtures import KafkaPeer
 
 PARTITIONS = 4
 VOCABULARY = [f"w{i}" for i in range(1000)]

@@ -14,9 +14,9 @@ import time
 import traceback
 from pathlib import Path
 
+from tests.chaos.catalog import SCENARIOS, error_policy_built, lane_class
 from tests.chaos.lane import Lane
 from tests.chaos.report import load, save, write_report
-from tests.chaos.catalog import SCENARIOS, error_policy_built, lane_class
 from tests.chaos.scenarios import Budget
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -61,7 +61,7 @@ class Control:
         return self.faults[fid][0].fired
 
     def release(self, fid: int) -> bool:
-        fault, release = self.faults[fid]
+        _fault, release = self.faults[fid]
         if release is not None:
             release.set()
         self.remove(fid)
@@ -150,7 +150,7 @@ class CqlPeer(StoreDocuments):
         return self._local.proxy
 
     def start(self) -> CqlPeer:
-        out = open(self.log, "wb")  # noqa: SIM115 - closed with the process
+        out = open(self.log, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.chaos.cqlpeer", "--port", str(self.port),
                                       "--control", str(self.control_port)], cwd=ROOT, stdout=out,
                                      stderr=subprocess.STDOUT, start_new_session=True)

@@ -28,8 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.cqlpeer import StoreDocuments
 from tests.chaos.bad_records import KEYLESS_EVERY, TRANSFORM_EVERY, BadRecordsLane, SalesProducer
+from tests.chaos.cqlpeer import StoreDocuments
 from tests.chaos.lane import PIPELINE, Lane, frozen_txids
 from tests.chaos.scenarios import Budget, exited, find_active, start_turns, start_up_delay, wait_commit, wait_role
 from tests.chaos.truth import VOCABULARY

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict, fields
-from types import SimpleNamespace
 import time
 from collections import Counter
+from dataclasses import asdict, fields
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from tests.chaos.lane import FaultEvent, Kill, Lane, Outcome
 from tests.chaos.catalog import SCENARIOS
+from tests.chaos.lane import FaultEvent, Kill, Lane, Outcome
 
 KILL_FIELDS = {f.name for f in fields(Kill)}  # runs saved by older harnesses may carry more
 

@@ -15,8 +15,8 @@ from app.__main__ import main
 from app.config import compile_pipeline, load
 from app.coordinator import Coordinator, CoordinatorConfig
 from app.local import LocalExecutor, Sink
-from states.aggregators import Count
 from states import factory as state_factory
+from states.aggregators import Count
 from states.spec import Column, MapSpec, StateKind
 
 WORDS_SPEC = MapSpec("word_counts", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
@@ -31,7 +31,7 @@ class Result:
 
 def forget_opened() -> None:
     """Drop the states and stores this process opened, so the next step opens them as a new process would."""
-    state_factory._opened.clear()  # noqa: SLF001 - the per-process registry; tests simulate a fresh process
+    state_factory._opened.clear()
 
 
 def cli(*argv: str) -> Result:

@@ -12,8 +12,8 @@ from app.config import compile_pipeline, load
 from states.reader import open_reader
 from states.values import OpaqueValue
 from tests.commands.backends import STATE_BACKENDS, state_section
-from tests.states.backends import cassandra_peer, cassandra_settings
 from tests.commands.helpers import WORDS_SPEC, cli, write_config
+from tests.states.backends import cassandra_peer, cassandra_settings
 
 COUNTS = {f"w{i:03d}": (i * 37) % 101 + 1 for i in range(60)}  # distinct keys, repeated counts (ties)
 

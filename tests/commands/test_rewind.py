@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,8 +20,7 @@ from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states.errors import LeaseHeldError
 from tests.commands.backends import STATE_BACKENDS, state_section
-from tests.commands.helpers import (cli, forget_opened, pipeline_coordinator, run_pipeline, words_of,
-                                    write_config)
+from tests.commands.helpers import cli, forget_opened, pipeline_coordinator, run_pipeline, words_of, write_config
 from tests.kafka.fixtures import TIMESTAMP_LOOKUP, KafkaPeer, MockKafkaCluster, unique_topic
 from tests.kafka.helpers import produce
 
@@ -29,7 +28,7 @@ T0 = 1_700_000_000_000  # record timestamps (CreateTime): batch A at T0.., batch
 T1 = T0 + 3_600_000
 
 
-def _store(path: Path):  # noqa: ANN202 - the pipeline's store, opened as a fresh process would
+def _store(path: Path):
     forget_opened()
     return compile_pipeline(load(path), "wc").store()
 
@@ -64,7 +63,7 @@ def test_rewind_with_reset_state_recounts_exactly_the_records_from_that_point(
 
     starts = {p: min(r.offset for r in produced_b if r.partition == p) for p in (0, 1)}
     if TIMESTAMP_LOOKUP[kafka_peer.kind]:
-        to = "timestamp:" + datetime.fromtimestamp(T1 / 1000, timezone.utc).isoformat()
+        to = "timestamp:" + datetime.fromtimestamp(T1 / 1000, UTC).isoformat()
     else:  # the mock cannot look up times: name B's first offsets instead
         to = "offsets:" + ",".join(f"{topic}:{p}={o}" for p, o in sorted(starts.items()))
     r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", to, "--reset-state", "--yes-i-know")

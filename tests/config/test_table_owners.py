@@ -8,7 +8,7 @@ import pytest
 
 from app.config import compile_pipeline, parse
 from states.factory import StateFactory
-from states.ownership import TableOwnedError, claim_table, check_claimable
+from states.ownership import TableOwnedError, check_claimable, claim_table
 from tests.service.test_config import doc
 from tests.states.backends import cassandra_settings
 

@@ -9,4 +9,4 @@ from .faults import Fault
 from .server import CqlServer
 from .stats import RequestRecord, Stats
 
-__all__ = ["CqlServer", "Fault", "Stats", "RequestRecord"]
+__all__ = ["CqlServer", "Fault", "RequestRecord", "Stats"]

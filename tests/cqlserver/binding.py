@@ -7,8 +7,9 @@ to serialise values, and the partition-key indexes to route token-aware.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .cql import ast
 from .errors import InvalidRequest

@@ -31,7 +31,7 @@ PASSWORD_AUTHENTICATOR = "org.apache.cassandra.auth.PasswordAuthenticator"
 
 
 class ClientConnection:
-    def __init__(self, server: "CqlServer", sock: socket.socket) -> None:
+    def __init__(self, server: CqlServer, sock: socket.socket) -> None:
         self.server = server
         self.sock = sock
         self.decoder = EnvelopeDecoder()

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import ddl
 from .binding import Bindings, Variable, collect_variables, decode_values, partition_key_indexes, resolve_table
@@ -23,8 +24,8 @@ from .reads import ReadOptions, _selection, execute_select
 from .results import Prepared, Result, Rows, SchemaChange, Void, rows_as_dicts
 from .schema import Catalog, Table
 from .storage import Cell, Clock, Row, TableData
-from .types import BIGINT
 from .system_tables import NodeInfo, install, is_system_keyspace
+from .types import BIGINT
 from .wire import SERIAL_CONSISTENCIES
 from .writes import WritePlan, apply_write, plan_write
 

@@ -22,7 +22,7 @@ class CqlError(Exception):
         super().__init__(message)
         self.message = message
 
-    def write_extra(self, w: "Writer", protocol_version: int) -> None:
+    def write_extra(self, w: Writer, protocol_version: int) -> None:
         """Append code-specific fields after <code><message>; none by default."""
 
     def encode_body(self, protocol_version: int) -> bytes:
@@ -52,7 +52,7 @@ class UnavailableError(CqlError):
         super().__init__(message)
         self.consistency, self.required, self.alive = consistency, required, alive
 
-    def write_extra(self, w: "Writer", protocol_version: int) -> None:
+    def write_extra(self, w: Writer, protocol_version: int) -> None:
         w.consistency(self.consistency).int(self.required).int(self.alive)
 
 
@@ -73,7 +73,7 @@ class WriteTimeoutError(CqlError):
         self.consistency, self.received, self.block_for = consistency, received, block_for
         self.write_type, self.contentions = write_type, contentions
 
-    def write_extra(self, w: "Writer", protocol_version: int) -> None:
+    def write_extra(self, w: Writer, protocol_version: int) -> None:
         w.consistency(self.consistency).int(self.received).int(self.block_for)
         w.string(self.write_type)
         if protocol_version >= 5 and self.write_type == "CAS":
@@ -89,7 +89,7 @@ class ReadTimeoutError(CqlError):
         self.consistency, self.received, self.block_for = consistency, received, block_for
         self.data_present = data_present
 
-    def write_extra(self, w: "Writer", protocol_version: int) -> None:
+    def write_extra(self, w: Writer, protocol_version: int) -> None:
         w.consistency(self.consistency).int(self.received).int(self.block_for)
         w.byte(1 if self.data_present else 0)
 
@@ -123,7 +123,7 @@ class AlreadyExistsError(CqlError):
         super().__init__(message)
         self.keyspace, self.table = keyspace, table
 
-    def write_extra(self, w: "Writer", protocol_version: int) -> None:
+    def write_extra(self, w: Writer, protocol_version: int) -> None:
         w.string(self.keyspace).string(self.table)
 
 
@@ -137,5 +137,5 @@ class UnpreparedError(CqlError):
                          "from the internal cache)")
         self.prepared_id = prepared_id
 
-    def write_extra(self, w: "Writer", protocol_version: int) -> None:
+    def write_extra(self, w: Writer, protocol_version: int) -> None:
         w.short_bytes(self.prepared_id)

@@ -67,43 +67,43 @@ class Fault:
 
     # -- constructors ------------------------------------------------------
     @classmethod
-    def write_timeout_cas(cls, applied: bool, **match: Any) -> "Fault":
+    def write_timeout_cas(cls, applied: bool, **match: Any) -> Fault:
         """WriteTimeout with write type CAS; `applied` decides whether the CAS ran first."""
         match.setdefault("conditional", True)
         return cls(WRITE_TIMEOUT, applied=applied, write_type="CAS", **match)
 
     @classmethod
-    def write_timeout(cls, write_type: str = "SIMPLE", applied: bool = False, **match: Any) -> "Fault":
+    def write_timeout(cls, write_type: str = "SIMPLE", applied: bool = False, **match: Any) -> Fault:
         return cls(WRITE_TIMEOUT, applied=applied, write_type=write_type, **match)
 
     @classmethod
-    def read_timeout(cls, **match: Any) -> "Fault":
+    def read_timeout(cls, **match: Any) -> Fault:
         return cls(READ_TIMEOUT, **match)
 
     @classmethod
-    def unavailable(cls, **match: Any) -> "Fault":
+    def unavailable(cls, **match: Any) -> Fault:
         return cls(UNAVAILABLE, **match)
 
     @classmethod
-    def overloaded(cls, **match: Any) -> "Fault":
+    def overloaded(cls, **match: Any) -> Fault:
         return cls(OVERLOADED, **match)
 
     @classmethod
-    def server_error(cls, message: str = "Injected server error", **match: Any) -> "Fault":
+    def server_error(cls, message: str = "Injected server error", **match: Any) -> Fault:
         return cls(SERVER_ERROR, message=message, **match)
 
     @classmethod
-    def drop_connection(cls, applied: bool = False, **match: Any) -> "Fault":
+    def drop_connection(cls, applied: bool = False, **match: Any) -> Fault:
         """Close the client's connection without answering (optionally after applying)."""
         return cls(DROP_CONNECTION, applied=applied, **match)
 
     @classmethod
-    def delay(cls, seconds: float, **match: Any) -> "Fault":
+    def delay(cls, seconds: float, **match: Any) -> Fault:
         """Add latency before the request is processed (combines with other faults)."""
         return cls(DELAY, seconds=seconds, **match)
 
     @classmethod
-    def hold(cls, release: threading.Event, seconds: float = 30.0, **match: Any) -> "Fault":
+    def hold(cls, release: threading.Event, seconds: float = 30.0, **match: Any) -> Fault:
         """Hold the request until ``release`` is set (``seconds`` at most), then process it."""
         return cls(DELAY, seconds=seconds, release=release, **match)
 

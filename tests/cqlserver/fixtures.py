@@ -11,7 +11,8 @@ configured for the node (local DC, token-aware routing, explicit protocol versio
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

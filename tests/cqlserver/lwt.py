@@ -176,4 +176,4 @@ def _failure_rows(plans: list[WritePlan], table: Table, pk: tuple, part: Partiti
     if not out:
         return Rows([applied_spec], [[False]])
     specs = [ColumnSpec(table.keyspace, table.name, c.name, c.type) for c in selection]
-    return Rows([applied_spec] + specs, out)
+    return Rows([applied_spec, *specs], out)

@@ -8,8 +8,9 @@ way Cassandra's paging state behaves.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .binding import Bindings
 from .cql import ast
@@ -162,7 +163,7 @@ def _decode_state(table: Table, state: bytes) -> _Cursor:
             raw = [r.bytes() for _ in range(r.short())]
             ck = tuple(col.type.decode(v or b"") for col, v in zip(table.clustering, raw))
         return _Cursor((token_of(key), key), ck, r.int())
-    except Exception:
+    except Exception:  # noqa: BLE001 - any undecodable paging state is the client's error, as in Cassandra
         raise ProtocolError("Invalid value for the paging state") from None
 
 

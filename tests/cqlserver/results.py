@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .types import ColumnSpec
 from .wire import Writer
@@ -66,7 +66,7 @@ class Prepared:
     result_columns: list[ColumnSpec] | None  # None: statement returns no rows metadata
 
 
-Result = Union[Void, SetKeyspace, SchemaChange, Rows, Prepared]
+Result = Void | SetKeyspace | SchemaChange | Rows | Prepared
 
 
 def metadata_id(columns: list[ColumnSpec] | None) -> bytes:

@@ -7,9 +7,10 @@ the driver's `cluster.metadata` mirrors exactly what tests created.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .errors import AlreadyExistsError, InvalidRequest
 from .types import CqlType, Desc

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from .binding import collect_variables
 from .connection import ClientConnection
@@ -59,7 +60,7 @@ class CqlServer:
         self._accept_thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------
-    def start(self) -> "CqlServer":
+    def start(self) -> CqlServer:
         """Bind and listen; returns once connections are accepted (in background threads)."""
         if self._listener is not None:
             return self
@@ -93,7 +94,7 @@ class CqlServer:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def __enter__(self) -> "CqlServer":
+    def __enter__(self) -> CqlServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .schema import Table
 
 try:  # Murmur3 partitioner token, for Cassandra's full-scan order; optional.
     from cassandra.murmur3 import murmur3 as _murmur3
-except Exception:  # pragma: no cover - the driver is always installed in this project
+except ImportError:  # pragma: no cover - the driver is always installed in this project
     _murmur3 = None
 
 

@@ -9,8 +9,9 @@ Column sets follow Cassandra 4.1.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .ddl import TABLE_OPTION_DEFAULTS
 from .schema import CLUSTERING, PARTITION_KEY, REGULAR, Catalog, Column, Keyspace, Table

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from cassandra import (ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout, WriteType)
+from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout, WriteType
 from cassandra.cluster import ExecutionProfile, NoHostAvailable
-from cassandra.policies import (ConstantReconnectionPolicy, DCAwareRoundRobinPolicy, FallthroughRetryPolicy,
-                                TokenAwarePolicy)
+from cassandra.policies import (
+    ConstantReconnectionPolicy,
+    DCAwareRoundRobinPolicy,
+    FallthroughRetryPolicy,
+    TokenAwarePolicy,
+)
 from cassandra.protocol import OverloadedErrorMessage, ServerError
 from cassandra.query import BatchStatement, SimpleStatement
 

@@ -12,9 +12,17 @@ import pytest
 from cassandra import ConsistencyLevel
 from cassandra.cluster import NoHostAvailable
 from cassandra.policies import ConstantReconnectionPolicy
-from cassandra.protocol import (ErrorMessage, OptionsMessage, PreparedQueryNotFound, PrepareMessage,
-                                ProtocolException, ResultMessage, StartupMessage, SupportedMessage,
-                                _ProtocolHandler)
+from cassandra.protocol import (
+    ErrorMessage,
+    OptionsMessage,
+    PreparedQueryNotFound,
+    PrepareMessage,
+    ProtocolException,
+    ResultMessage,
+    StartupMessage,
+    SupportedMessage,
+    _ProtocolHandler,
+)
 
 from tests.cqlserver import CqlServer
 from tests.cqlserver.fixtures import connect_cluster

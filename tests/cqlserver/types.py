@@ -15,9 +15,10 @@ import math
 import re
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import total_ordering
-from typing import Any, Callable
+from typing import Any
 
 from .errors import InvalidRequest, SyntaxError_
 from .wire import Writer
@@ -215,7 +216,7 @@ class _Decimal(CqlType):
         return super().from_literal(kind, value)
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 class _Timestamp(CqlType):
@@ -231,7 +232,7 @@ class _Timestamp(CqlType):
     def coerce(self, value: Any) -> int:
         if isinstance(value, _dt.datetime):
             if value.tzinfo is None:
-                value = value.replace(tzinfo=_dt.timezone.utc)
+                value = value.replace(tzinfo=_dt.UTC)
             return (value - _EPOCH) // _dt.timedelta(milliseconds=1)
         return int(value)
 
@@ -513,7 +514,7 @@ class Desc:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Desc) and self.key == other.key
 
-    def __lt__(self, other: "Desc") -> bool:
+    def __lt__(self, other: Desc) -> bool:
         return other.key < self.key
 
     def __hash__(self) -> int:

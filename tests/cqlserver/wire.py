@@ -18,9 +18,9 @@ from .errors import ProtocolError
 class _Unset:
     """The [value] of length -2: 'not set', leaves the stored value untouched (v4+)."""
 
-    _instance: "_Unset | None" = None
+    _instance: _Unset | None = None
 
-    def __new__(cls) -> "_Unset":
+    def __new__(cls) -> _Unset:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -99,7 +99,7 @@ class Reader:
         n = self.int()
         return None if n < 0 else self._take(n)
 
-    def value(self) -> bytes | None | _Unset:
+    def value(self) -> bytes | _Unset | None:
         n = self.int()
         if n == -1:
             return None
@@ -135,60 +135,60 @@ class Writer:
     def getvalue(self) -> bytes:
         return bytes(self._buf)
 
-    def raw(self, data: bytes) -> "Writer":
+    def raw(self, data: bytes) -> Writer:
         self._buf += data
         return self
 
-    def byte(self, b: int) -> "Writer":
+    def byte(self, b: int) -> Writer:
         self._buf.append(b & 0xFF)
         return self
 
-    def short(self, n: int) -> "Writer":
+    def short(self, n: int) -> Writer:
         self._buf += _SHORT.pack(n)
         return self
 
-    def int(self, n: int) -> "Writer":
+    def int(self, n: int) -> Writer:
         self._buf += _INT.pack(n)
         return self
 
-    def long(self, n: int) -> "Writer":
+    def long(self, n: int) -> Writer:
         self._buf += _LONG.pack(n)
         return self
 
-    def string(self, s: str) -> "Writer":
+    def string(self, s: str) -> Writer:
         data = s.encode("utf-8")
         return self.short(len(data)).raw(data)
 
-    def long_string(self, s: str) -> "Writer":
+    def long_string(self, s: str) -> Writer:
         data = s.encode("utf-8")
         return self.int(len(data)).raw(data)
 
-    def short_bytes(self, data: bytes) -> "Writer":
+    def short_bytes(self, data: bytes) -> Writer:
         return self.short(len(data)).raw(data)
 
-    def bytes(self, data: bytes | None) -> "Writer":
+    def bytes(self, data: bytes | None) -> Writer:
         if data is None:
             return self.int(-1)
         return self.int(len(data)).raw(data)
 
-    def string_list(self, items: list[str]) -> "Writer":
+    def string_list(self, items: list[str]) -> Writer:
         self.short(len(items))
         for item in items:
             self.string(item)
         return self
 
-    def string_multimap(self, mapping: dict[str, list[str]]) -> "Writer":
+    def string_multimap(self, mapping: dict[str, list[str]]) -> Writer:
         self.short(len(mapping))
         for key, values in mapping.items():
             self.string(key).string_list(values)
         return self
 
-    def consistency(self, name: str) -> "Writer":
+    def consistency(self, name: str) -> Writer:
         return self.short(CONSISTENCY_CODES[name])
 
-    def uuid(self, value: uuid.UUID) -> "Writer":
+    def uuid(self, value: uuid.UUID) -> Writer:
         return self.raw(value.bytes)
 
-    def inet(self, host: str, port: int) -> "Writer":
+    def inet(self, host: str, port: int) -> Writer:
         packed = ipaddress.ip_address(host).packed
         return self.byte(len(packed)).raw(packed).int(port)

@@ -15,8 +15,20 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.chart import (CHART, KUBE_VERSION, NAMESPACE, ROOT, Manifest, lint, notes, one, render,
-                                scenario_names, scenario_values, validate_schema)
+from tests.deploy.chart import (
+    CHART,
+    KUBE_VERSION,
+    NAMESPACE,
+    ROOT,
+    Manifest,
+    lint,
+    notes,
+    one,
+    render,
+    scenario_names,
+    scenario_values,
+    validate_schema,
+)
 
 SCENARIOS = scenario_names()
 #: Custom resources of the Prometheus Operator: no Kubernetes schema exists for them (their content

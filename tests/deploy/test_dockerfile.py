@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tomllib
 import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 

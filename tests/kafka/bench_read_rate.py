@@ -126,7 +126,7 @@ def bench_setup() -> Iterator[dict[str, Callable[[], int]]]:
 
 @pytest.mark.benchmark
 @pytest.mark.parametrize("reader", ["bare consume", "emit_partition", "read_arrow"])
-def test_read_rate(benchmark, bench_setup: dict[str, Callable[[], int]], reader: str) -> None:  # noqa: ANN001
+def test_read_rate(benchmark, bench_setup: dict[str, Callable[[], int]], reader: str) -> None:
     """Records/s of one reader over the same 100k records (compare the rows of the three)."""
     fn = bench_setup[reader]
     fn()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -103,7 +103,7 @@ def test_a_refusal_while_publishing_offsets_stops_the_next_discovery() -> None:
     coordinator = discovery.KafkaCoordinator(spout_config(), "topo")
     publisher = coordinator._publisher
     publisher._refused = refused(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED), publisher._conf, "group trident-topo")
-    with pytest.raises(AccessRefusedError, match="authorization refused .* group trident-topo"):
+    with pytest.raises(AccessRefusedError, match=r"authorization refused .* group trident-topo"):
         coordinator.partitions()
 
 
@@ -123,7 +123,7 @@ def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest
 def test_a_read_refused_by_an_acl_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consumers, "Consumer", lambda conf: RefusingClient(conf, told=None))
     pool = consumers.ConsumerPool()
-    with pytest.raises(AccessRefusedError, match="authorization refused .*topic words"):
+    with pytest.raises(AccessRefusedError, match=r"authorization refused .*topic words"):
         with pool.lease(spout_config().consumer_config("topo")):
             raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "topic words: not authorized"))
 
@@ -183,7 +183,7 @@ class HidingClient(RefusingClient):
 def test_a_listed_topic_hidden_by_a_missing_acl_is_an_authorization_refusal_not_a_missing_topic(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(discovery, "Consumer", lambda conf: HidingClient(conf, told=None))
-    with pytest.raises(AccessRefusedError, match="authorization refused .* for principal User:trident: topic words"):
+    with pytest.raises(AccessRefusedError, match=r"authorization refused .* for principal User:trident: topic words"):
         discovery.KafkaCoordinator(spout_config(), "topo").refresh()
 
 
@@ -210,7 +210,7 @@ def test_a_refusal_seen_before_a_success_is_no_verdict_on_a_later_outage(monkeyp
     outage stays an outage."""
 
     class Flaky(RefusingClient):
-        answers = ["fail", "ok", "fail"]
+        answers: ClassVar[list[str]] = ["fail", "ok", "fail"]  # one client per call: the script is shared
 
         def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
             if self.answers.pop(0) == "fail":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, KafkaError, Message
@@ -33,7 +33,7 @@ def test_offsets_with_and_without_gaps_and_missing_timestamps() -> None:
         assert [r["offset"] for r in rows] == offsets
         assert [r["partition"] for r in rows] == [2] * 4 and [r["topic"] for r in rows] == ["t"] * 4
         assert [r["value"] for r in rows] == [b"v%d" % o for o in offsets]
-        expected = [None if o == 7 else datetime.fromtimestamp((T0 + o) / 1000, timezone.utc) for o in offsets]
+        expected = [None if o == 7 else datetime.fromtimestamp((T0 + o) / 1000, UTC) for o in offsets]
         assert [r["timestamp"] for r in rows] == expected
         assert [r["headers"] for r in rows] == [[]] * 4
     assert batch.column("timestamp").type == pa.timestamp("us", tz="UTC")

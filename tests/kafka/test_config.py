@@ -46,7 +46,7 @@ def test_properties_pass_through_but_cannot_override_correctness_settings() -> N
     assert {k: conf[k] for k in SECRETS} == SECRETS
     assert conf["isolation.level"] == "read_committed" and conf["enable.auto.commit"] == "false"
     assert conf["auto.offset.reset"] == "error" and conf["group.id"] == "trident-topo"
-    with pytest.raises(ValueError, match="auto.offset.reset"):
+    with pytest.raises(ValueError, match=r"auto.offset.reset"):
         KafkaSpoutConfig("b:9092", topics=("t",), properties={"auto.offset.reset": "earliest"})
 
 

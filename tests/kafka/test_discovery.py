@@ -61,7 +61,7 @@ def test_pattern_discovers_a_topic_created_mid_run_after_the_interval(kafka_peer
         deadline = time.monotonic() + 10
         while len(coord.partitions()) < 3 and time.monotonic() < deadline:
             clock.now += 60
-        assert coord.partitions() == parts(f"{prefix}-one", 2) + [Partition(f"{prefix}-two", 0)]
+        assert coord.partitions() == [*parts(f"{prefix}-one", 2), Partition(f"{prefix}-two", 0)]
     finally:
         coord.close()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -40,7 +40,7 @@ class Pipeline:
     """A word count over a spout, stored in memory, restartable over the same store and backing map."""
 
     spout: KafkaSpout
-    caps: Caps = Caps(per_partition=100, per_batch=1000)
+    caps: Caps = field(default_factory=lambda: Caps(per_partition=100, per_batch=1000))
     transactional_state: bool = False
 
     def __post_init__(self) -> None:

@@ -58,7 +58,7 @@ def test_a_pattern_that_matches_nothing_is_reported(kafka_cluster: MockKafkaClus
 def test_an_unreachable_cluster_is_named_and_transient() -> None:
     coordinator = KafkaCoordinator(config("127.0.0.1:1", topics=["t"], request_timeout_s=0.5), "topo")
     try:
-        with pytest.raises(SourceUnavailableError, match="127.0.0.1:1") as info:
+        with pytest.raises(SourceUnavailableError, match=r"127.0.0.1:1") as info:
             coordinator.partitions()
     finally:
         coordinator.close()

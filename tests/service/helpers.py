@@ -296,7 +296,7 @@ class CqlServerProcess:
         self._session_: Any = None
 
     def __enter__(self) -> CqlServerProcess:
-        out = open(self.log, "wb")  # noqa: SIM115 - closed with the process
+        out = open(self.log, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.cqlserver", "--port", str(self.port)], cwd=ROOT,
                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.config import (ConfigError, ServiceConfig, compile_pipeline, coordinator_config, describe, load, loads,
-                        parse)
+from app.config import ConfigError, ServiceConfig, compile_pipeline, coordinator_config, describe, load, loads, parse
 from app.coordinator import CoordinatorConfig
 from app.topology import Agg, Topology
 from spouts.kafka import FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout

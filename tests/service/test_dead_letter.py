@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from app.dead_letters import coordinates_of
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from tests.service.helpers import ServiceProcess, free_port, state_documents
 from tests.service import test_kill
+from tests.service.helpers import ServiceProcess, free_port, state_documents
 from tests.service.test_kill import drain_then_terminate, kill_at_random_moments
 
 KILLS = int(os.environ.get("TRIDENT_DEAD_LETTER_KILLS", "10"))

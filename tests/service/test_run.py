@@ -11,8 +11,15 @@ import pytest
 import yaml
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from tests.service.helpers import (SentenceProducer, ServiceProcess, committed_txid, free_port, lease_row,
-                                   word_count_config, word_counts)
+from tests.service.helpers import (
+    SentenceProducer,
+    ServiceProcess,
+    committed_txid,
+    free_port,
+    lease_row,
+    word_count_config,
+    word_counts,
+)
 
 CANARY = "s3cret-canary-9f2"
 

@@ -26,7 +26,15 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Producer
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from tests.peers import REAL_KAFKA, missing_peer
 from tests.realstack import find
@@ -145,7 +153,7 @@ def _grant_cassandra(stack: SecuredStack) -> None:
         try:
             session = cql_session(stack, *CASSANDRA_SUPERUSER)
             break
-        except Exception:  # noqa: BLE001 - retried until the deadline
+        except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1)

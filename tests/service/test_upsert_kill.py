@@ -18,8 +18,8 @@ import yaml
 from confluent_kafka import Producer
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from tests.service.helpers import ServiceProcess, free_port, state_documents, word_count_config
 from tests.service import test_kill
+from tests.service.helpers import ServiceProcess, free_port, state_documents, word_count_config
 from tests.service.test_kill import SEED, drain_then_terminate, kill_at_random_moments
 
 KILLS = int(os.environ.get("TRIDENT_UPSERT_KILL_TEST_KILLS", "8"))

@@ -22,7 +22,16 @@ from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps
 from states import Count, Sum, combiner
 from states.factory import StateFactory
-from tests.spark.helpers import Topic, amounts, coordinator, expected_amounts, expected_words, lines, sqlite_table, word_counts
+from tests.spark.helpers import (
+    Topic,
+    amounts,
+    coordinator,
+    expected_amounts,
+    expected_words,
+    lines,
+    sqlite_table,
+    word_counts,
+)
 
 CAPS = Caps(per_partition=120, per_batch=300)
 

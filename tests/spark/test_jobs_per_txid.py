@@ -91,7 +91,7 @@ def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_
         with monkeypatch.context() as m:
             m.setattr(client, "send_command", counted)
             sent[0] = 0
-            records = executor._records(batch(n), metas[:n])
+            records = executor.read_records(batch(n), metas[:n])
             calls[n] = sent[0]
         kept.append(records)
     assert calls[6] == calls[1], calls

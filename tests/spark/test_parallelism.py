@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.spark import SparkExecutor
-from app.spark import parallelism
+from app.spark import SparkExecutor, parallelism
 from app.spark.parallelism import Parallelism, Seen, choose, observe
 from app.topology import Topology
 from spouts.planner import Caps

@@ -26,13 +26,13 @@ from prometheus_client import CollectorRegistry
 from app.metrics import Metrics
 from app.spark import SparkExecutor
 from app.topology import Topology
+from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.kafka.fixtures import RealKafkaPeer
+from tests.kafka.helpers import config
 from tests.peers import REAL_KAFKA, missing_peer
 from tests.spark.faults import FailTask, fired
-from spouts.planner import Caps
 from tests.spark.helpers import WORDS, coordinator, lines, word_counts
-from tests.kafka.helpers import config
 from tests.states.backends import cassandra_peer
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.real_cassandra]

@@ -94,7 +94,7 @@ def test_bad_topologies_are_refused_at_construction(spark: Any, spark_kafka: Any
         SparkExecutor(spark, decimal)
     bad_sql = Topology("units-sql")
     word_counts(lines(bad_sql, topic.spout(bad_sql.name)).filter("no_such_column > 1"), _sqlite(tmp_path))
-    with pytest.raises(TopologyCompileError, match="sink 'word_counts'.*no_such_column"):
+    with pytest.raises(TopologyCompileError, match=r"sink 'word_counts'.*no_such_column"):
         SparkExecutor(spark, bad_sql)
     memory = Topology("units-memory")
     word_counts(lines(memory, topic.spout(memory.name)), StateFactory(backend="memory"))

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from states.cas import cas_update
 from states.cached import CasCachedMap
+from states.cas import cas_update
 from states.errors import CasRetriesExhaustedError, StaleBatchError
 from states.metrics import StateMetrics
 from states.opaque import OpaqueMap
@@ -138,7 +138,7 @@ class TestCasLoopContract:
     zombie writer is a compute that writes the key behind the loop's back, between its read and its
     compare-and-set."""
 
-    KEYS = [(f"w{i}", i) for i in range(60)]
+    KEYS = tuple((f"w{i}", i) for i in range(60))
 
     @pytest.fixture(params=[False, True], ids=["bare", "cached"])
     def loop(self, request: pytest.FixtureRequest, backend_name: str) -> tuple[Any, Any, StateMetrics]:

@@ -174,7 +174,7 @@ class TestZombies:
                                                  other_client: CassandraClient) -> None:
         """A zombie that committed txid 3 first leaves nothing to do: the writer's CAS fails onto identical values."""
         state, m = stack()
-        zombie, zm = stack(other_client)
+        zombie, _zm = stack(other_client)
         for txid in (1, 2):
             commit(state, txid)
         commit(zombie, 3)
@@ -202,7 +202,7 @@ class TestZombies:
         def run(s: OpaqueMap) -> None:
             try:
                 commit(s, 3)
-            except BaseException as e:  # surfaced below
+            except BaseException as e:  # noqa: BLE001 - surfaced below, whatever it is
                 errors.append(e)
 
         threads = [threading.Thread(target=run, args=(s,)) for s in (state, zombie)]
@@ -248,7 +248,7 @@ class TestZombies:
                                                               stack: Any, other_client: CassandraClient) -> None:
         """A zombie replaying txid 3 after txid 4 was stored raises StaleBatchError and changes no row."""
         state, _ = stack()
-        zombie, zm = stack(other_client)
+        zombie, _zm = stack(other_client)
         for txid in (1, 2):
             commit(state, txid)
         commit(zombie, 2)  # the zombie's view (and cache) stop at txid 2

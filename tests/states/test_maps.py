@@ -24,10 +24,10 @@ from states import (
     combiner,
 )
 from states.aggregators import combine_updater
-from states.memory import MemoryBackingMap
-from states.metrics import StateMetrics
 from states.errors import FATAL, CommitProtocolError
 from states.factory import StateFactory
+from states.memory import MemoryBackingMap
+from states.metrics import StateMetrics
 from states.protocols import CasBackingMap, CasResult
 from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue

@@ -6,7 +6,7 @@ import multiprocessing
 import pickle
 import sqlite3
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -53,7 +53,7 @@ def test_all_column_types_round_trip(db: Path) -> None:
     spec = MapSpec("typed", StateKind.OPAQUE, (Column("flag", "boolean"), Column("n", "int")),
                    (Column("x", "double"), Column("raw", "blob"), Column("at", "timestamp")))
     m = SqliteBackingMap(db, spec)
-    at = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=timezone.utc)
+    at = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=UTC)
     v = OpaqueValue(5, (0.1, b"\x00\xff", at), (2.0, b"", datetime(2024, 1, 1)))
     assert m.multi_cas([(True, -1)], [None], [v])[0].applied
     assert m.multi_get([(True, -1), (False, -1)]) == [v, None]

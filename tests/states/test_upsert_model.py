@@ -12,6 +12,7 @@ model of the batches committed so far.
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -43,7 +44,7 @@ def streams(draw: st.DrawFn) -> tuple[list[list[Rec]], list[list[set[str]]], int
         records.append((draw(st.sampled_from(KEYS)), draw(st.integers(0, 5)), p, o, value, tombstone))
     cuts = sorted(draw(st.lists(st.integers(0, n), max_size=4)))
     bounds = [0, *cuts, n]
-    batches = [records[i:j] for i, j in zip(bounds, bounds[1:])]
+    batches = [records[i:j] for i, j in itertools.pairwise(bounds)]
     attempts = [draw(st.lists(st.sets(st.sampled_from(KEYS)), max_size=2)) for _ in batches]
     return batches, attempts, draw(st.integers(0, 2**16))
 

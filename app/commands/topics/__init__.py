@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.commands.common import BAD_INPUT, FAILED, OK, PARTIAL, REFUSED, CommandError, load_config, parser, \
-    progress
+from app.commands.common import BAD_INPUT, FAILED, OK, PARTIAL, REFUSED, CommandError, load_config, parser, progress
 from app.commands.output import print_json
 from app.commands.topics.cluster import KafkaTopicCluster, TopicCluster
 from app.commands.topics.plan import Change, Plan, diff

@@ -22,9 +22,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from app.commands.offsets import kafka_reason
 from app.commands.topics.plan import TopicState
-from spouts.kafka.access import refused, watched
 from app.config.topics import TopicSettings
+from spouts.kafka.access import refused, watched
 
 
 class TopicCluster(Protocol):
@@ -70,12 +71,12 @@ class KafkaTopicCluster:
             futures = self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],
                                                    request_timeout=self.timeout_s)
         except KafkaException as e:
-            return {}, {n: _reason(e) for n in names}
+            return {}, {n: kafka_reason(e) for n in names}
         for resource, f in futures.items():
             try:
                 found[resource.name] = {k: v.value for k, v in f.result(self.timeout_s + 5).items()}
             except Exception as e:  # noqa: BLE001 - per topic: a KafkaException or a timeout; reported, not raised
-                errors[resource.name] = _reason(e)
+                errors[resource.name] = kafka_reason(e)
         return found, errors
 
     def create(self, topic: TopicSettings) -> None:
@@ -103,10 +104,5 @@ class KafkaTopicCluster:
                                 self._watch.conf, what)
                 if found is not None:  # e.g. no Create ACL: the principal and the ACL to check
                     raise found from None
-                raise RuntimeError(f"{what}: {_reason(e)}") from None
+                raise RuntimeError(f"{what}: {kafka_reason(e)}") from None
 
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, KafkaException) and e.args and hasattr(e.args[0], "str"):
-        return e.args[0].str()
-    return f"{type(e).__name__}: {e}"

@@ -8,7 +8,7 @@ executing them is the executor's job. Identifiers are already normalised
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Literal:
     value: Any
 
 
-Term = Union[Marker, Literal]
+Term = Marker | Literal
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Delete:
     timestamp: Term | None = None
 
 
-Modification = Union[Insert, Update, Delete]
+Modification = Insert | Update | Delete
 
 
 @dataclass
@@ -160,8 +160,7 @@ class Truncate:
     table: TableName
 
 
-Statement = Union[Select, Insert, Update, Delete, Batch, CreateKeyspace, DropKeyspace, Use,
-                  CreateTable, DropTable, Truncate]
+Statement = Select | Insert | Update | Delete | Batch | CreateKeyspace | DropKeyspace | Use | CreateTable | DropTable | Truncate
 
 
 @dataclass

@@ -6,7 +6,8 @@ in the style of Cassandra's ANTLR errors, never a Python exception.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import SyntaxError_
 from . import ast

@@ -112,7 +112,7 @@ def test_logical_types_decode(schema_registry: RegistrySettings) -> None:
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
         {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
         {"name": "attrs", "type": {"type": "map", "values": "long"}}]}
-    at = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
+    at = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.UTC)
     value = serializer(schema_registry, schema)(topic, {"at": at, "price": Decimal("12.34"), "attrs": {"a": 1}})
     out = decoder(schema_registry, topic).decode(raw_batch([value]), None)
     [row] = out.column("value").to_pylist()

@@ -60,7 +60,7 @@ def test_json_declared_types_become_typed_columns() -> None:
                                                         ("ratio", pa.float64())])
     rows = out.column("value").to_pylist()
     assert rows[0] == {"user": "u1", "amount": 5, "price": Decimal("12.50"), "ok": True,
-                       "at": dt.datetime(2024, 3, 1, 10, tzinfo=dt.timezone.utc), "day": dt.date(2024, 3, 1),
+                       "at": dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC), "day": dt.date(2024, 3, 1),
                        "ratio": 0.5}
     assert rows[1] == {"user": "u2", "amount": -3, "price": None, "ok": None, "at": None, "day": None, "ratio": None}
     assert rows[2] is None
@@ -79,7 +79,7 @@ def test_json_declared_types_become_typed_columns() -> None:
 ])
 def test_json_bad_record_is_isolated_and_reported(value: bytes, reason: str) -> None:
     good = [json.dumps({"user": f"u{i}", "amount": i}).encode() for i in range(40)]
-    values = good[:17] + [value] + good[17:] + [b'{"user":\n "multi-line", "amount": 9}']
+    values = [*good[:17], value, *good[17:], b'{"user":\n "multi-line", "amount": 9}']
     bad = Collected()
     out = decoder(RecordFormat.of({"type": "json", "fields": {"user": "string", "amount": "bigint"}})).decode(
         raw_batch(values, first_offset=1000, topic="sales", partition=4), bad)

@@ -98,7 +98,7 @@ def test_protobuf_message_named_in_the_config(schema_registry: RegistrySettings)
     d = decoder(schema_registry, topic, message="shop.Item")
     assert d.schema.field("value").type == pa.struct([("sku", pa.string())])
     assert d.decode(raw_batch([written]), None).column("value").to_pylist() == [{"sku": "x9"}]
-    with pytest.raises(ValueError, match="no message 'shop.Nope'"):
+    with pytest.raises(ValueError, match=r"no message 'shop.Nope'"):
         decoder(schema_registry, topic, message="shop.Nope")
 
 
