@@ -76,7 +76,7 @@ def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
     try:
         from app.commands.common import load_config
 
-        return cassandra_tls_refusal(load_config(path).cassandra)
+        return cassandra_tls_refusal(load_config(path).cassandra_settings())
     except Exception:  # noqa: BLE001 - only for the message
         return None
 

@@ -63,17 +63,18 @@ def check_access(config: ServiceConfig, metrics: Metrics) -> None:
             log.info("pipeline %s: Kafka not checked before start: %s", p.id, e)
         finally:
             coordinator.close()
-    if config.cassandra is not None and any(p.state.backend == "cassandra" for p in config.pipelines):
+    cassandra = config.cassandra_settings()
+    if cassandra is not None and any(p.state.backend == "cassandra" for p in config.pipelines):
         from states.cassandra.session import shared_client
 
         try:
-            shared_client(config.cassandra)  # connected once: the later claims reuse the session
+            shared_client(cassandra)  # connected once: the later claims reuse the session
             for p in config.pipelines:  # claimed again (a no-op) when the pipelines start
                 compile_pipeline(config, p, metrics=metrics).claim_tables()
         except Exception as e:
             if refusal(e) is not None:
                 raise
-            untrusted = cassandra_tls_refusal(config.cassandra)
+            untrusted = cassandra_tls_refusal(cassandra)
             if untrusted is not None:
                 raise untrusted from e
             log.info("Cassandra not checked before start: %s", e)

@@ -295,7 +295,7 @@ class Service:
         s = self.config.spark
         from app.spark.session import spark_session
 
-        master, conf, sized = sized_spark(s.master, {k: str(v) for k, v in s.conf})
+        master, conf, sized = sized_spark(s.master, dict(s.conf))
         for change in sized:
             log.info("sized to the container: %s", change)
         log.info("starting Spark (master %s)", master)

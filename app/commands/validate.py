@@ -40,11 +40,11 @@ def main(args: argparse.Namespace) -> int:
         raise CommandError("validate needs --config FILE (or --schema)", BAD_INPUT)
     config = load_config(args.config)
     compiled = compile_all(config, args.config)
-    plan = {"spark": {"master": config.spark.master, "conf": sorted(k for k, _ in config.spark.conf)},
+    plan = {"spark": {"master": config.spark.master, "conf": sorted(config.spark.conf)},
             "http": {"enabled": config.http.enabled, "host": config.http.host, "port": config.http.port},
             "pipelines": [describe(c.topology, c.coordinator) for c in compiled],
             "topics": [{"name": t.name, "partitions": t.partitions, "replication_factor": t.replication_factor,
-                        "configs": dict(t.configs)} for t in config.topics]}
+                        "configs": dict(t.configs)} for t in config.declared_topics()]}
     print(json.dumps(plan, indent=2))
     for w in retention_warnings(config):
         warn(w)

@@ -14,7 +14,7 @@ Kafka and Cassandra connections, Spark, the HTTP port, and one or more pipelines
         aggregates: [{count: {as: count}}]
         state: {backend: sqlite, table: word_counts, sqlite_path: data/state.db}
 
-:func:`load` returns a :class:`ServiceConfig` (frozen dataclasses); :func:`compile_pipeline` turns
+:func:`load` returns a :class:`ServiceConfig` (the validated, frozen models); :func:`compile_pipeline` turns
 one pipeline into the same objects the Python API builds: a :class:`~app.topology.Topology`, a
 :class:`~app.coordinator.CoordinatorConfig` and a :class:`~states.factory.StateFactory`. A bad
 field raises :class:`ConfigError` naming its path (``pipelines[0].state.table: ...``); unknown
@@ -26,12 +26,14 @@ repr, a log line or the printed plan. Every field and its default: ``docs/config
 Modules: :mod:`.schema` (pydantic models of the document: types, bounds, the one place for
 defaults, and the JSON Schema), :mod:`.errors` (ConfigError; pydantic's errors at their paths),
 :mod:`.sql` (Spark SQL parsed and resolved without Spark), :mod:`.parse` (YAML, interpolation,
-secret overrides, librdkafka's check, SQL resolution), :mod:`.settings` (the typed settings),
-:mod:`.compile` (settings to Topology, CoordinatorConfig and StateFactory), :mod:`.topics` (the
+secret overrides, librdkafka's check, SQL resolution), :mod:`.runtime` (a lower layer's dataclass filled
+from the model fields of the same name), :mod:`.compile` (the models to Topology, CoordinatorConfig and
+StateFactory), :mod:`.topics` (the
 declared Kafka topics and the retention check ``validate`` warns with).
 """
 
 from app.config.compile import (
+    CompiledPipeline,
     compile_pipeline,
     coordinator_config,
     describe,
@@ -40,35 +42,16 @@ from app.config.compile import (
 )
 from app.config.errors import ConfigError
 from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, parse
-from app.config.schema import json_schema
-from app.config.settings import (
-    AggregateSettings,
-    CompiledPipeline,
-    HttpSettings,
-    KafkaSettings,
-    PipelineSettings,
-    ServiceConfig,
-    ServiceSettings,
-    SparkSettings,
-    SpoutSettings,
-    StateSettings,
-)
+from app.config.schema import PipelineModel, ServiceConfig, json_schema
 from app.config.topics import TopicSettings, retention_warnings
 
 __all__ = [
     "AGGREGATORS",
     "SECRET_ENV",
-    "AggregateSettings",
     "CompiledPipeline",
     "ConfigError",
-    "HttpSettings",
-    "KafkaSettings",
-    "PipelineSettings",
+    "PipelineModel",
     "ServiceConfig",
-    "ServiceSettings",
-    "SparkSettings",
-    "SpoutSettings",
-    "StateSettings",
     "TopicSettings",
     "compile_pipeline",
     "coordinator_config",

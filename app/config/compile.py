@@ -1,45 +1,72 @@
-"""Compiling validated settings into the Python API's objects: Topology, CoordinatorConfig, StateFactory."""
+"""Compiling the validated config into the Python API's objects: Topology, CoordinatorConfig, StateFactory.
+
+Each runtime object is filled from the model fields of the same name (:func:`.runtime.build`): an option
+lives in its model and in the dataclass that uses it, and nowhere in between.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+from dataclasses import dataclass
 from typing import Any
 
 from app.config.parse import AGGREGATORS
-from app.config.settings import CompiledPipeline, PipelineSettings, ServiceConfig
+from app.config.runtime import build
+from app.config.schema import PipelineModel, ServiceConfig
 from app.coordinator import CoordinatorConfig
 from app.topology import Agg, Topology
 from spouts.kafka.config import KafkaSpoutConfig, redact
+from spouts.kafka.formats import RecordFormat
 from spouts.protocols import SpoutKind
 from states.cassandra.settings import CassandraSettings
 from states.factory import StateFactory
 
 
-def spout_config(config: ServiceConfig, p: PipelineSettings) -> KafkaSpoutConfig:
-    s, k = p.spout, config.kafka
-    return KafkaSpoutConfig(k.bootstrap_servers, topics=s.topics, topic_pattern=s.topic_pattern,
-                            first_poll=s.first_poll, first_poll_timestamp_ms=s.first_poll_timestamp_ms,
-                            data_loss=s.data_loss, isolation_level=k.isolation_level,
-                            discovery_interval_s=s.discovery_interval_s, group_id=s.group_id,
-                            request_timeout_s=k.request_timeout_s, read_timeout_s=k.read_timeout_s,
-                            properties=dict(k.properties), key_format=s.key_format, value_format=s.value_format,
-                            schema_registry=k.schema_registry)
+@dataclass(frozen=True, slots=True)
+class CompiledPipeline:
+    """One pipeline as the Python API objects the service runs."""
+
+    topology: Topology
+    coordinator: CoordinatorConfig
+    state: StateFactory
+
+    @property
+    def id(self) -> str:
+        return self.topology.name
+
+    def store(self) -> Any:
+        """The transactional-state store (and lease) of this topology, on the state's backend."""
+        return self.state.txstate_store(self.topology.name)
+
+    def claim_tables(self) -> None:
+        """Record this topology as the owner of every table it writes, before its first batch.
+
+        Raises :class:`~states.ownership.TableOwnedError` (permanent) when another pipeline owns one.
+        """
+        from states.ownership import claim_table
+
+        for _, sink in self.topology.sinks:
+            claim_table(sink.factory, sink.name, self.topology.name)
 
 
-def state_factory(config: ServiceConfig, p: PipelineSettings) -> StateFactory:
-    st = p.state
-    return StateFactory(kind=st.kind, backend=st.backend,
-                        sqlite_path=st.sqlite_path if st.backend == "sqlite" else None,
-                        cassandra=config.cassandra if st.backend == "cassandra" else None,
-                        cache_size=st.cache_size)
+def spout_config(config: ServiceConfig, p: PipelineModel) -> KafkaSpoutConfig:
+    """The pipeline's spout settings and the cluster's connection, as the Kafka spout takes them."""
+    return build(KafkaSpoutConfig, p.spout, config.kafka)
 
 
-def coordinator_config(config: ServiceConfig, p: PipelineSettings) -> CoordinatorConfig:
-    return CoordinatorConfig(caps=p.spout.caps, max_pending=p.max_pending, retention=p.retention,
-                             lease_ttl_s=p.lease_ttl_s, owner=config.service.owner, idle_sleep_s=p.idle_sleep_s,
-                             accept_at_least_once=p.accept_at_least_once, outage_limit_s=p.outage_limit_s)
+def state_factory(config: ServiceConfig, p: PipelineModel) -> StateFactory:
+    cassandra = p.state.backend == "cassandra"
+    return build(StateFactory, p.state, cassandra=config.cassandra_settings() if cassandra else None,
+                 sqlite_path=None if cassandra else p.state.sqlite_path)
 
 
-def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *, metrics: Any = None) -> CompiledPipeline:
+def coordinator_config(config: ServiceConfig, p: PipelineModel) -> CoordinatorConfig:
+    assert config.service.owner is not None, "parse() chooses the owner"
+    return build(CoordinatorConfig, p, p.spout, owner=config.service.owner)
+
+
+def compile_pipeline(config: ServiceConfig, pipeline: PipelineModel | str, *, metrics: Any = None) -> CompiledPipeline:
     """The topology, coordinator settings and state factory that ``pipeline`` describes.
 
     ``metrics`` (an :class:`app.metrics.Metrics`) lets the spout publish partition lag.
@@ -48,12 +75,13 @@ def compile_pipeline(config: ServiceConfig, pipeline: PipelineSettings | str, *,
 
     p = config.pipeline(pipeline) if isinstance(pipeline, str) else pipeline
     spout_cls = TransactionalKafkaSpout if p.spout.kind is SpoutKind.TRANSACTIONAL else KafkaSpout
-    topology = Topology(p.id, errors=p.errors)
+    topology = Topology(p.id, errors=p.error_policy())
     stream = topology.new_stream(spout_cls(spout_config(config, p), p.id, metrics))
-    for kind, exprs in p.transforms:
+    for kind, exprs in (t.step() for t in p.transforms):
         stream = stream.filter(exprs[0]) if kind == "filter" else getattr(stream, kind)(*exprs)
     factory = state_factory(config, p)
-    aggs = [Agg(AGGREGATORS[a.function](), a.output, a.input) for a in p.aggregates]
+    aggs = [Agg(AGGREGATORS[function](), output, input_)
+            for function, input_, output in (a.function() for a in p.aggregates)]
     tombstones, ttl_s = p.state.tombstones, p.state.ttl_s
     if p.group_by:
         stream.group_by(*p.group_by).persistent_aggregate(factory, aggs, name=p.state.table, tombstones=tombstones,
@@ -72,6 +100,7 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
     """
     spout = topology.spout
     cfg = getattr(spout, "config", None)
+    spout_fields = _spout_summary(cfg, topology.name) if isinstance(cfg, KafkaSpoutConfig) else {}
     sinks = []
     for stream, sink in topology.sinks:
         f = sink.factory
@@ -87,31 +116,36 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
                       "cache_size": f.cache_size},
             "tombstones": getattr(sink, "tombstones", None), "ttl_s": getattr(sink, "ttl_s", None),
         })
-    c = coordinator
     return {
         "topology": topology.name,
         "spout": {
             "class": type(spout).__name__, "kind": spout.kind.value if spout is not None else None,
-            "bootstrap_servers": cfg.bootstrap_servers if cfg else None,
-            "topics": list(cfg.topics) if cfg else None, "topic_pattern": cfg.topic_pattern if cfg else None,
-            "first_poll": cfg.first_poll.value if cfg else None,
-            "first_poll_timestamp_ms": cfg.first_poll_timestamp_ms if cfg else None,
-            "data_loss": cfg.data_loss.value if cfg else None,
-            "isolation_level": cfg.isolation_level if cfg else None,
-            "discovery_interval_s": cfg.discovery_interval_s if cfg else None,
-            "group_id": cfg.group(topology.name) if cfg else None,
-            "properties": redact(dict(cfg.properties)) if cfg else None,
-            "key_format": cfg.key_format.describe() if cfg else None,
-            "value_format": cfg.value_format.describe() if cfg else None,
-            "schema_registry": repr(cfg.schema_registry) if cfg and cfg.schema_registry else None,
+            **spout_fields,
         },
         "sinks": sinks,
         "errors": topology.errors.describe(),
-        "coordinator": {"caps": {"per_partition": c.caps.per_partition, "per_batch": c.caps.per_batch},
-                        "max_pending": c.max_pending, "retention": c.retention, "lease_ttl_s": c.lease_ttl_s,
-                        "owner": c.owner, "idle_sleep_s": c.idle_sleep_s, "outage_limit_s": c.outage_limit_s,
-                        "accept_at_least_once": c.accept_at_least_once},
+        "coordinator": _plain(coordinator),
     }
+
+
+def _spout_summary(cfg: KafkaSpoutConfig, topology_id: str) -> dict[str, Any]:
+    """Every field of a spout config, plain and secret-free (the group as the spout will use it)."""
+    out: dict[str, Any] = _plain(cfg)
+    out.update(group_id=cfg.group(topology_id), properties=redact(dict(cfg.properties)),
+               schema_registry=repr(cfg.schema_registry) if cfg.schema_registry else None)
+    return out
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, enum.Enum):
+        return v.value
+    if isinstance(v, RecordFormat):
+        return v.describe()
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, tuple):
+        return list(v)
+    return v
 
 
 def _cassandra_summary(s: CassandraSettings) -> dict[str, Any]:

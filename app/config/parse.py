@@ -1,5 +1,5 @@
 """Reading a config: YAML, ``${ENV}`` interpolation, secret overrides, the models of :mod:`.schema`, then
-what needs Spark SQL or librdkafka to tell, into the typed settings of :mod:`.settings`."""
+what needs Spark SQL or librdkafka to tell. The validated models are the service's configuration."""
 
 from __future__ import annotations
 
@@ -15,26 +15,9 @@ from pydantic import ValidationError
 
 from app.config import sql
 from app.config.errors import ConfigError, config_error
-from app.config.schema import CassandraModel, Document, KafkaModel, PipelineModel
-from app.config.settings import (
-    AggregateSettings,
-    HttpSettings,
-    KafkaSettings,
-    PipelineSettings,
-    ServiceConfig,
-    ServiceSettings,
-    SparkSettings,
-    SpoutSettings,
-    StateSettings,
-)
-from app.config.topics import TopicSettings
-from app.error_policy import Action, ErrorPolicy
-from spouts.kafka.config import FirstPoll, KafkaSpoutConfig
-from spouts.planner import Caps
-from spouts.protocols import DataLossPolicy, SpoutKind
+from app.config.schema import Document, KafkaModel, PipelineModel, ServiceConfig
+from spouts.kafka.config import KafkaSpoutConfig
 from states.aggregators import CombinerAggregator, Count, First, Latest, Max, Min, Sum
-from states.cassandra.settings import CassandraSettings, Secret, TlsSettings
-from states.spec import StateKind
 
 #: Environment variables that override secrets (and the settings secrets travel with).
 #: name -> (section, key): ``kafka`` keys are librdkafka properties, ``cassandra`` keys are settings.
@@ -84,18 +67,11 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
         m = Document.model_validate(doc)
     except ValidationError as e:
         raise config_error(e, Document) from None
-    pipelines = tuple(_pipeline(f"pipelines[{i}]", p, doc["pipelines"][i]) for i, p in enumerate(m.pipelines))
-    s = m.service
-    return ServiceConfig(
-        kafka=_kafka(m.kafka), pipelines=pipelines, cassandra=_cassandra(m.cassandra),
-        spark=SparkSettings(master=m.spark.master, app_name=m.spark.app_name, conf=tuple(sorted(m.spark.conf.items())),
-                            executors_gone_s=m.spark.executors_gone_s),
-        http=HttpSettings(enabled=m.http.enabled, host=m.http.host, port=m.http.port),
-        service=ServiceSettings(owner=s.owner_or_unique(), ready_window_s=s.ready_window_s,
-                                shutdown_grace_s=s.shutdown_grace_s, log_level=s.log_level,
-                                on_pipeline_failure=s.on_pipeline_failure, standby_ready=s.standby_ready),
-        topics=tuple(TopicSettings(name, t.partitions, t.replication_factor, tuple(sorted(t.configs.items())))
-                     for name, t in m.topics.items()))
+    _check_kafka(m.kafka)
+    for i, p in enumerate(m.pipelines):
+        _check_pipeline(f"pipelines[{i}]", p, doc["pipelines"][i])
+    # the lease owner is chosen once per process: every pipeline of it holds its lease under one name
+    return m.model_copy(update={"service": m.service.model_copy(update={"owner": m.service.owner_or_unique()})})
 
 
 def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:
@@ -137,7 +113,7 @@ def _with_secrets(doc: Any, env: Mapping[str, str]) -> Any:
 
 # -- what the models alone cannot tell ------------------------------------------------------------------
 
-def _kafka(m: KafkaModel) -> KafkaSettings:
+def _check_kafka(m: KafkaModel) -> None:
     props = dict(m.properties)
     mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI")).upper()
     if props.get("security.protocol", "").upper().startswith("SASL") and mechanism in _PASSWORD_MECHANISMS \
@@ -149,10 +125,6 @@ def _kafka(m: KafkaModel) -> KafkaSettings:
     except ValueError as e:
         raise ConfigError("kafka.properties", str(e)) from None
     _librdkafka_accepts("kafka.properties", props)
-    return KafkaSettings(bootstrap_servers=m.bootstrap_servers, properties=tuple(sorted(props.items())),
-                         isolation_level=m.isolation_level, request_timeout_s=m.request_timeout_s,
-                         read_timeout_s=m.read_timeout_s,
-                         schema_registry=None if m.schema_registry is None else m.schema_registry.settings())
 
 
 def _librdkafka_accepts(path: str, props: Mapping[str, str]) -> None:
@@ -172,51 +144,19 @@ def _librdkafka_accepts(path: str, props: Mapping[str, str]) -> None:
         raise ConfigError(f"{path}.{key}" if key else path, f"librdkafka refuses it: {message}") from None
 
 
-def _cassandra(m: CassandraModel | None) -> CassandraSettings | None:
-    if m is None:
-        return None
-    t = m.tls
-    return CassandraSettings(
-        contact_points=tuple(m.contact_points), port=m.port, keyspace=m.keyspace, local_dc=m.local_dc,
-        consistency=m.consistency, serial_consistency=m.serial_consistency, username=m.username,
-        password=None if m.password is None else Secret(m.password.get_secret_value()),
-        tls=TlsSettings(enabled=t.enabled, ca_file=t.ca_file, cert_file=t.cert_file, key_file=t.key_file,
-                        check_hostname=t.check_hostname),
-        max_concurrency=m.max_concurrency, max_retries=m.max_retries, backoff_initial_s=m.backoff_initial_s,
-        backoff_max_s=m.backoff_max_s, request_timeout_s=m.request_timeout_s, connect_timeout_s=m.connect_timeout_s,
-        reconnect_base_s=m.reconnect_base_s, reconnect_max_s=m.reconnect_max_s, protocol_version=m.protocol_version,
-        create_keyspace=m.create_keyspace, replication=tuple(sorted(m.replication.items())))
-
-
-def _pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> PipelineSettings:
-    transforms, columns = _transforms(f"{path}.transforms", m, raw.get("transforms") or [])
+def _check_pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> None:
+    """Every transform parses and names columns that exist where it runs; so do the group-by and aggregate fields."""
+    columns = _transforms(f"{path}.transforms", m, raw.get("transforms") or [])
     for i, field in enumerate(m.group_by):
         _resolve(f"{path}.group_by[{i}]", field, columns)
-    aggregates = []
     for i, a in enumerate(m.aggregates):
-        function, input_, output = a.function()
+        function, input_, _ = a.function()
         if input_ is not None:
             _resolve(f"{path}.aggregates[{i}].{function}.field", input_, columns)
-        aggregates.append(AggregateSettings(function, output, input_))
-    s, st = m.spout, m.state
-    spout = SpoutSettings(kind=SpoutKind(s.kind), topics=tuple(s.topics), topic_pattern=s.topic_pattern,
-                          first_poll=FirstPoll(s.first_poll), first_poll_timestamp_ms=s.first_poll_timestamp_ms,
-                          caps=Caps(s.caps.per_partition, s.caps.per_batch), data_loss=DataLossPolicy(s.data_loss),
-                          discovery_interval_s=s.discovery_interval_s, group_id=s.group_id,
-                          key_format=s.key_format.format(), value_format=s.value_format.format())
-    state = StateSettings(kind=StateKind(st.kind), backend=st.backend, table=st.table, sqlite_path=st.sqlite_path,
-                          cache_size=st.cache_size, tombstones=st.tombstones, ttl_s=st.ttl_s)
-    return PipelineSettings(id=m.id, spout=spout, transforms=transforms, group_by=tuple(m.group_by),
-                            aggregates=tuple(aggregates), state=state, max_pending=m.max_pending,
-                            accept_at_least_once=m.accept_at_least_once, lease_ttl_s=m.lease_ttl_s,
-                            retention=m.retention, idle_sleep_s=m.idle_sleep_s,
-                            outage_limit_s=m.outage_limit_s, errors=_errors(m.errors))
 
 
-def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tuple[str, tuple[str, ...]], ...],
-                                                                         sql.Columns]:
-    """The steps, each expression parsed and resolved against the columns it sees, and the columns after them."""
-    out = []
+def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> sql.Columns:
+    """Each step's expressions parsed and resolved against the columns it sees; the columns after the steps."""
     columns = sql.Columns()
     for i, t in enumerate(m.transforms):
         kind, exprs = t.step()
@@ -234,18 +174,9 @@ def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> tuple[tuple[tupl
                                       f"{columns.shown()})")
             trees.append(tree)
         columns = sql.step(kind, trees, columns)
-        out.append((kind, exprs))
-    return tuple(out), columns
+    return columns
 
 
 def _resolve(path: str, name: str, columns: sql.Columns) -> None:
     if columns.missing([name]):
         raise ConfigError(path, f"unknown column {name!r} (after the transforms the columns are {columns.shown()})")
-
-
-def _errors(m: object) -> ErrorPolicy:
-    """The pipeline's ``errors:`` as an :class:`~app.error_policy.ErrorPolicy`."""
-    dead_letter = getattr(m, "dead_letter", None)
-    if dead_letter is not None:
-        return ErrorPolicy.dead_letter(dead_letter.topic)
-    return ErrorPolicy(Action(str(m)))

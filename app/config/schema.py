@@ -8,6 +8,7 @@ exports the same models for editors and for the Helm chart's ``values.schema.jso
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 from typing import Annotated, Any
@@ -18,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     PlainValidator,
     SecretStr,
     StrictBool,
@@ -29,12 +31,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.config.runtime import build
+from app.config.topics import TopicSettings
+from app.error_policy import Action, ErrorPolicy
 from app.guarantees import check_combination
 from app.lease import unique_owner
 from app.masters import state_refusal
 from app.upserts import tombstone_problems
-from spouts.kafka.config import FirstPoll
-from spouts.kafka.formats import FormatType, RecordFormat
+from spouts.kafka.config import FirstPoll, redact
+from spouts.kafka.formats import FormatType, RecordFormat, RegistrySettings
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
@@ -91,6 +96,23 @@ def _choice(*options: str, upper: bool = False) -> Any:
     return Annotated[str, PlainValidator(check), WithJsonSchema({"enum": list(options), "type": "string"})]
 
 
+def _member(kind: type[enum.Enum]) -> Any:
+    """A choice among an enum's values, held as the enum member (``opaque`` -> ``SpoutKind.OPAQUE``)."""
+    options = [str(m.value) for m in kind]
+
+    def check(v: Any) -> enum.Enum:
+        if isinstance(v, kind):
+            return v
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+        try:
+            return kind(v.lower())
+        except ValueError:
+            raise ValueError(f"{v.lower()!r} is not one of {', '.join(options)}") from None
+    return Annotated[kind, PlainValidator(check), PlainSerializer(lambda m: m.value, return_type=str),
+                     WithJsonSchema({"enum": options, "type": "string"})]
+
+
 def _identifier(what: str, *, stored: bool = False) -> Any:
     def check(v: str) -> str:
         check_identifier(v, what)
@@ -133,9 +155,16 @@ Topic = Annotated[StrictStr, AfterValidator(_topic)]
 
 
 class Section(BaseModel):
-    """A mapping with known keys only; an empty value (``state:``) is an empty mapping."""
+    """A mapping with known keys only; an empty value (``state:``) is an empty mapping.
+
+    Free-form maps of settings (``properties``, ``conf``) show with their secrets as ``***`` in a repr.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, (redact(value) if name in ("properties", "conf") and isinstance(value, dict) else value)
 
     @model_validator(mode="before")
     @classmethod
@@ -181,14 +210,8 @@ class RegistryModel(Section):
             raise ValueError(str(e)) from None
         return self
 
-    def settings(self) -> Any:
-        from spouts.kafka.formats import RegistrySettings
-
-        def secret(s: SecretStr | None) -> str | None:
-            return None if s is None else s.get_secret_value()
-
-        return RegistrySettings(self.url, self.username, secret(self.password), self.ca_file, self.cert_file,
-                                self.key_file, secret(self.key_password), self.verify, self.timeout_s)
+    def settings(self) -> RegistrySettings:
+        return build(RegistrySettings, self)
 
 
 class KafkaModel(Section):
@@ -285,6 +308,9 @@ class CassandraModel(Section):
                                  "(or cassandra.password, e.g. from ${A_VARIABLE})")
         return self
 
+    def settings(self) -> CassandraSettings:
+        return build(CassandraSettings, self)
+
 
 # -- pipelines ----------------------------------------------------------------------------------------
 
@@ -313,7 +339,7 @@ class FormatModel(Section):
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_format_schema)
 
-    type: _choice(*(f.value for f in FormatType)) = FormatType.BYTES.value  # type: ignore[valid-type]
+    type: _member(FormatType) = FormatType.BYTES  # type: ignore[valid-type]
     fields: Annotated[dict[str, Text], _none_is_empty(dict)] = Field(
         default_factory=dict, description="json: the declared fields and their types (string, bigint, double, "
                                           "boolean, int, float, date, timestamp, decimal(p,s))")
@@ -333,18 +359,17 @@ class FormatModel(Section):
         return self
 
     def format(self) -> RecordFormat:
-        return RecordFormat(FormatType(self.type), tuple(self.fields.items()), self.subject, self.version,
-                            self.schema_id, self.message)
+        return build(RecordFormat, self)
 
 
 class SpoutModel(Section):
-    kind: _choice(*(k.value for k in SpoutKind)) = SpoutKind.OPAQUE.value  # type: ignore[valid-type]
+    kind: _member(SpoutKind) = SpoutKind.OPAQUE  # type: ignore[valid-type]
     topics: Annotated[list[Topic], _none_is_empty(list)] = Field(default_factory=list)
     topic_pattern: Annotated[Text, AfterValidator(_pattern)] | None = None
-    first_poll: _choice(*(f.value for f in FirstPoll)) = FirstPoll.UNCOMMITTED_EARLIEST.value  # type: ignore[valid-type]
+    first_poll: _member(FirstPoll) = FirstPoll.UNCOMMITTED_EARLIEST  # type: ignore[valid-type]
     first_poll_timestamp_ms: Annotated[Int, Field(ge=0)] | None = None
     caps: CapsModel = CapsModel()
-    data_loss: _choice(*(d.value for d in DataLossPolicy)) = DataLossPolicy.FAIL.value  # type: ignore[valid-type]
+    data_loss: _member(DataLossPolicy) = DataLossPolicy.FAIL  # type: ignore[valid-type]
     discovery_interval_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description="0: re-list before every txid")
     group_id: Text | None = Field(default=None, description="consumer group offsets are published to (monitoring only)")
     key_format: FormatModel = FormatModel()
@@ -361,8 +386,8 @@ class SpoutModel(Section):
                     fmt.subject_for(tuple(self.topics), part)
                 except ValueError as e:
                     raise at(f"{part}_format.subject", str(e)) from None
-        if FirstPoll(self.first_poll).position == "timestamp" and self.first_poll_timestamp_ms is None:
-            raise at("first_poll_timestamp_ms", f"first_poll {self.first_poll} needs it")
+        if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
+            raise at("first_poll_timestamp_ms", f"first_poll {self.first_poll.value} needs it")
         return self
 
 
@@ -435,7 +460,7 @@ class AggregateModel(Section):
 
 
 class StateModel(Section):
-    kind: _choice(*(k.value for k in StateKind)) = StateKind.OPAQUE.value  # type: ignore[valid-type]
+    kind: _member(StateKind) = StateKind.OPAQUE  # type: ignore[valid-type]
     backend: _choice("sqlite", "cassandra") = "sqlite"  # type: ignore[valid-type]
     table: _identifier("table name") | None = Field(default=None, description="default: <id>_<group_by...>")  # type: ignore[valid-type]
     sqlite_path: Text = "data/trident.db"
@@ -493,6 +518,13 @@ class PipelineModel(Section):
     errors: ErrorsModel = "fail"  # type: ignore[valid-type]
     idle_sleep_s: Annotated[Number, Field(ge=0)] = 0.5
 
+    def error_policy(self) -> ErrorPolicy:
+        """What a bad record does, as the topology takes it."""
+        errors: Any = self.errors
+        if isinstance(errors, DeadLetterModel):
+            return ErrorPolicy.dead_letter(errors.dead_letter.topic)
+        return ErrorPolicy(Action(errors))
+
     def table(self) -> str:
         """The state table: ``state.table``, else the id (``-`` as ``_``) and the group-by fields."""
         return self.state.table or "_".join((self.id.replace("-", "_"), *self.group_by))
@@ -508,7 +540,7 @@ class PipelineModel(Section):
                 raise at(f"aggregates[{i}]", f"output column {out!r} is used twice (group-by fields and aggregate "
                                              "outputs need distinct names)")
         try:
-            check_combination(SpoutKind(self.spout.kind), StateKind(self.state.kind),
+            check_combination(self.spout.kind, self.state.kind,
                               accept_at_least_once=self.accept_at_least_once)
         except ValueError as e:
             raise at("state.kind", str(e)) from None
@@ -558,6 +590,21 @@ class Document(Section):
     service: ServiceModel = ServiceModel()
     pipelines: Annotated[list[PipelineModel], Field(min_length=1)]
     topics: Annotated[dict[Topic, TopicModel], _none_is_empty(dict)] = Field(default_factory=dict)
+
+    def pipeline(self, pipeline_id: str) -> PipelineModel:
+        """The pipeline of id ``pipeline_id`` (KeyError when there is none)."""
+        for p in self.pipelines:
+            if p.id == pipeline_id:
+                return p
+        raise KeyError(pipeline_id)
+
+    def declared_topics(self) -> tuple[TopicSettings, ...]:
+        """The ``topics:`` section, one entry per topic (what ``topics plan|apply`` compares)."""
+        return tuple(build(TopicSettings, t, name=name) for name, t in self.topics.items())
+
+    def cassandra_settings(self) -> CassandraSettings | None:
+        """The Cassandra connection the states take (None without a ``cassandra`` section)."""
+        return None if self.cassandra is None else self.cassandra.settings()
 
     @model_validator(mode="after")
     def _across_pipelines(self) -> Document:
@@ -635,3 +682,7 @@ def chart_schema() -> dict[str, Any]:
     out: dict[str, Any] = inline(schema)
     out["description"] = "The pipeline config (docs/configuration.md; python -m app validate --schema)"
     return out
+
+
+#: The service's configuration: the validated document (:func:`app.config.parse` fixes the lease owner).
+ServiceConfig = Document

@@ -92,7 +92,7 @@ def retention_warnings(config: Any) -> list[str]:
     a day to repair it. Shorter is allowed (``data_loss`` decides what happens) but warned about.
     Caps only bound how fast the backlog is read afterwards, which depends on the input rate.
     """
-    declared = {t.name: t for t in config.topics}
+    declared = {t.name: t for t in config.declared_topics()}
     out = []
     for p in config.pipelines:
         pattern = p.spout.topic_pattern

@@ -185,7 +185,7 @@ def test_topics_section_errors_name_the_field(topics: str, path: str, message: s
 
 def test_validate_warns_about_short_source_retention(tmp_path: Path) -> None:
     cfg = loads(BASE + "topics: {events: {partitions: 3, configs: {retention.ms: 3600000}}}\n", {})
-    assert cfg.topics == (TopicSettings("events", 3, None, (("retention.ms", "3600000"),)),)
+    assert cfg.declared_topics() == (TopicSettings("events", 3, None, (("retention.ms", "3600000"),)),)
     f = tmp_path / "c.yaml"
     f.write_text(BASE + "topics: {events: {partitions: 3, configs: {retention.ms: 3600000}}, "
                         "other: {partitions: 1, configs: {retention.ms: 1000}}}\n")

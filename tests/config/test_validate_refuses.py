@@ -142,7 +142,7 @@ def test_booleans_from_the_environment(text: str, expected: bool) -> None:
 def test_cassandra_values_arrive_typed_from_the_environment() -> None:
     """Numbers from ``${VAR}`` are numbers; the password is a Secret."""
     d = doc(cassandra={"port": "${PORT}", "request_timeout_s": "${T:-2.5}", "username": "u", "password": "${PW}"})
-    c = parse(d, {"PORT": "9142", "PW": "pw"}).cassandra
+    c = parse(d, {"PORT": "9142", "PW": "pw"}).cassandra_settings()
     assert c is not None and (c.port, c.request_timeout_s) == (9142, 2.5) and c.password is not None
     assert c.password.get() == "pw" and "pw" not in repr(c)
 
@@ -151,7 +151,7 @@ def test_resolution_stops_where_only_spark_could_name_a_column() -> None:
     """An unaliased expression's name is Spark's to choose: nothing after it is refused for a name."""
     d = doc(pipelines__0__transforms=[{"map": ["explode(split(CAST(value AS STRING), ' '))"]},
                                       {"filter": "col <> ''"}], pipelines__0__group_by=["col"])
-    assert parse(d, {}).pipelines[0].group_by == ("col",)
+    assert parse(d, {}).pipelines[0].group_by == ["col"]
 
 
 def test_columns_resolve_case_insensitively_and_lambdas_and_structs_pass() -> None:
@@ -161,7 +161,7 @@ def test_columns_resolve_case_insensitively_and_lambdas_and_structs_pass() -> No
         {"each": ["size(header_keys) AS n"]},
         {"filter": "line <> '' AND topic IS NOT NULL"},
         {"map": ["explode(split(line, ' ')) AS word", "n"]}])
-    assert parse(d, {}).pipelines[0].group_by == ("word",)
+    assert parse(d, {}).pipelines[0].group_by == ["word"]
 
 
 def test_validate_command_exits_2_naming_the_column(tmp_path: Any) -> None:

@@ -165,8 +165,9 @@ def test_secrets_come_from_the_environment_and_never_show() -> None:
             cassandra={"username": "app", "password": "in-file-too"})
     cfg = parse(d, SECRETS)
     assert dict(cfg.kafka.properties)["sasl.password"] == "kafka-s3cret"
-    assert cfg.cassandra is not None and cfg.cassandra.password is not None
-    assert cfg.cassandra.password.get() == "cass-s3cret"
+    cassandra = cfg.cassandra_settings()
+    assert cassandra is not None and cassandra.password is not None
+    assert cassandra.password.get() == "cass-s3cret"
     compiled = compile_pipeline(cfg, "word-count")
     shown = " ".join([repr(cfg), repr(compiled.topology.spout), repr(compiled.state),
                       str(describe(compiled.topology, compiled.coordinator))])
@@ -182,7 +183,9 @@ def test_defaults_fill_a_minimal_pipeline() -> None:
     p = cfg.pipelines[0]
     assert (p.state.kind, p.state.backend, p.state.sqlite_path, p.state.cache_size) == \
         (StateKind.OPAQUE, "sqlite", "data/trident.db", 10_000)
-    assert (p.max_pending, p.accept_at_least_once, p.lease_ttl_s, p.spout.caps) == (2, False, 30.0, Caps())
+    coordinator = coordinator_config(cfg, p)
+    assert (coordinator.max_pending, coordinator.accept_at_least_once, coordinator.lease_ttl_s, coordinator.caps) == \
+        (2, False, 30.0, Caps())
     assert (cfg.http.port, cfg.spark.master, cfg.service.shutdown_grace_s) == (9400, "local[*]", 30.0)
     c = compile_pipeline(cfg, p)
     assert c.topology.sinks[0][1].name == "p" and c.topology.sinks[0][1].group_by == ()  # a global aggregate

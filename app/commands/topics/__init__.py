@@ -36,18 +36,19 @@ def add(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    if not config.topics:
+    declared = config.declared_topics()
+    if not declared:
         raise CommandError(f"{args.config}: topics: no topics declared (add a topics: section)", BAD_INPUT)
     k = config.kafka
     cluster = KafkaTopicCluster(k.bootstrap_servers, dict(k.properties), timeout_s=k.request_timeout_s)
-    progress(f"reading {len(config.topics)} topic(s) from {k.bootstrap_servers}")
+    progress(f"reading {len(declared)} topic(s) from {k.bootstrap_servers}")
     if args.action == "plan":
-        plan = plan_topics(config.topics, cluster)
+        plan = plan_topics(declared, cluster)
         _print(plan, args.json)
         if plan.refusals:
             return REFUSED
         return PARTIAL if plan.unknowns else OK
-    return apply_topics(config.topics, cluster, as_json=args.json)
+    return apply_topics(declared, cluster, as_json=args.json)
 
 
 def plan_topics(declared: Sequence[TopicSettings], cluster: TopicCluster) -> Plan:

@@ -33,7 +33,7 @@ def test_formats_and_registry_reach_the_spout_with_secrets_from_the_environment(
 
 def test_avro_through_the_registry_is_accepted() -> None:
     d = doc(pipelines__0__spout__value_format={"type": "avro", "version": 3}, kafka__schema_registry=REGISTRY)
-    fmt = parse(d, {}).pipelines[0].spout.value_format
+    fmt = parse(d, {}).pipelines[0].spout.value_format.format()
     assert (fmt.type, fmt.version, fmt.subject_for(("sentences",), "value")) == (FormatType.AVRO, 3, "sentences-value")
 
 
