@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools demo test test-real test-fast bench lint clean chaos chaos-short chaos-short-real
+.PHONY: venv tools docs demo test test-real test-fast bench lint clean chaos chaos-short chaos-short-real
 
 venv: $(STAMP)
 
@@ -34,6 +34,10 @@ test-fast: venv  # everything but the `slow` tests: Spark end to end, the servic
 	$(PY) -m pytest -m "not slow"
 
 # ruff (style, imports, likely bugs, private access) and mypy (strict everywhere); config in pyproject.toml
+# the guide's field tables and the JSON Schema exports, written from the config models (tests fail when stale)
+docs: venv
+	$(PY) -m app.config.reference
+
 lint: venv
 	$(VENV)/bin/ruff check app states spouts tests
 	$(VENV)/bin/mypy

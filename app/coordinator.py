@@ -72,6 +72,8 @@ class CoordinatorConfig:
             raise ValueError("max_pending must be >= 1")
         if self.lease_ttl_s <= 0:
             raise ValueError("lease_ttl_s must be > 0")
+        if self.retention < 2:  # the last committed txid's metadata and the one being committed
+            raise ValueError("retention must be >= 2")
 
 
 @dataclass(frozen=True, slots=True)

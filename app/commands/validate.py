@@ -27,7 +27,7 @@ def schema_text() -> str:
     """The JSON Schema as ``--schema`` prints it (and ``docs/config.schema.json`` holds it)."""
     from app.config import json_schema
 
-    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"  # as app.config.reference.write_all writes it
 
 
 def main(args: argparse.Namespace) -> int:

@@ -68,10 +68,12 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
     except ValidationError as e:
         raise config_error(e, Document) from None
     _check_kafka(m.kafka)
+    # the lease owner is chosen once per process: every pipeline of it holds its lease under one name
+    m = m.model_copy(update={"service": m.service.model_copy(update={"owner": m.service.owner_or_unique()})})
     for i, p in enumerate(m.pipelines):
         _check_pipeline(f"pipelines[{i}]", p, doc["pipelines"][i])
-    # the lease owner is chosen once per process: every pipeline of it holds its lease under one name
-    return m.model_copy(update={"service": m.service.model_copy(update={"owner": m.service.owner_or_unique()})})
+        _check_runtime(f"pipelines[{i}]", m, p)
+    return m
 
 
 def _interpolate(value: Any, path: str, env: Mapping[str, str]) -> Any:
@@ -153,6 +155,18 @@ def _check_pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> None:
         function, input_, _ = a.function()
         if input_ is not None:
             _resolve(f"{path}.aggregates[{i}].{function}.field", input_, columns)
+
+
+def _check_runtime(path: str, m: Document, p: PipelineModel) -> None:
+    """The runtime objects of the pipeline build: a check of theirs the models lack is a config error, not a
+    traceback at start-up."""
+    from app.config.compile import coordinator_config, spout_config, state_factory
+
+    for build in (spout_config, coordinator_config, state_factory):
+        try:
+            build(m, p)
+        except ValueError as e:
+            raise ConfigError(path, str(e)) from None
 
 
 def _transforms(path: str, m: PipelineModel, raw: list[Any]) -> sql.Columns:

@@ -189,15 +189,19 @@ def _bootstrap(servers: str) -> str:
 class RegistryModel(Section):
     """A Confluent-compatible Schema Registry (for the avro, protobuf and json_schema formats)."""
 
-    url: Text = Field(description="http(s)://host:port[,...]")
-    username: Text | None = Field(default=None, description="basic auth; better from TRIDENT_SCHEMA_REGISTRY_USERNAME")
-    password: SecretStr | None = Field(default=None, description="better from TRIDENT_SCHEMA_REGISTRY_PASSWORD")
-    ca_file: Text | None = None
-    cert_file: Text | None = Field(default=None, description="TLS client certificate (with key_file)")
-    key_file: Text | None = None
-    key_password: SecretStr | None = Field(default=None, description="better from TRIDENT_SCHEMA_REGISTRY_KEY_PASSWORD")
-    verify: Bool = Field(default=True, description="false: do not check the server's certificate")
-    timeout_s: Positive = 10.0
+    url: Text = Field(description="`http(s)://host:port`; several: comma-separated")
+    username: Text | None = Field(default=None, description="basic auth; better from "
+                                                             "`TRIDENT_SCHEMA_REGISTRY_USERNAME`")
+    password: SecretStr | None = Field(default=None, description="required with `username`; better from "
+                                                                 "`TRIDENT_SCHEMA_REGISTRY_PASSWORD`")
+    ca_file: Text | None = Field(default=None, description="CA certificates that verify the registry "
+                                                           "(none: the system's)")
+    cert_file: Text | None = Field(default=None, description="TLS client certificate (with `key_file`)")
+    key_file: Text | None = Field(default=None, description="the client certificate's private key")
+    key_password: SecretStr | None = Field(default=None, description="the private key's password; better from "
+                                                                     "`TRIDENT_SCHEMA_REGISTRY_KEY_PASSWORD`")
+    verify: Bool = Field(default=True, description="`false`: do not check the server's certificate")
+    timeout_s: Positive = Field(default=10.0, description="per request to the registry")
 
     @model_validator(mode="after")
     def _settings(self) -> RegistryModel:
@@ -215,41 +219,79 @@ class RegistryModel(Section):
 
 
 class KafkaModel(Section):
-    bootstrap_servers: Annotated[Text, AfterValidator(_bootstrap)] = Field(description="host:port[,host:port...]")
-    properties: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(
-        default_factory=dict, description="librdkafka properties, passed through (checked by librdkafka)")
-    isolation_level: _choice("read_committed", "read_uncommitted") = "read_committed"  # type: ignore[valid-type]
-    request_timeout_s: Positive = Field(default=10.0, description="bounds a watermark/timestamp query while planning")
-    read_timeout_s: Positive = Field(default=30.0, description="how long reading a range may make no progress")
-    schema_registry: RegistryModel | None = None
+    bootstrap_servers: Annotated[Text, AfterValidator(_bootstrap)] = Field(description=(
+        "`host:port[,host:port...]` (an optional `PROTOCOL://` prefix, IPv6 in brackets); `validate` refuses "
+        "anything else, since a garbage address would only look like a broker that is down"))
+    properties: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict, description=(
+        "librdkafka properties passed through (SASL, TLS, timeouts, `client.id`, ...), checked by librdkafka itself "
+        "at `validate`. Values are strings; booleans become `true`/`false`. The spout sets `bootstrap.servers`, "
+        "`group.id`, `isolation.level`, `enable.auto.commit`, `enable.auto.offset.store`, `enable.partition.eof` "
+        "and `auto.offset.reset` itself: naming them is an error. With `security.protocol: SASL_*` and mechanism "
+        "`PLAIN`/`SCRAM-*`, `sasl.password` is required (from `TRIDENT_KAFKA_SASL_PASSWORD`)"))
+    isolation_level: _choice("read_committed", "read_uncommitted") = Field(  # type: ignore[valid-type]
+        default="read_committed", description="`read_uncommitted` also reads records of aborted and open "
+                                              "transactions")
+    request_timeout_s: Positive = Field(default=10.0, description="bounds a watermark/timestamp query while "
+                                                                  "planning a txid")
+    read_timeout_s: Positive = Field(default=30.0, description="how long reading a planned range may make no "
+                                                               "progress before the partition counts as unavailable")
+    schema_registry: RegistryModel | None = Field(default=None, description=(
+        "the Schema Registry of the `avro`, `protobuf` and `json_schema` formats: see "
+        "[Record formats](#record-formats)"))
 
 
 class SparkModel(Section):
-    master: Text = "local[*]"
-    app_name: Text = "trident"
-    conf: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict)
-    executors_gone_s: Positive = Field(default=60.0, description="a cluster master with no executor for longer: "
-                                                                 "/readyz degraded, an error logged")
+    master: Text = Field(default="local[*]", description=(
+        "`local[*]` is this machine's cores, or in a container with a CPU limit (cgroup quota) that limit rounded "
+        "up (`python -m app run` logs `sized to the container: ...`); `local[N]` (task retries are added; a txid "
+        "reads in at most N tasks and commits in N, one shuffle partition per core); a cluster master "
+        "`spark://...`, `k8s://...`, `yarn` (a txid reads in as many tasks as the executors have cores and "
+        "commits in Spark's default parallelism, both chosen again before every txid as executors come and go; "
+        "`spark.sql.shuffle.partitions`, unless set, follows the commit tasks). A cluster master needs "
+        "`state.backend: cassandra` (`sqlite` is refused: its file is on one machine), an address the executors "
+        "reach (`spark.driver.host` or `SPARK_LOCAL_IP`) and this project installed at the service's interpreter "
+        "path on the workers: [operations.md](operations.md), \"Run on a Spark cluster\""))
+    app_name: Text = Field(default="trident", description="the Spark application's name (Spark UI, cluster manager)")
+    conf: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict, description=(
+        "extra Spark settings (`spark.driver.memory: 2g`, ...); they override the service's defaults. Without "
+        "`spark.driver.memory`, a container with a memory limit gets half of it as the driver's heap"))
+    executors_gone_s: Positive = Field(default=60.0, description=(
+        "a cluster master with no executor for longer: every pipeline `degraded` on `/readyz` with the reason, "
+        "an error logged, `trident_spark_executors` at 0"))
 
 
 class HttpModel(Section):
-    enabled: Bool = True
-    host: Text = "0.0.0.0"
-    port: Annotated[Int, Field(ge=0, le=65535)] = Field(default=9400, description="/metrics, /healthz, /readyz; 0: any")
+    enabled: Bool = Field(default=True, description="`false`: no HTTP server (no metrics, no probes)")
+    host: Text = Field(default="0.0.0.0", description="the address to listen on")
+    port: Annotated[Int, Field(ge=0, le=65535)] = Field(default=9400, description=(
+        "serves `/metrics` (Prometheus), `/healthz` (200 while the process lives) and `/readyz`; 0: any free port"))
 
 
 class ServiceModel(Section):
-    owner: Text | None = Field(default=None, description="the lease owner, unique per process; default: the "
-                                                         "hostname plus the process id and a random suffix")
-    ready_window_s: Positive = 120.0
-    shutdown_grace_s: Annotated[Number, Field(ge=0)] = 30.0
+    owner: Text | None = Field(default=None, description=(
+        "the lease owner, shown in logs, `status` and the lease table (none: `<hostname>-<pid>-<random>`). Must be "
+        "unique per process: an acquire whose outcome was unknown (a Cassandra timeout) is resolved by reading back "
+        "the owner, so two processes of one name could both believe they hold the lease. Leave it unset unless you "
+        "generate a unique name"))
+    ready_window_s: Positive = Field(default=120.0, description=(
+        "`/readyz` says `degraded` when a pipeline holding its lease finished no step for this long: see "
+        "[`http`](#http)"))
+    shutdown_grace_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description=(
+        "after SIGTERM/SIGINT, how long the txid being committed may take to finish before it is abandoned"))
     on_pipeline_failure: _choice("isolate", "exit") = Field(  # type: ignore[valid-type]
-        default="isolate", description="isolate: a pipeline stopped by a permanent failure stays failed while the "
-                                       "others go on, and the process exits once every pipeline has stopped; exit: "
-                                       "the first permanent failure stops every pipeline and the process")
-    standby_ready: Bool = Field(default=False, description="/readyz counts a pipeline waiting as standby as ready "
-                                                           "(standby replicas behind a rolling update)")
-    log_level: _choice("DEBUG", "INFO", "WARNING", "ERROR", upper=True) = "INFO"  # type: ignore[valid-type]
+        default="isolate", description=(
+            "what a permanent failure of one pipeline does to the others. `isolate`: that pipeline stays `failed` "
+            "(its thread has ended, its lease is released) while the others go on; the process exits once every "
+            "pipeline has stopped. `exit`: every pipeline stops and the process exits at once (one restart of the "
+            "pod retries them all). Either way the exit code is the highest of the failed pipelines' (1, or 2 for "
+            "configuration), also when a signal ends the process later; the orchestrator's restart is the recovery "
+            "of a failed pipeline"))
+    standby_ready: Bool = Field(default=False, description=(
+        "`/readyz` counts a pipeline waiting as standby as ready (200): for standby replicas behind a rolling "
+        "update, where a new pod must turn Ready before an old one stops (the Helm chart sets it with "
+        "`replicaCount` > 1)"))
+    log_level: _choice("DEBUG", "INFO", "WARNING", "ERROR", upper=True) = Field(  # type: ignore[valid-type]
+        default="INFO", description="the service's log level (any case)")
 
     def owner_or_unique(self) -> str:
         return self.owner or unique_owner()
@@ -272,40 +314,66 @@ def _hosts(v: Any) -> Any:
 
 
 class TlsModel(Section):
-    enabled: Bool = _T.enabled
-    ca_file: Text | None = None
-    cert_file: Text | None = None
-    key_file: Text | None = None
-    check_hostname: Bool = _T.check_hostname
+    enabled: Bool = Field(default=_T.enabled, description="TLS to the Cassandra nodes")
+    ca_file: Text | None = Field(default=None, description="CA certificates that verify the nodes (none: the "
+                                                           "system's)")
+    cert_file: Text | None = Field(default=None, description="client certificate, for client authentication "
+                                                             "(with `key_file`)")
+    key_file: Text | None = Field(default=None, description="the client certificate's private key")
+    check_hostname: Bool = Field(default=_T.check_hostname, description="the node's certificate must name the "
+                                                                        "contact point")
 
 
 class CassandraModel(Section):
-    contact_points: Annotated[list[Text], BeforeValidator(_hosts), Field(min_length=1)] = list(_C.contact_points)
-    port: Annotated[Int, Field(ge=1, le=65535)] = _C.port
-    keyspace: Annotated[StrictStr, AfterValidator(_keyspace)] = _C.keyspace
-    local_dc: Text | None = None
-    consistency: _choice(*sorted(CONSISTENCY_LEVELS), upper=True) = _C.consistency  # type: ignore[valid-type]
-    serial_consistency: _choice(*sorted(SERIAL_LEVELS), upper=True) = _C.serial_consistency  # type: ignore[valid-type]
-    username: Text | None = None
-    password: SecretStr | None = Field(default=None, description="better from TRIDENT_CASSANDRA_PASSWORD")
+    contact_points: Annotated[list[Text], BeforeValidator(_hosts), Field(min_length=1)] = Field(
+        default=list(_C.contact_points), description="hosts: a list or a comma-separated string")
+    port: Annotated[Int, Field(ge=1, le=65535)] = Field(default=_C.port, description="the native protocol port")
+    keyspace: Annotated[StrictStr, AfterValidator(_keyspace)] = Field(default=_C.keyspace, description=(
+        "lower-case identifier, not `system` or `system_*`"))
+    local_dc: Text | None = Field(default=None, description="for DC-aware load balancing (none: the first "
+                                                            "contact point's data centre)")
+    consistency: _choice(*sorted(CONSISTENCY_LEVELS), upper=True) = Field(  # type: ignore[valid-type]
+        default=_C.consistency, description="reads, plain writes and the commit phase of LWTs")
+    serial_consistency: _choice(*sorted(SERIAL_LEVELS), upper=True) = Field(  # type: ignore[valid-type]
+        default=_C.serial_consistency, description="the Paxos phase of LWTs and the reads that resolve unknown "
+                                                   "outcomes")
+    username: Text | None = Field(default=None, description="password authentication, with `password`; better "
+                                                            "from `TRIDENT_CASSANDRA_USERNAME`")
+    password: SecretStr | None = Field(default=None, description="required with `username`; better from "
+                                                                 "`TRIDENT_CASSANDRA_PASSWORD`")
     tls: TlsModel = TlsModel()
-    max_concurrency: Annotated[Int, Field(ge=1)] = _C.max_concurrency
-    max_retries: Annotated[Int, Field(ge=0)] = _C.max_retries
-    backoff_initial_s: Positive = _C.backoff_initial_s
-    backoff_max_s: Positive = _C.backoff_max_s
-    request_timeout_s: Positive = _C.request_timeout_s
-    connect_timeout_s: Positive = _C.connect_timeout_s
-    reconnect_base_s: Positive = _C.reconnect_base_s
-    reconnect_max_s: Positive = _C.reconnect_max_s
-    protocol_version: Annotated[Int, Field(ge=1, le=6)] | None = None
-    create_keyspace: Bool = _C.create_keyspace
-    replication: Annotated[dict[str, Scalar], _none_is_empty(dict)] = dict(_C.replication)
+    max_concurrency: Annotated[Int, Field(ge=1)] = Field(default=_C.max_concurrency, description=(
+        "requests in flight per call"))
+    max_retries: Annotated[Int, Field(ge=0)] = Field(default=_C.max_retries, description=(
+        "retries of reads and plain writes (never of an LWT: see [design.md](design.md), \"Unknown outcomes\")"))
+    backoff_initial_s: Positive = Field(default=_C.backoff_initial_s, description="the first wait before a retry")
+    backoff_max_s: Positive = Field(default=_C.backoff_max_s, description="the longest wait before a retry "
+                                                                          "(the wait doubles up to it)")
+    request_timeout_s: Positive = Field(default=_C.request_timeout_s, description="per request")
+    connect_timeout_s: Positive = Field(default=_C.connect_timeout_s, description="per connection attempt")
+    reconnect_base_s: Positive = Field(default=_C.reconnect_base_s, description=(
+        "a node marked down is tried again after this, doubling up to `reconnect_max_s`"))
+    reconnect_max_s: Positive = Field(default=_C.reconnect_max_s, description="see `reconnect_base_s`")
+    protocol_version: Annotated[Int, Field(ge=1, le=6)] | None = Field(default=None, description=(
+        "the native protocol version (none: negotiated)"))
+    create_keyspace: Bool = Field(default=_C.create_keyspace, description=(
+        "`CREATE KEYSPACE IF NOT EXISTS` with `replication` at start-up; set `false` in production and create "
+        "the keyspace yourself"))
+    replication: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default=dict(_C.replication), description=(
+        "the keyspace's replication, when `create_keyspace` creates it"))
 
     @model_validator(mode="after")
     def _credentials(self) -> CassandraModel:
         if self.username and self.password is None:
             raise at("password", "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
                                  "(or cassandra.password, e.g. from ${A_VARIABLE})")
+        if self.password is not None and not self.username:
+            raise at("username", "required with a password: set TRIDENT_CASSANDRA_USERNAME "
+                                 "(or cassandra.username)")
+        try:
+            self.settings()
+        except ValueError as e:
+            raise ValueError(str(e)) from None
         return self
 
     def settings(self) -> CassandraSettings:
@@ -315,8 +383,9 @@ class CassandraModel(Section):
 # -- pipelines ----------------------------------------------------------------------------------------
 
 class CapsModel(Section):
-    per_partition: Annotated[Int, Field(ge=1)] = Caps().per_partition
-    per_batch: Annotated[Int, Field(ge=1)] = Caps().per_batch
+    per_partition: Annotated[Int, Field(ge=1)] = Field(default=Caps().per_partition, description=(
+        "offsets per partition per txid"))
+    per_batch: Annotated[Int, Field(ge=1)] = Field(default=Caps().per_batch, description="offsets per txid in all")
 
 
 def _pattern(p: str) -> str:
@@ -363,17 +432,33 @@ class FormatModel(Section):
 
 
 class SpoutModel(Section):
-    kind: _member(SpoutKind) = SpoutKind.OPAQUE  # type: ignore[valid-type]
-    topics: Annotated[list[Topic], _none_is_empty(list)] = Field(default_factory=list)
-    topic_pattern: Annotated[Text, AfterValidator(_pattern)] | None = None
-    first_poll: _member(FirstPoll) = FirstPoll.UNCOMMITTED_EARLIEST  # type: ignore[valid-type]
-    first_poll_timestamp_ms: Annotated[Int, Field(ge=0)] | None = None
+    kind: _member(SpoutKind) = Field(default=SpoutKind.OPAQUE, description=(  # type: ignore[valid-type]
+        "`opaque`: a partition without a leader gets an empty range and the batch goes on (a replay before freezing "
+        "may differ). `transactional`: a txid's ranges are fixed at planning; an unreadable partition makes the "
+        "batch wait"))
+    topics: Annotated[list[Topic], _none_is_empty(list)] = Field(default_factory=list, description=(
+        "the topics to read; exactly one of `topics` and `topic_pattern`"))
+    topic_pattern: Annotated[Text, AfterValidator(_pattern)] | None = Field(default=None, description=(
+        "a regular expression matching whole topic names (internal `__*` topics never match)"))
+    first_poll: _member(FirstPoll) = Field(default=FirstPoll.UNCOMMITTED_EARLIEST, description=(  # type: ignore[valid-type]
+        "where a partition without stored metadata starts; the `uncommitted_*` strategies resume from stored "
+        "metadata whenever there is some"))
+    first_poll_timestamp_ms: Annotated[Int, Field(ge=0)] | None = Field(default=None, description=(
+        "required with a `*timestamp` strategy"))
     caps: CapsModel = CapsModel()
-    data_loss: _member(DataLossPolicy) = DataLossPolicy.FAIL  # type: ignore[valid-type]
-    discovery_interval_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description="0: re-list before every txid")
-    group_id: Text | None = Field(default=None, description="consumer group offsets are published to (monitoring only)")
-    key_format: FormatModel = FormatModel()
-    value_format: FormatModel = FormatModel()
+    data_loss: _member(DataLossPolicy) = Field(default=DataLossPolicy.FAIL, description=(  # type: ignore[valid-type]
+        "offsets gone from the log (retention) before they were read: `fail` stops the pipeline; `skip` continues "
+        "from the log start, counts `trident_data_loss_*` and logs it"))
+    discovery_interval_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description=(
+        "how often partitions and pattern-matched topics are re-listed (0: before every txid)"))
+    group_id: Text | None = Field(default=None, description=(
+        "consumer group the committed offsets are published to (none: `trident-<id>`), **for monitoring only** "
+        "(lag dashboards, `kafka-consumer-groups`); never read back"))
+    key_format: FormatModel = Field(default=FormatModel(), description=(
+        "how keys are decoded into a typed `key` column (default `bytes`): see [Record formats](#record-formats)"))
+    value_format: FormatModel = Field(default=FormatModel(), description=(
+        "how values are decoded into a typed `value` column (default `bytes`): see "
+        "[Record formats](#record-formats)"))
 
     @model_validator(mode="after")
     def _source(self) -> SpoutModel:
@@ -460,16 +545,25 @@ class AggregateModel(Section):
 
 
 class StateModel(Section):
-    kind: _member(StateKind) = StateKind.OPAQUE  # type: ignore[valid-type]
-    backend: _choice("sqlite", "cassandra") = "sqlite"  # type: ignore[valid-type]
-    table: _identifier("table name") | None = Field(default=None, description="default: <id>_<group_by...>")  # type: ignore[valid-type]
-    sqlite_path: Text = "data/trident.db"
-    cache_size: Annotated[Int, Field(ge=0)] = 10_000
+    kind: _member(StateKind) = Field(default=StateKind.OPAQUE, description=(  # type: ignore[valid-type]
+        "the fault-tolerance rule of the state: see below"))
+    backend: _choice("sqlite", "cassandra") = Field(default="sqlite", description=(  # type: ignore[valid-type]
+        "`sqlite` (embedded, one machine) or `cassandra` (needs the `cassandra` section)"))
+    table: _identifier("table name") | None = Field(default=None, description=(  # type: ignore[valid-type]
+        "lower-case identifier (none: `<id>_<group_by...>`, `-` as `_`): `word_counts`; not `trident_state`, "
+        "`trident_state_lease` or `trident_table_owners`; written by this pipeline only"))
+    sqlite_path: Text = Field(default="data/trident.db", description=(
+        "relative to the working directory; its directory is created"))
+    cache_size: Annotated[Int, Field(ge=0)] = Field(default=10_000, description=(
+        "keys cached in front of the table per process; a Spark commit partition caches at least this many and "
+        "always every key of its last txid (0 disables; see \"The commit path\" in design.md)"))
     tombstones: _choice("delete", "ignore") | None = Field(  # type: ignore[valid-type]
-        default=None, description="records with a null value: delete (the key; every aggregate latest), ignore "
-                                  "(skip them); null: aggregated like any record")
-    ttl_s: Annotated[Int, Field(ge=1)] | None = Field(default=None, description="rows expire this long after their "
-                                                      "key's last write (backend cassandra only)")
+        default=None, description=(
+            "a record with a null value: `delete` deletes its key (every aggregate must be `latest`); `ignore` skips "
+            "it; none: aggregated like any record. See [Upserts](#upserts)"))
+    ttl_s: Annotated[Int, Field(ge=1)] | None = Field(default=None, description=(
+        "seconds; every write of a key sets its row to expire that long after (`USING TTL`); backend `cassandra` "
+        "only (`validate` refuses it on `sqlite`: its rows do not expire)"))
 
     @model_validator(mode="after")
     def _ttl(self) -> StateModel:
@@ -501,22 +595,38 @@ def _pipeline_id(pid: str) -> str:
 
 
 class PipelineModel(Section):
-    id: Annotated[StrictStr, AfterValidator(_pipeline_id)] = Field(description="the topology id")
-    spout: SpoutModel
-    transforms: Annotated[list[TransformModel], _none_is_empty(list)] = Field(default_factory=list)
+    id: Annotated[StrictStr, AfterValidator(_pipeline_id)] = Field(description=(
+        "the topology id: 1-48 of `a-z 0-9 - _`, starting with a letter; unique. A new id starts from "
+        "`first_poll`; an existing one resumes"))
+    spout: SpoutModel = Field(description="what to read: see [`spout`](#spout)")
+    transforms: Annotated[list[TransformModel], _none_is_empty(list)] = Field(default_factory=list, description=(
+        "the steps on the records: see [`transforms`](#transforms)"))
     group_by: Annotated[list[_identifier("group-by field", stored=True)], _none_is_empty(list)] = Field(  # type: ignore[valid-type]
-        default_factory=list)
-    aggregates: Annotated[list[AggregateModel], Field(min_length=1)]
-    state: StateModel = StateModel()
-    max_pending: Annotated[Int, Field(ge=1)] = Field(default=2, description="txids processed at once")
-    accept_at_least_once: Bool = False
-    lease_ttl_s: Positive = 30.0
-    outage_limit_s: Positive | None = Field(default=1800.0, description="how long transient failures (a broker or "
-                                            "Cassandra away) are ridden out with no commit, then the pipeline stops "
-                                            "(exit 1); null: for ever")
-    retention: Annotated[Int, Field(ge=2)] = 16
-    errors: ErrorsModel = "fail"  # type: ignore[valid-type]
-    idle_sleep_s: Annotated[Number, Field(ge=0)] = 0.5
+        default_factory=list, description=(
+            "columns after the transforms to group by; none means one global aggregate (a single row). Not `txid` "
+            "or `prev_*`"))
+    aggregates: Annotated[list[AggregateModel], Field(min_length=1)] = Field(description=(
+        "what is stored per key: see [`aggregates`](#aggregates)"))
+    state: StateModel = Field(default=StateModel(), description="where and how: see [`state`](#state)")
+    max_pending: Annotated[Int, Field(ge=1)] = Field(default=2, description=(
+        "txids processed at once; commits are still one at a time, in txid order. 2 (where the Python API's "
+        "`CoordinatorConfig` defaults to 1) lets Spark process txid N+1 while N commits, so a service hides its "
+        "commit latency; 1 halves the records held in flight"))
+    accept_at_least_once: Bool = Field(default=False, description=(
+        "allow a `non_transactional` state (replays count again)"))
+    lease_ttl_s: Positive = Field(default=30.0, description=(
+        "the lease's time to live. It is renewed every third of it by a heartbeat of its own, whatever a batch is "
+        "doing; when no renewal has succeeded for 80% of it the pipeline stops before the lease could expire (see "
+        "[Standby](#standby-and-the-lease))"))
+    outage_limit_s: Positive | None = Field(default=1800.0, description=(
+        "how long transient failures (a broker, Cassandra or the network away) are ridden out with no commit and "
+        "no idle step; then the pipeline stops with exit 1. `null`: ride them out for ever"))
+    retention: Annotated[Int, Field(ge=2)] = Field(default=16, description=(
+        "txids of batch metadata kept in the store (the last committed and the one being committed at least)"))
+    errors: ErrorsModel = Field(default="fail", description=(  # type: ignore[valid-type]
+        "what a bad record does: `fail`, `skip` or `{dead_letter: {topic: NAME}}`; see [Bad records](#bad-records)"))
+    idle_sleep_s: Annotated[Number, Field(ge=0)] = Field(default=0.5, description=(
+        "wait when there is nothing new to read"))
 
     def error_policy(self) -> ErrorPolicy:
         """What a bad record does, as the topology takes it."""
@@ -554,9 +664,18 @@ class PipelineModel(Section):
 # -- topics --------------------------------------------------------------------------------------------
 
 class TopicModel(Section):
-    partitions: Annotated[Int, Field(ge=1)]
-    replication_factor: Annotated[Int, Field(ge=1)] | None = None
-    configs: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict)
+    partitions: Annotated[Int, Field(ge=1)] = Field(description=(
+        "`apply` adds partitions up to it and refuses fewer than the topic has"))
+    replication_factor: Annotated[Int, Field(ge=1)] | None = Field(default=None, description=(
+        "none: the broker default (on creation); `apply` refuses a value different from the topic's (that is a "
+        "partition reassignment)"))
+    configs: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict, description=(
+        "topic configs, set with IncrementalAlterConfigs (undeclared ones are left alone). Values are scalars, sent "
+        "as strings. Checked here: `retention.ms`, `retention.bytes` (integers >= -1), `min.insync.replicas` (>= 1 "
+        "and not above `replication_factor`), `segment.ms`, `segment.bytes`, `max.message.bytes`, "
+        "`delete.retention.ms`, `min.compaction.lag.ms` (integers), `cleanup.policy` (`delete`, `compact` or both), "
+        "`compression.type` (`uncompressed`, `zstd`, `lz4`, `snappy`, `gzip`, `producer`), "
+        "`message.timestamp.type` (`CreateTime`, `LogAppendTime`)"))
 
     @model_validator(mode="before")
     @classmethod

@@ -180,3 +180,28 @@ def test_certificate_files_are_the_machines_business() -> None:
     d = doc(kafka__properties={"security.protocol": "SSL", "ssl.ca.location": "/absent/ca.crt",
                                "ssl.certificate.location": "/absent/client.crt"})
     assert dict(parse(d, {}).kafka.properties)["ssl.ca.location"] == "/absent/ca.crt"
+
+
+def test_a_cassandra_password_without_a_user_is_a_config_error(tmp_path: Any) -> None:
+    """A password without a username was a traceback from the runtime settings; now exit 2 at the field."""
+    d = doc(cassandra={"password": "pw"}, pipelines__0__state={"backend": "cassandra"})
+    e = error(d)
+    assert e.path == "cassandra.username" and e.message.startswith("required with a password")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(d))
+    out = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(bad)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "cassandra.username: required with a password" in out.stderr
+
+
+def test_a_runtime_check_the_models_lack_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever a runtime object refuses at build time is reported at its pipeline, never as a traceback."""
+    from app import coordinator
+
+    def refuse(self: Any) -> None:
+        raise ValueError("a bound only the coordinator knows")
+
+    monkeypatch.setattr(coordinator.CoordinatorConfig, "__post_init__", refuse)
+    e = error(doc())
+    assert (e.path, e.message) == ("pipelines[0]", "a bound only the coordinator knows")
