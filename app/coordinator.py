@@ -31,16 +31,16 @@ from typing import ParamSpec, TypeVar
 from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.errors import MissingBatchMetadataError
-from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, error_key
+from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, deterministic_spark_error, error_key
 from app.guarantees import check_combination
 from app.lease import LeaseKeeper, take_lease, unique_owner
 from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
-from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import PartitionedSpout, SpoutKind
+from spouts.protocols import ArrowSpout, PartitionedSpout, SpoutKind
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, Json, LeaseInfo
 
@@ -117,6 +117,7 @@ class Coordinator:
         self.stopped_by: Decision | None = None  # the permanent decision that stopped the pipeline
         self._failing_since: float | None = None  # monotonic
         self._same_error: tuple[int, str, int] = (0, "", 0)  # txid, error key, attempts failed alike
+        self._asked: tuple[int, str] = (0, "")  # the txid and error the source was last asked about
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -212,8 +213,11 @@ class Coordinator:
             if self._lease is not None and self._lease.lost is not None:  # its work was cancelled: say why
                 self._fail_inflight()
                 raise self._lease.lost from e
-            if self._on_failure(e).permanent:
-                raise
+            decision, error = self._on_failure(e)
+            if decision.permanent:
+                if error is e:
+                    raise
+                raise error from e
             return Outcome.FAILED
         self._healthy()
         return Outcome.COMMITTED
@@ -322,10 +326,14 @@ class Coordinator:
 
     # -- failures, lease, timing ------------------------------------------------------------
 
-    def _on_failure(self, error: Exception) -> Decision:
-        """Ask the policy; count, log and remember the decision; fail every in-flight txid."""
+    def _on_failure(self, error: Exception) -> tuple[Decision, Exception]:
+        """Ask the policy; count, log and remember the decision; fail every in-flight txid. Returns the decision
+        and the error it was made on (the source's typed one, when the source named it)."""
         head = self._inflight[0] if self._inflight else None
         txid = head.txid if head is not None else self.committed_txid + 1
+        if head is not None and self._asked != (txid, error_key(error)):  # once per txid and error
+            self._asked = (txid, error_key(error))
+            error = self._as_the_source_says(error, head)
         if head is None:  # failed while planning: that was an attempt too
             self._attempts[txid] = self._attempts.get(txid, 0) + 1
         attempt = self._attempts.get(txid, 1) if head is None else head.attempt
@@ -345,7 +353,7 @@ class Coordinator:
             self.stopped_by = decision
             log.error("topology %s: txid %d attempt %d failed permanently (%s); stopping", self.topology_id, txid,
                       attempt, decision.reason)
-            return decision
+            return decision, error
         since = self._wall_clock() if self.degraded is None else self.degraded.since
         reason = decision.reason
         if self.spout.kind is SpoutKind.TRANSACTIONAL and isinstance(error, PartitionUnavailableError):
@@ -354,7 +362,35 @@ class Coordinator:
         self.degraded = Degraded(reason, since, failures)
         log.warning("txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s (failure %d in a "
                     "row)", txid, attempt, describe(error), decision.retry_in_s, failures)
-        return decision
+        return decision, error
+
+    def _as_the_source_says(self, error: Exception, batch: Batch) -> Exception:
+        """For a failure that reached the driver only as a Spark task's text, the typed error reading ``batch``'s
+        first range here raises (a refused read, a partition away); else ``error`` itself.
+
+        A spout error raised in a task crosses Spark as text only, and text decides nothing: the read is asked
+        again on this machine, where the spout's own error is raised with its type.
+        """
+        if isinstance(error, (SpoutError, *FATAL)) or deterministic_spark_error(error) is not None \
+                or not isinstance(self.spout, ArrowSpout):
+            return error
+        first = next((m for m in batch.plan if not m.empty), None)
+        if first is None:
+            return error
+        records = self.spout.read_arrow(first, batch_size=1, on_bad=lambda _: None)
+        try:
+            next(iter(records), None)
+        except SpoutError as typed:
+            log.warning("topology %s: txid %d failed in Spark (%s); reading its first range here: %s",
+                        self.topology_id, batch.txid, describe(error), typed)
+            return typed
+        except Exception:  # noqa: BLE001 - the read here says nothing typed: the failure stays as it came
+            return error
+        finally:
+            close = getattr(records, "close", None)
+            if callable(close):
+                close()
+        return error
 
     @property
     def source_problem(self) -> str | None:

@@ -24,7 +24,6 @@ cannot be imported here) and are listed in docs/configuration.md.
 from __future__ import annotations
 
 import enum
-import re
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,11 +58,6 @@ DETERMINISTIC_SPARK_ERRORS = frozenset({
 #: librdkafka errors that no retry can mend (KafkaError names): bad settings (refusals: :func:`refusal`).
 KAFKA_CONFIG_ERRORS = frozenset({"_INVALID_ARG", "_UNKNOWN_PROTOCOL", "_NOT_IMPLEMENTED"})
 
-_CONFIG_TEXT = re.compile(r"No such configuration property|Invalid value .* for configuration property"
-                          r"|Configuration property .* not supported")
-# A refusal raised inside a Spark read task reaches the driver as its traceback's text: the class name and message.
-_REFUSED_IN_TASK = re.compile(r"(?:[\w.]+\.)?AccessRefusedError: ((authentication|authorization|TLS) refused [^\n]+)")
-_SPARK_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)(?:\.[A-Z0-9_]+)?\]")
 
 
 class FailureClass(enum.StrEnum):
@@ -129,7 +123,7 @@ class FailurePolicy:
         refused = refusal(e)
         if refused is not None:
             return Decision(FailureClass.PERMANENT, refused.line, exit_code=BAD_INPUT, cause=refused.cause)
-        if kafka in KAFKA_CONFIG_ERRORS or _CONFIG_TEXT.search(str(e)):
+        if kafka in KAFKA_CONFIG_ERRORS:
             return Decision(FailureClass.PERMANENT, f"kafka configuration: {why}", exit_code=BAD_INPUT,
                             cause="configuration")
         spark_class = deterministic_spark_error(e)
@@ -176,17 +170,39 @@ def deterministic_spark_error(e: BaseException) -> str | None:
 
 
 def _spark_error_class(e: BaseException) -> str | None:
+    """Spark's error condition of ``e``, of what it wraps, or of the JVM exceptions behind them: read through
+    their own accessors (``getCondition``), never from their text."""
     for err in _chain(e):
-        get = getattr(err, "getErrorClass", None)
-        name = get() if callable(get) else None
-        if isinstance(name, str) and name:
-            name = name.split(".")[0]
+        for source in (err, *_java_causes(err)):
+            name = _condition(source)
             if name in DETERMINISTIC_SPARK_ERRORS:
                 return name
-        for found in _SPARK_CLASS.findall(str(err)):
-            if found in DETERMINISTIC_SPARK_ERRORS:
-                return str(found)
     return None
+
+
+def _condition(source: Any) -> str | None:
+    for accessor in ("getCondition", "getErrorClass"):  # getErrorClass: before Spark 4
+        get = getattr(source, accessor, None)
+        try:
+            name = get() if callable(get) else None
+        except Exception:  # noqa: BLE001 - a JVM exception that is not a SparkThrowable has no condition
+            name = None
+        if isinstance(name, str) and name:
+            return name.split(".")[0]
+    return None
+
+
+def _java_causes(error: BaseException) -> list[Any]:
+    """The JVM exception behind a PySpark error raised on the driver, and its causes (empty for any other)."""
+    cause = getattr(error, "_origin", None)  # PySpark keeps the Java exception it captured there
+    out: list[Any] = []
+    while cause is not None and len(out) < 32:
+        out.append(cause)
+        try:
+            cause = cause.getCause()
+        except Exception:  # noqa: BLE001 - a JVM gone or a foreign object: no more causes to read
+            break
+    return out
 
 
 def _kafka_error_name(e: BaseException) -> str | None:
@@ -237,9 +253,6 @@ def refusal(e: BaseException, *, cassandra_role: str | None = None) -> Refusal |
         found = _cassandra_refusal(err, cassandra_role)
         if found is not None:
             return found
-        in_task = _REFUSED_IN_TASK.search(str(err))
-        if in_task is not None:
-            return Refusal(in_task.group(2), in_task.group(1))
     return None
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaException
 
@@ -13,7 +15,8 @@ from app.coordinator import Coordinator
 from app.failures import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
 from app.local import LocalExecutor
 from app.spark import fatal
-from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.errors import AccessRefusedError, DataLossError, PartitionUnavailableError
+from spouts.memory import MemorySpout
 from spouts.metadata import Partition
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
@@ -123,13 +126,14 @@ class TestPolicy:
                                                                      "b:9042": ConnectionRefusedError(111, "refused")})
         assert not decide(mixed).permanent
 
-    def test_a_refusal_raised_in_a_spark_task_is_recognised_by_its_class(self) -> None:
+    def test_the_text_of_an_error_decides_nothing(self) -> None:
+        """A refusal or an error class written in a message (a Spark task's traceback) is no type: transient."""
         text = ("Traceback (most recent call last):\n  ...\nspouts.errors.AccessRefusedError: authorization refused "
-                "by Kafka at b:9093 for principal User:trident: topic words: Broker: Topic authorization failed; "
-                "check the ACLs of User:trident\n")
-        d = decide(SparkLikeError(text, None))
-        assert d.permanent and d.exit_code == BAD_INPUT and d.cause == "authorization"
-        assert d.reason.startswith("authorization refused by Kafka at b:9093 for principal User:trident")
+                "by Kafka at b:9093 for principal User:trident: topic words: Broker: Topic authorization failed\n"
+                "[DIVIDE_BY_ZERO] No such configuration property")
+        for error in (SparkLikeError(text, None), RuntimeError(text)):
+            d = decide(error, same_error_attempts=5)
+            assert not d.permanent and d.failure_class is FailureClass.TRANSIENT
 
     def test_an_outage_is_transient_with_capped_backoff_until_the_limit(self) -> None:
         down = PartitionUnavailableError(P0, "broker down")
@@ -145,9 +149,27 @@ class TestPolicy:
         d = decide(cast, attempt=3, same_error_attempts=3)
         assert d.permanent and d.exit_code == FAILED and "CAST_INVALID_INPUT" in d.reason and "txid 7" in d.reason
 
-    def test_the_error_class_is_found_in_the_text_of_a_wrapped_error(self) -> None:
-        wrapped = RuntimeError("Job aborted due to stage failure: ... [DIVIDE_BY_ZERO] Division by zero. ...")
+    def test_the_error_class_is_read_from_the_jvm_exception_behind_a_wrapped_error(self) -> None:
+        """PySpark keeps the JVM exception it captured: its causes' conditions count, read by their accessor."""
+        class JavaThrowable:  # a py4j handle: a SparkThrowable has getCondition, any Throwable getCause
+            def __init__(self, condition: str | None, cause: JavaThrowable | None) -> None:
+                self.condition, self.cause = condition, cause
+
+            def getCondition(self) -> str:
+                if self.condition is None:
+                    raise AttributeError("not a SparkThrowable")
+                return self.condition
+
+            def getCause(self) -> JavaThrowable | None:
+                return self.cause
+
+        captured = SparkLikeError("Job aborted due to stage failure", None)
+        captured._origin = JavaThrowable(None, JavaThrowable("DIVIDE_BY_ZERO", None))
+        wrapped = RuntimeError("the commit failed")
+        wrapped.__cause__ = captured
         assert decide(wrapped, same_error_attempts=3).permanent
+        captured._origin = JavaThrowable(None, JavaThrowable("SOME_OTHER_CONDITION", None))
+        assert not decide(wrapped, same_error_attempts=3).permanent
 
     def test_an_unknown_error_is_transient(self) -> None:
         assert decide(ConnectionResetError("peer reset")).failure_class is FailureClass.TRANSIENT
@@ -210,6 +232,58 @@ class TextOnlyErrors(LocalExecutor):
             return super().process(batch)
         except Exception as e:  # noqa: BLE001 - every error crosses as text, like a Python worker's
             raise RuntimeError(f"Python worker failed: {type(e).__name__}: {e}") from None
+
+
+class ReadsRefusedHere(MemorySpout):
+    """A spout whose reads this principal may not make (a READ right revoked): reading raises the typed refusal."""
+
+    arrow_schema = pa.schema([])
+
+    def __init__(self, *args: Any, refuse: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refuse, self.reads = refuse, 0
+
+    def read_arrow(self, meta: Any, batch_size: int = 65_536, on_bad: Any = None) -> Iterator[pa.RecordBatch]:
+        self.reads += 1
+        if self.refuse:
+            raise AccessRefusedError("authorization", "b:9093", "User:trident", "the ACLs of User:trident",
+                                     "topic words: Broker: Topic authorization failed")
+        yield pa.record_batch([], schema=self.arrow_schema)
+
+
+class RefusedInTask(LocalExecutor):
+    """Like Spark when a read task is refused: the driver gets the task's traceback as text only."""
+
+    def process(self, batch: Any) -> Any:
+        raise RuntimeError("Python worker failed: spouts.errors.AccessRefusedError: authorization refused by Kafka")
+
+
+class TestErrorsThatCrossedSparkAsText:
+    @staticmethod
+    def world(spout_refuses: bool) -> tuple[World, ReadsRefusedHere]:
+        world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
+        world.append(0, "a")
+        coord = world.coordinator
+        spout = ReadsRefusedHere(world.source, SpoutKind.OPAQUE, topology_id="world", refuse=spout_refuses)
+        local = coord.executor
+        assert isinstance(local, LocalExecutor)
+        coord.spout, coord.executor = spout, RefusedInTask(local.emitter, local.sinks)
+        return world, spout
+
+    def test_a_refusal_in_a_task_is_named_by_reading_the_range_here(self) -> None:
+        """The read is asked again on the driver, where the refusal is raised with its type: exit 2 at once."""
+        world, spout = self.world(spout_refuses=True)
+        with pytest.raises(AccessRefusedError):
+            world.coordinator.step()
+        stopped = world.coordinator.stopped_by
+        assert stopped is not None and stopped.exit_code == BAD_INPUT and stopped.cause == "authorization"
+        assert spout.reads == 1
+
+    def test_a_read_that_goes_through_here_leaves_the_failure_as_it_came(self) -> None:
+        """Nothing typed to learn: the task's failure stays transient, and the source is asked once per txid."""
+        world, spout = self.world(spout_refuses=False)
+        assert [world.coordinator.step() for _ in range(3)] == ["failed"] * 3
+        assert world.coordinator.stopped_by is None and spout.reads == 1
 
 
 class SparkLikeWorld(World):
