@@ -5,10 +5,14 @@ from __future__ import annotations
 import enum
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from spouts.metadata import BatchPlan
 from states.spec import StateKind
+
+if TYPE_CHECKING:
+    from app.topology import Topology
+    from spouts.bad_records import BadRecord
 
 
 class BatchStatus(enum.Enum):
@@ -79,6 +83,31 @@ class BatchExecutor(Protocol):
     def close(self) -> None:
         """Release what is held for txids not committed (the coordinator is stopping)."""
         ...
+
+
+@runtime_checkable
+class RunsTopology(Protocol):
+    """An executor built from a topology: the topology's error policy says what its bad records do."""
+
+    @property
+    def topology(self) -> Topology: ...
+
+
+@runtime_checkable
+class FindsBadRecords(Protocol):
+    """A processed result that left records out as bad (the error policy settles them before the commit)."""
+
+    @property
+    def bad_records(self) -> tuple[BadRecord, ...]: ...
+
+
+@runtime_checkable
+class Reports(Protocol):
+    """A part of the pipeline that can say what holds it up, in a line (None: nothing): a spout's coordinator
+    side (a missing topic) or an executor (bad records being isolated, no Spark executor)."""
+
+    @property
+    def problem(self) -> str | None: ...
 
 
 @runtime_checkable

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats
+from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats, FindsBadRecords, Reports, RunsTopology
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.errors import MissingBatchMetadataError
 from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, deterministic_spark_error, error_key
@@ -101,7 +101,7 @@ class Coordinator:
                                               outage_limit_s=self.config.outage_limit_s)
         for kind in executor.state_kinds():
             check_combination(spout.kind, kind, accept_at_least_once=self.config.accept_at_least_once)
-        errors = getattr(getattr(executor, "topology", None), "errors", None) or ErrorPolicy()
+        errors = executor.topology.errors if isinstance(executor, RunsTopology) else ErrorPolicy()
         self._bad_records = bad_records or handler_for(topology_id, errors, spout, metrics)  # settles each txid's
         self._partitions = spout.coordinator()
         self._emitter = spout.emitter()
@@ -290,7 +290,8 @@ class Coordinator:
         if not batch.frozen:  # step 3
             self._freeze(batch.txid, batch.plan, batch.attempt)
             batch.frozen = True
-        self._bad_records.settle(batch.txid, getattr(batch.result, "bad_records", ()), self._progress)
+        found = batch.result.bad_records if isinstance(batch.result, FindsBadRecords) else ()
+        self._bad_records.settle(batch.txid, found, self._progress)
         self._faults("commit", batch.txid)  # step 4
         self._check_lease()
         stats = self._timed("commit", self.executor.commit, batch, batch.result)
@@ -396,10 +397,10 @@ class Coordinator:
     def source_problem(self) -> str | None:
         """What the spout's coordinator side reports as wrong with the source (e.g. a missing topic), or what
         holds the executor up (``isolating bad records in txid N: ...``, no Spark executor), if anything."""
-        problem = getattr(self._partitions, "problem", None)
-        if not isinstance(problem, str):
-            problem = getattr(self.executor, "problem", None)
-        return problem if isinstance(problem, str) else None
+        for part in (self._partitions, self.executor):
+            if isinstance(part, Reports) and isinstance(part.problem, str):
+                return part.problem
+        return None
 
     def _healthy(self) -> None:
         if self.degraded is not None:

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from states.spec import StateKind
+
 K = TypeVar("K", contravariant=True)  # keys are only ever passed in
 V = TypeVar("V")
 #: What ``json.dumps`` accepts: dict / list / str / int / float / bool / None, nested. (``Any``:
@@ -27,7 +29,11 @@ class State(Protocol):
 
 @runtime_checkable
 class MapState(State, Protocol[K, V]):
-    """A keyed state: read values, apply per-key updaters for the current txid, or overwrite."""
+    """A keyed state: read values, apply per-key updaters for the current txid, or overwrite. ``kind`` is the
+    fault-tolerance rule it applies."""
+
+    @property
+    def kind(self) -> StateKind: ...
 
     def multi_get(self, keys: Sequence[K]) -> list[V | None]: ...
 

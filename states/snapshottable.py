@@ -16,7 +16,7 @@ class SnapshottableMap:
 
     def __init__(self, delegate: MapState[Any, Any], key: Hashable = GLOBAL_KEY) -> None:
         self.delegate, self.key = delegate, key
-        self.kind = getattr(delegate, "kind", None)
+        self.kind = delegate.kind
 
     def begin_commit(self, txid: int) -> None:
         self.delegate.begin_commit(txid)

@@ -15,7 +15,7 @@ from app.config.parse import AGGREGATORS
 from app.config.runtime import build
 from app.config.schema import PipelineModel, ServiceConfig
 from app.coordinator import CoordinatorConfig
-from app.topology import Agg, Topology
+from app.topology import Agg, PersistentAggregate, Topology
 from spouts.kafka.config import KafkaSpoutConfig, redact
 from spouts.kafka.formats import RecordFormat
 from spouts.protocols import SpoutKind
@@ -98,23 +98,26 @@ def describe(topology: Topology, coordinator: CoordinatorConfig) -> dict[str, An
     Two topologies with equal descriptions read the same records, run the same transforms and
     write the same tables the same way: the config ≡ Python API test compares these.
     """
+    from spouts.kafka import KafkaSpout
+
     spout = topology.spout
-    cfg = getattr(spout, "config", None)
-    spout_fields = _spout_summary(cfg, topology.name) if isinstance(cfg, KafkaSpoutConfig) else {}
+    spout_fields = _spout_summary(spout.config, topology.name) if isinstance(spout, KafkaSpout) else {}
     sinks = []
     for stream, sink in topology.sinks:
         f = sink.factory
+        aggregate = sink if isinstance(sink, PersistentAggregate) else None  # else a partition_persist
         sinks.append({
             "transforms": [[t.kind, *t.exprs] if t.function is None else [t.kind, repr(t.function)]
                            for t in stream.transforms],
             "table": sink.name,
-            "group_by": list(getattr(sink, "group_by", ())),
+            "group_by": list(aggregate.group_by) if aggregate else [],
             "aggregates": [{"function": type(a.aggregator).__name__.lower(), "input": a.input, "output": a.output}
-                           for a in getattr(sink, "aggregates", ())],
+                           for a in (aggregate.aggregates if aggregate else ())],
             "state": {"kind": f.kind.value, "backend": f.backend, "sqlite_path": f.sqlite_path,
                       "cassandra": None if f.cassandra is None else _cassandra_summary(f.cassandra),
                       "cache_size": f.cache_size},
-            "tombstones": getattr(sink, "tombstones", None), "ttl_s": getattr(sink, "ttl_s", None),
+            "tombstones": aggregate.tombstones if aggregate else None,
+            "ttl_s": aggregate.ttl_s if aggregate else None,
         })
     return {
         "topology": topology.name,

@@ -67,9 +67,22 @@ def test_sub_ranges_span_the_slice_per_partition() -> None:
     assert [(m.partition, m.first_offset, m.next_offset) for m in parts] == [(0, 5, 10), (1, 3, 4)]
 
 
+class SparkError(Exception):
+    """What PySpark raises for a failed task: the error's condition, told by its accessor."""
+
+    def __init__(self, message: str, condition: str) -> None:
+        super().__init__(message)
+        self.condition = condition
+
+    def getCondition(self) -> str:
+        return self.condition
+
+
 def test_record_error_tells_record_errors_from_transient_ones() -> None:
-    assert record_error(RuntimeError("[CAST_INVALID_INPUT] The value 'x' cannot be cast")) == RecordError(
-        Stage.TRANSFORM, "CAST_INVALID_INPUT", "RuntimeError: [CAST_INVALID_INPUT] The value 'x' cannot be cast")
+    cast = SparkError("[CAST_INVALID_INPUT] The value 'x' cannot be cast", "CAST_INVALID_INPUT")
+    assert record_error(cast) == RecordError(
+        Stage.TRANSFORM, "CAST_INVALID_INPUT", "SparkError: [CAST_INVALID_INPUT] The value 'x' cannot be cast")
+    assert record_error(RuntimeError("[CAST_INVALID_INPUT] in a message only")) is None  # text is no type
     err = record_error(RuntimeError("[USER_RAISED_EXCEPTION] TRIDENT_NULL_KEY: sink s, key user SQLSTATE: P0001"))
     assert err is not None and err.stage is Stage.AGGREGATE and err.reason == "NULL_KEY" and "key user" in err.message
     assert record_error(RuntimeError("KafkaError{code=_TRANSPORT,val=-195,str=\"broker down\"}")) is None
