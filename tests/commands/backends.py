@@ -1,4 +1,5 @@
-"""The state backends the command tests run against: SQLite, the CQL test server, and a real Cassandra when set."""
+"""The state backends the command tests run against: SQLite, and Cassandra (the real one when set, else the CQL
+test server)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.states.backends import cassandra_settings
+from tests.states.backends import behaviour_kind, cassandra_settings
 
-STATE_BACKENDS = ["sqlite", "cassandra", pytest.param("cassandra_real", marks=pytest.mark.real_cassandra)]
+STATE_BACKENDS = ["sqlite", "cassandra"]
 
 
 def state_section(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[dict[str, Any], Any]:
     """(the pipeline's ``state:`` section, the CassandraSettings for the config's ``cassandra:`` or None)."""
     if backend == "sqlite":
         return {"backend": "sqlite", "sqlite_path": str(tmp_path / "state.db")}, None
-    kind = "cqlserver" if backend == "cassandra" else "real"
-    return {"backend": "cassandra"}, cassandra_settings(request, kind)
+    return {"backend": "cassandra"}, cassandra_settings(request, behaviour_kind(request))

@@ -48,10 +48,12 @@ def cli(*argv: str) -> Result:
 
 def write_config(path: Path, *, bootstrap: str, topic: str, state: dict[str, Any], pipeline_id: str = "wc",
                  cassandra: Any = None, cassandra_extra: dict[str, Any] | None = None,
-                 topics: dict[str, Any] | None = None, **pipeline: Any) -> Path:
-    """A word-count config (``state``: the state section; ``cassandra``: CassandraSettings of a test peer)."""
+                 topics: dict[str, Any] | None = None, kafka_extra: dict[str, Any] | None = None,
+                 **pipeline: Any) -> Path:
+    """A word-count config (``state``: the state section; ``cassandra``: CassandraSettings of a test peer;
+    ``kafka_extra``: more of the ``kafka:`` section, e.g. a shorter timeout where the test waits one out)."""
     doc: dict[str, Any] = {
-        "kafka": {"bootstrap_servers": bootstrap, "request_timeout_s": 3, "read_timeout_s": 5},
+        "kafka": {"bootstrap_servers": bootstrap, "request_timeout_s": 3, "read_timeout_s": 5, **(kafka_extra or {})},
         "pipelines": [{"id": pipeline_id, "spout": {"topics": [topic], "first_poll": "earliest",
                                                     "discovery_interval_s": 0},
                        "transforms": [{"map": ["explode(split(CAST(value AS STRING), ' ')) AS word"]}],

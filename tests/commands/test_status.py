@@ -61,7 +61,8 @@ def test_status_without_kafka_still_shows_the_store(kafka_cluster: MockKafkaClus
     produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"w")] * 3)
     run_pipeline(path)
     away = write_config(tmp_path / "away.yaml", bootstrap="127.0.0.1:1", topic=topic,
-                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")},
+                        kafka_extra={"request_timeout_s": 1})  # nothing answers there: the query waits it out
     r = cli("status", "--config", str(away), "--json")
     assert r.code == 4, r.err
     [s] = json.loads(r.out)

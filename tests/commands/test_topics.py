@@ -21,9 +21,10 @@ from app.commands.topics.plan import TopicState
 from app.config import ConfigError, loads
 from app.config.topics import TopicSettings
 from tests.commands.helpers import cli, write_config
-from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, unique_topic
+from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, skip_mock_gap, unique_topic
 
 ADMIN_API = {"mock": False, "real": True}  # the mock answers no controller-bound admin request (see the gap test)
+NO_CONTROLLER_WAIT = {"request_timeout_s": 1}  # the mock never answers them: each waits out the whole timeout
 
 
 class MemoryTopicCluster:
@@ -101,36 +102,45 @@ def test_unreadable_configs_are_reported_not_guessed() -> None:
     assert cluster.calls == [("create", "dead-letters")]
 
 
-def test_topics_on_any_kafka(kafka_peer: KafkaPeer, tmp_path: Path) -> None:
-    """Real Kafka: apply creates and configures, the second apply says nothing to change. The mock: the
-    topic (made through its control API) is compared by partitions and replication, the configs are
-    reported unreadable (exit 4), and an apply that must create fails with the topic named, no traceback."""
-    topic, new = unique_topic("tp"), unique_topic("tp")
-    bootstrap = kafka_peer.bootstrap_servers()
-    declared = {topic: {"partitions": 2, "replication_factor": int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1"))
-                        if ADMIN_API[kafka_peer.kind] else 3,
+def test_topics_apply_creates_and_configures_and_a_second_apply_changes_nothing(kafka_peer: KafkaPeer,
+                                                                                tmp_path: Path) -> None:
+    """Apply creates and configures the declared topic; the second apply says nothing to change."""
+    if not ADMIN_API[kafka_peer.kind]:
+        skip_mock_gap("librdkafka's mock answers no controller-bound admin request; checked by "
+                      "test_mock_cluster_still_answers_no_admin_requests")
+    topic = unique_topic("tp")
+    declared = {topic: {"partitions": 2, "replication_factor": int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")),
                         "configs": {"retention.ms": 172800000, "cleanup.policy": "delete"}}}
-    if ADMIN_API[kafka_peer.kind]:
-        path = write_config(tmp_path / "c.yaml", bootstrap=bootstrap, topic=topic, topics=declared,
-                            state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
-        first = cli("topics", "apply", "--config", str(path))
-        assert first.code == OK, first.err
-        assert "applied 1 change(s): 1 to create" in first.err
-        second = cli("topics", "apply", "--config", str(path))
-        assert second.code == OK and "nothing to change" in second.out, second.out + second.err
-        assert f"= {topic}: up to date" in second.out
-        kafka_peer.delete_topic(topic)
-        return
-    kafka_peer.create_topic(topic, 2, 3)
-    path = write_config(tmp_path / "c.yaml", bootstrap=bootstrap, topic=topic, topics=declared,
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_peer.bootstrap_servers(), topic=topic, topics=declared,
                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    first = cli("topics", "apply", "--config", str(path))
+    assert first.code == OK, first.err
+    assert "applied 1 change(s): 1 to create" in first.err
+    second = cli("topics", "apply", "--config", str(path))
+    assert second.code == OK and "nothing to change" in second.out, second.out + second.err
+    assert f"= {topic}: up to date" in second.out
+    kafka_peer.delete_topic(topic)
+
+
+def test_topics_on_a_cluster_without_a_controller_report_what_they_cannot_do(kafka_cluster: MockKafkaCluster,
+                                                                              tmp_path: Path) -> None:
+    """The mock (no controller): the topic (made through its control API) is compared by partitions and
+    replication, the configs are reported unreadable (exit 4), and an apply that must create fails with the
+    topic named, no traceback."""
+    topic, new = unique_topic("tp"), unique_topic("tp")
+    bootstrap = kafka_cluster.bootstrap_servers()
+    declared = {topic: {"partitions": 2, "replication_factor": 3,
+                        "configs": {"retention.ms": 172800000, "cleanup.policy": "delete"}}}
+    kafka_cluster.create_topic(topic, 2, 3)
+    path = write_config(tmp_path / "c.yaml", bootstrap=bootstrap, topic=topic, topics=declared,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")}, kafka_extra=NO_CONTROLLER_WAIT)
     r = cli("topics", "plan", "--config", str(path))
     assert r.code == PARTIAL, r.err
     assert f"? {topic}: cannot read topic configs from this cluster: " in r.out
     assert "Traceback" not in r.err
     grown = write_config(tmp_path / "g.yaml", bootstrap=bootstrap, topic=topic,
                          topics={**declared, new: {"partitions": 1}},
-                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")}, kafka_extra=NO_CONTROLLER_WAIT)
     r = cli("topics", "apply", "--config", str(grown))
     assert r.code == FAILED and f"create topic {new}: " in r.err and "Traceback" not in r.err
 
@@ -139,15 +149,15 @@ def test_mock_cluster_still_answers_no_admin_requests(kafka_cluster: MockKafkaCl
     """librdkafka's mock has no controller: CreateTopics and DescribeConfigs time out.
 
     If this fails after a librdkafka upgrade, the mock gained these admin APIs: set ADMIN_API["mock"]
-    above so ``test_topics_on_any_kafka`` runs apply-twice on the mock as well.
+    above so the apply-twice test runs on the mock as well.
     """
     topic = unique_topic("gap")
     kafka_cluster.create_topic(topic, 1)
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers()})
-    [f] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=2).values()
+    [f] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=1).values()
     with pytest.raises(Exception, match="controller"):
         f.result(10)
-    [f] = admin.create_topics([NewTopic(unique_topic("gap"), 1, 1)], request_timeout=2).values()
+    [f] = admin.create_topics([NewTopic(unique_topic("gap"), 1, 1)], request_timeout=1).values()
     with pytest.raises(Exception, match="controller"):
         f.result(10)
     assert not ADMIN_API["mock"]

@@ -1,12 +1,13 @@
 """Kafka test peers and their pytest fixtures (import them in a conftest to use them elsewhere).
 
 * ``kafka_cluster``: a fresh :class:`MockKafkaCluster` (3 brokers) per test, for failure control.
-* ``kafka_peer``: every available peer, one parametrisation each, for behaviour that must hold on
-  any Kafka: the mock always; ``testcontainers`` Kafka when a Docker engine answers; the cluster
-  named by ``KAFKA_BOOTSTRAP_SERVERS`` (topics created with ``KAFKA_REPLICATION_FACTOR``, default 1;
-  the cluster must allow topic creation and DeleteRecords). Unavailable real peers are reported as
-  SKIPPED with the reason, never passed; under REQUIRE_REAL_PEERS=1 as failures, unless the other
-  real peer runs. Peers share :class:`KafkaPeer`; the flags say what the peer implements.
+* ``kafka_peer``: one peer for behaviour that must hold on any Kafka, the most real one available:
+  the cluster named by ``KAFKA_BOOTSTRAP_SERVERS`` (topics created with ``KAFKA_REPLICATION_FACTOR``,
+  default 1; the cluster must allow topic creation and DeleteRecords), else ``testcontainers`` Kafka
+  when a Docker engine answers, else the mock. A real run proves all a mock run would, so the mock
+  does not repeat it; under REQUIRE_REAL_PEERS=1 no real Kafka is a failure, never a mock run.
+  What only the mock can do (faults, leaderless partitions, a broker down) uses ``kafka_cluster``.
+  Peers share :class:`KafkaPeer`; the flags say what the peer implements.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from tests.peers import REAL_KAFKA, docker_problem, missing_peer
+from tests.peers import REAL_KAFKA, docker_problem, missing_peer, real_peers_required
 
 __all__ = ["KafkaPeer", "MockKafkaCluster", "RealKafkaPeer", "kafka_cluster", "kafka_peer", "real_kafka_available",
            "skip_mock_gap", "unique_topic"]
@@ -101,9 +102,6 @@ def skip_mock_gap(reason: str) -> NoReturn:
 
 
 def _testcontainers_peer() -> Iterator[RealKafkaPeer]:
-    if (problem := docker_problem()) is not None:
-        missing_peer(REAL_KAFKA, f"testcontainers Kafka: no Docker engine answers ({problem})",
-                     covered=bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")))
     try:
         from testcontainers.community.kafka import KafkaContainer
     except ImportError:  # testcontainers < 4.10 keeps it at the old path
@@ -113,24 +111,20 @@ def _testcontainers_peer() -> Iterator[RealKafkaPeer]:
         yield RealKafkaPeer(container.get_bootstrap_server())
 
 
-@pytest.fixture(scope="session", params=[
-    "mock",
-    pytest.param("testcontainers", marks=pytest.mark.real_kafka),
-    pytest.param("env", marks=pytest.mark.real_kafka),
-])
-def kafka_peer(request: pytest.FixtureRequest) -> Iterator[KafkaPeer]:
-    """Each available Kafka peer in turn (session-scoped; tests use their own topics)."""
-    if request.param == "mock":
-        with MockKafkaCluster(3) as cluster:
-            yield cluster
-    elif request.param == "testcontainers":
+@pytest.fixture(scope="session")
+def kafka_peer() -> Iterator[KafkaPeer]:
+    """The one Kafka of the behaviour tests (session-scoped; tests use their own topics): the real one when
+    this run has one, else the mock (a failure instead under REQUIRE_REAL_PEERS=1)."""
+    if bootstrap := os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        yield RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
+    elif docker_problem() is None:
         yield from _testcontainers_peer()
     else:
-        bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-        if not bootstrap:
-            missing_peer(REAL_KAFKA, "real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set",
-                         covered=docker_problem() is None)
-        yield RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
+        if real_peers_required():
+            missing_peer(REAL_KAFKA, f"KAFKA_BOOTSTRAP_SERVERS is not set and no Docker engine answers for "
+                                     f"testcontainers ({docker_problem()})")
+        with MockKafkaCluster(3) as cluster:
+            yield cluster
 
 
 @pytest.fixture

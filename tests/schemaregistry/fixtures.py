@@ -1,7 +1,8 @@
-"""Schema Registry peers for tests: the in-process test peer always, a real registry when
-``SCHEMA_REGISTRY_URL`` names one (``SCHEMA_REGISTRY_USERNAME``/``_PASSWORD`` for basic auth);
-absent, that parametrisation is SKIPPED with the reason (a failure under REQUIRE_REAL_PEERS=1).
-Tests use their own subjects (unique topic names), so a real registry may be shared."""
+"""Schema Registry peers for tests: the in-process test peer, and a real registry when
+``SCHEMA_REGISTRY_URL`` names one (``SCHEMA_REGISTRY_USERNAME``/``_PASSWORD`` for basic auth).
+``schema_registry`` is one of them: the real one when set (it proves all the test peer would),
+else the test peer (a failure instead under REQUIRE_REAL_PEERS=1). Tests use their own subjects
+(unique topic names), so a real registry may be shared."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from spouts.kafka.formats import RegistrySettings
-from tests.peers import RealPeer, missing_peer
+from tests.peers import RealPeer, missing_peer, real_peers_required
 from tests.schemaregistry.server import SchemaRegistryServer
 
 REAL_SCHEMA_REGISTRY = RealPeer("a real Schema Registry", "set SCHEMA_REGISTRY_URL")
@@ -42,7 +43,11 @@ def registry_settings(kind: str, server: SchemaRegistryServer) -> RegistrySettin
     return settings
 
 
-@pytest.fixture(scope="session", params=["peer", "env"])
-def schema_registry(request: pytest.FixtureRequest, registry_server: SchemaRegistryServer) -> RegistrySettings:
-    """Settings of each available registry in turn: the test peer, then SCHEMA_REGISTRY_URL's."""
-    return registry_settings(request.param, registry_server)
+@pytest.fixture(scope="session")
+def schema_registry(request: pytest.FixtureRequest) -> RegistrySettings:
+    """Settings of SCHEMA_REGISTRY_URL's registry when set, else of the test peer (unless real peers are required)."""
+    if (settings := env_registry()) is not None:
+        return settings
+    if real_peers_required():
+        missing_peer(REAL_SCHEMA_REGISTRY, "real Schema Registry: SCHEMA_REGISTRY_URL is not set")
+    return RegistrySettings(request.getfixturevalue("registry_server").url)

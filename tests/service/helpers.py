@@ -155,6 +155,20 @@ class ServiceProcess:
         finally:
             self.cleanup()
 
+    def run_to_exit(self, timeout: float) -> int:
+        """Start the service and wait for it to stop on its own (a refusal, a permanent failure): its exit code.
+
+        Whatever of the group is left is killed afterwards; a service still running after ``timeout``
+        seconds fails the test with the tail of its log."""
+        self.start()
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"service still running after {timeout}s; log:\n{self.tail()}") from None
+        finally:
+            self.cleanup()
+
     def cleanup(self) -> None:
         """Kill whatever of the group is left (a JVM orphaned by a failed test)."""
         if self.proc is not None:

@@ -212,12 +212,8 @@ def test_errors_fail_exits_1_within_the_txid_naming_the_record(kafka: MockKafkaC
     db, port = tmp_path / "state.db", free_port()
     config = sales_config(tmp_path / "service.yaml", bootstrap=kafka.bootstrap_servers(), port=port, db=db,
                           errors="fail")
-    service = ServiceProcess(config, tmp_path / "service.log", port).start()
-    try:
-        assert service.proc is not None
-        code = service.proc.wait(300)
-    finally:
-        service.cleanup()
+    service = ServiceProcess(config, tmp_path / "service.log", port)
+    code = service.run_to_exit(300)
     log = service.run_log()
     assert code == 1, log[-3000:]
     assert "sales[1]@0" in log and "CAST_INVALID_INPUT" in log, log[-3000:]

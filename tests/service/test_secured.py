@@ -264,13 +264,8 @@ def refused_run(secured: Secured, tmp_path: Path, **kwargs: Any) -> tuple[str, f
     before = stored_counts(secured)
     service = service_for(secured, tmp_path, **kwargs)
     t0 = time.monotonic()
-    service.start()
-    try:
-        assert service.proc is not None
-        code = service.proc.wait(120)
-        took = time.monotonic() - t0
-    finally:
-        service.cleanup()
+    code = service.run_to_exit(120)
+    took = time.monotonic() - t0
     log = service.run_log()
     assert code == 2, log[-3000:]
     assert took < REFUSAL_BOUND_S, f"took {took:.1f} s:\n{log[-3000:]}"
@@ -345,12 +340,7 @@ def test_a_missing_write_acl_on_the_dead_letter_topic_stops_run_with_exit_2_as_a
     authorization refusal of the dead-letter topic, and that txid's counts never stored."""
     service = service_for(secured, tmp_path, kafka_user="nodlwrite", pipeline="nodl", table="word_counts_nodl")
     letters = dead_letter_sources(secured.stack)
-    try:
-        service.start()
-        assert service.proc is not None
-        code = service.proc.wait(480)
-    finally:
-        service.cleanup()
+    code = service.run_to_exit(480)
     log = service.run_log()
     assert code == 2, log[-3000:]
     line = _stopped_line(log)

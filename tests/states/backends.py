@@ -20,7 +20,7 @@ import pytest
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
 from states.spec import MapSpec
 from states.sqlite import SqliteBackingMap, SqliteTransactionalStateStore
-from tests.peers import REAL_CASSANDRA, cassandra_from_env, docker_problem, missing_peer
+from tests.peers import REAL_CASSANDRA, cassandra_from_env, docker_problem, missing_peer, real_peers_required
 
 
 @dataclass
@@ -88,7 +88,9 @@ def sqlite_store(topology_id: str, request: pytest.FixtureRequest) -> StoreHarne
 # Cassandra peers: the CQL test server always; a real Cassandra named by CASSANDRA_CONTACT_POINTS
 # (host[:port],... with CASSANDRA_PORT as the default port; optional CASSANDRA_LOCAL_DC, CASSANDRA_USERNAME, CASSANDRA_PASSWORD,
 # CASSANDRA_PROTOCOL_VERSION), else started by testcontainers when a Docker engine answers.
-# An absent real peer is reported SKIPPED with the reason, never passed (a failure under
+# Behaviour tests take the real peer when there is one, else the CQL test server (behaviour_kind);
+# fault injection, server clocks and request counts take the CQL test server. A test that needs
+# the real peer and has none is reported SKIPPED with the reason, never passed (a failure under
 # REQUIRE_REAL_PEERS=1). Each test gets its own keyspace (dropped afterwards); peers and sessions
 # live for the whole pytest process.
 
@@ -114,6 +116,14 @@ def cassandra_peer(request: pytest.FixtureRequest, kind: str) -> CassandraPeer:
     if isinstance(peer, str):
         missing_peer(REAL_CASSANDRA, peer)
     return peer
+
+
+def behaviour_kind(request: pytest.FixtureRequest) -> str:
+    """The Cassandra for behaviour that must hold on any Cassandra: "real" when this run has one (it proves all
+    the CQL test server would), else "cqlserver"; under REQUIRE_REAL_PEERS=1 an absent real one fails the test."""
+    if "real" not in _PEERS:
+        _PEERS["real"] = _start_peer(request.config, "real")
+    return "cqlserver" if isinstance(_PEERS["real"], str) and not real_peers_required() else "real"
 
 
 def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
@@ -190,13 +200,11 @@ def cassandra_store(topology_id: str, request: pytest.FixtureRequest, kind: str 
 BACKING_MAPS: dict[str, Callable[[MapSpec, pytest.FixtureRequest], Backend]] = {
     "memory": memory_map,
     "sqlite": sqlite_map,
-    "cassandra": cassandra_map,
-    "cassandra_real": lambda spec, request: cassandra_map(spec, request, "real"),
+    "cassandra": lambda spec, request: cassandra_map(spec, request, behaviour_kind(request)),
 }
 
 STORES: dict[str, Callable[[str, pytest.FixtureRequest], StoreHarness]] = {
     "memory": memory_store,
     "sqlite": sqlite_store,
-    "cassandra": cassandra_store,
-    "cassandra_real": lambda topology_id, request: cassandra_store(topology_id, request, "real"),
+    "cassandra": lambda topology_id, request: cassandra_store(topology_id, request, behaviour_kind(request)),
 }

@@ -25,7 +25,7 @@ from states.errors import InvalidIdentifierError, SchemaMismatchError
 from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue
-from tests.states.backends import CassandraPeer, cassandra_peer, cassandra_settings
+from tests.states.backends import CassandraPeer, behaviour_kind, cassandra_peer, cassandra_settings
 
 pytestmark = pytest.mark.timeout(60)  # a hung request fails with a stack dump instead of stalling the run
 
@@ -34,9 +34,10 @@ BUCKETED = MapSpec("bucketed", StateKind.TRANSACTIONAL, (Column("word", "text"),
                    (Column("count", "bigint"),))
 
 
-@pytest.fixture(params=["cqlserver", pytest.param("real", marks=pytest.mark.real_cassandra)])
+@pytest.fixture
 def settings(request: pytest.FixtureRequest) -> CassandraSettings:
-    return cassandra_settings(request, request.param)
+    """A keyspace on the real Cassandra when this run has one, else on the CQL test server."""
+    return cassandra_settings(request, behaviour_kind(request))
 
 
 @pytest.fixture
