@@ -10,9 +10,9 @@ from app.config import compile_pipeline, parse
 from states.factory import StateFactory
 from states.ownership import TableOwnedError, check_claimable, claim_table
 from tests.service.test_config import doc
-from tests.states.backends import cassandra_settings
+from tests.states.backends import behaviour_kind, cassandra_settings
 
-BACKENDS = ["memory", "sqlite", "cqlserver", "real"]
+BACKENDS = ["memory", "sqlite", "cassandra"]  # cassandra: the real one when the run has one (behaviour_kind)
 
 
 def factory(request: pytest.FixtureRequest, backend: str, tmp_path: Any) -> StateFactory:
@@ -20,7 +20,7 @@ def factory(request: pytest.FixtureRequest, backend: str, tmp_path: Any) -> Stat
         return StateFactory(backend="memory", cache_size=0, sqlite_path=str(tmp_path))  # a distinct factory per test
     if backend == "sqlite":
         return StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
-    return StateFactory(backend="cassandra", cassandra=cassandra_settings(request, backend))
+    return StateFactory(backend="cassandra", cassandra=cassandra_settings(request, behaviour_kind(request)))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

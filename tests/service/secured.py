@@ -5,7 +5,7 @@
 * :class:`SecuredStack`: one realstack instance (its own ports and data directory) with
 
   - Kafka: its PLAINTEXT listener kept for the broker itself, plus a ``SASL_SSL`` listener (PLAIN,
-    users ``admin``, ``trident``, ``stranger`` and ``nodlwrite``), the KRaft ``StandardAuthorizer`` with
+    users ``admin``, ``trident``, ``stranger``, ``nodlwrite`` and ``noread``), the KRaft ``StandardAuthorizer`` with
     ``allow.everyone.if.no.acl.found=false`` and ``admin`` as super user;
   - Cassandra: ``PasswordAuthenticator``, ``CassandraAuthorizer`` and required client TLS, through an
     edited copy of its ``cassandra.yaml`` (``-Dcassandra.config``).
@@ -28,7 +28,7 @@ from tests.realstack import RealStack, _free, find
 KEYTOOL = shutil.which("keytool") or "/usr/lib/jvm/java-17-openjdk-amd64/bin/keytool"
 STORE_PASSWORD = "store-secret"
 KAFKA_USERS = {"admin": "admin-secret", "trident": "trident-secret", "stranger": "stranger-secret",
-               "nodlwrite": "nodlwrite-secret"}
+               "nodlwrite": "nodlwrite-secret", "noread": "noread-secret"}
 CASSANDRA_SUPERUSER = ("cassandra", "cassandra")  # PasswordAuthenticator's default superuser
 
 

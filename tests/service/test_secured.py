@@ -71,7 +71,8 @@ def _allow(admin: AdminClient, user: str, grants: list[tuple[ResourceType, str, 
 
 def _grant_kafka(stack: SecuredStack) -> None:
     """The ACLs docs/operations.md lists, for ``User:trident`` (pipeline ``wc``); ``User:nodlwrite`` (pipeline
-    ``nodl``) has the same but Write on the dead-letter topic; ``User:stranger`` has none."""
+    ``nodl``) has the same but Write on the dead-letter topic; ``User:noread`` (pipeline ``noread``) the same but
+    Read on the source topic (it may describe it); ``User:stranger`` has none."""
     admin = AdminClient(stack.kafka_client("admin"))
     read = (AclOperation.READ, AclOperation.DESCRIBE)
     for user, pipeline, dead_letter_ops in (("trident", PIPELINE, (AclOperation.WRITE, *read)),
@@ -79,6 +80,11 @@ def _grant_kafka(stack: SecuredStack) -> None:
         _allow(admin, user, [(ResourceType.TOPIC, TOPIC, read), (ResourceType.GROUP, f"trident-{pipeline}", read),
                              (ResourceType.TOPIC, DEAD_LETTERS, dead_letter_ops),
                              (ResourceType.TRANSACTIONAL_ID, f"trident-dead-letters-{pipeline}",
+                              (AclOperation.WRITE, AclOperation.DESCRIBE))])
+    _allow(admin, "noread", [(ResourceType.TOPIC, TOPIC, (AclOperation.DESCRIBE,)),
+                             (ResourceType.GROUP, "trident-noread", read),
+                             (ResourceType.TOPIC, DEAD_LETTERS, (AclOperation.WRITE, *read)),
+                             (ResourceType.TRANSACTIONAL_ID, "trident-dead-letters-noread",
                               (AclOperation.WRITE, AclOperation.DESCRIBE))])
 
 
@@ -259,8 +265,9 @@ def test_word_count_on_secured_servers_matches_the_ground_truth_across_a_sigkill
         assert secret not in log
 
 
-def refused_run(secured: Secured, tmp_path: Path, **kwargs: Any) -> tuple[str, float]:
-    """Run a service that must be refused: asserts exit 2 within the bound; its log, and seconds to exit."""
+def refused_run(secured: Secured, tmp_path: Path, *, bound_s: float = REFUSAL_BOUND_S,
+                **kwargs: Any) -> tuple[str, float]:
+    """Run a service that must be refused: asserts exit 2 within ``bound_s``; its log, and seconds to exit."""
     before = stored_counts(secured)
     service = service_for(secured, tmp_path, **kwargs)
     t0 = time.monotonic()
@@ -268,7 +275,7 @@ def refused_run(secured: Secured, tmp_path: Path, **kwargs: Any) -> tuple[str, f
     took = time.monotonic() - t0
     log = service.run_log()
     assert code == 2, log[-3000:]
-    assert took < REFUSAL_BOUND_S, f"took {took:.1f} s:\n{log[-3000:]}"
+    assert took < bound_s, f"took {took:.1f} s:\n{log[-3000:]}"
     assert "Traceback" not in log, log[-3000:]
     assert stored_counts(secured) == before  # nothing written
     return log, took
@@ -307,6 +314,18 @@ def test_a_missing_kafka_acl_stops_run_with_exit_2_as_authorization_refused(secu
     line = _stopped_line(log)
     assert "authorization refused by Kafka" in line and "User:stranger" in line and f"topic {TOPIC}" in line
     assert "authentication refused" not in log
+
+
+@pytest.mark.timeout(300)
+def test_a_missing_read_acl_refused_in_a_spark_task_stops_run_with_exit_2(secured: Secured, tmp_path: Path) -> None:
+    """Describe allowed, Read not: planning works and only the executors' fetch is refused. The refusal reaches the
+    driver as a task's text; reading the range again on the driver gives it its type: exit 2, one line."""
+    # Spark starts and runs the txid's read job (its tasks retried) before the refusal can show: a longer bound
+    log, _ = refused_run(secured, tmp_path, bound_s=3 * REFUSAL_BOUND_S, kafka_user="noread", pipeline="noread",
+                         table="word_counts_noread")
+    line = _stopped_line(log)
+    assert "authorization refused by Kafka" in line and "User:noread" in line, line
+    assert "reading its first range here" in log  # named by the read on the driver, not by the task's text
 
 
 @pytest.mark.timeout(300)
