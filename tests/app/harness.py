@@ -80,6 +80,7 @@ class World:
     partitions: int = 3
     caps: Caps = field(default_factory=lambda: Caps(per_partition=4, per_batch=9))
     max_pending: int = 1
+    retention: int = 16
     accept_at_least_once: bool = False
     coordinator_class: type[Coordinator] = Coordinator
 
@@ -95,7 +96,8 @@ class World:
         spout = MemorySpout(self.source, self.spout_kind, topology_id="world")
         state = MAPS[self.state_kind](self.backing, metrics=self.metrics.states.bound("world"))
         executor = LocalExecutor(spout.emitter(), [Sink(state, Count(), key=lambda r: (r.value.decode(),))])
-        config = CoordinatorConfig(caps=self.caps, max_pending=self.max_pending, owner="world-owner",
+        config = CoordinatorConfig(caps=self.caps, max_pending=self.max_pending, retention=self.retention,
+                                   owner="world-owner",
                                    retry_backoff_s=(0.0, 0.0), idle_sleep_s=0.0,
                                    accept_at_least_once=self.accept_at_least_once)
         coord = self.coordinator_class("world", spout, executor, self.store, config, metrics=self.metrics,

@@ -361,3 +361,20 @@ class TestCancellation:
         assert world.coordinator.step() == "committed"
         world.coordinator.close()
         assert rec.events[-1][0] == "close"
+
+
+@pytest.mark.parametrize("retention", [2, 3, 5])
+def test_retention_keeps_the_last_txids_and_a_restart_resumes_after_them(retention: int) -> None:
+    """The store keeps the batch metadata of the last ``retention`` txids and nothing older; a coordinator started
+    over that store resumes after the last one: every record counted once, against the source's own records."""
+    world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1, caps=Caps(per_partition=1, per_batch=1),
+                  retention=retention)
+    for key in "abcdefg":
+        world.append(0, key)
+    assert [world.coordinator.step() for _ in range(7)] == ["committed"] * 7
+    assert world.coordinator._progress._batches.txids == list(range(8 - retention, 8))
+    world.restart()
+    world.append(0, "h")
+    assert world.coordinator.step() == "committed" and world.coordinator.committed_txid == 8
+    assert world.coordinator._progress._batches.txids == list(range(9 - retention, 9))
+    assert world.stored_counts() == world.truth()
