@@ -38,7 +38,10 @@ them, before the commit job starts: the batch protocol's order holds (adaptive q
 see :mod:`app.spark.session`, or every shuffle stage would be a job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
-raises, and the coordinator replays the txid. Jobs carry the job group ``<topology>:txid-<N>``
+raises, and the coordinator replays the txid. A task that fails on a record (a transform's error) is
+not retried: the process job is cancelled at its first failed attempt (:mod:`app.spark.fail_fast`)
+and the txid's bad records are found (:mod:`app.spark.bad_records`); after a txid with transform
+errors, the next one runs the error-capturing form first (no failed job when it has some too). Jobs carry the job group ``<topology>:txid-<N>``
 (``cancel(txid)``) and run in scheduler pool ``process`` or ``commit``: with ``max_pending > 1``
 the coordinator processes N+1 in a worker thread while committing N, and both share executors.
 """
