@@ -1,8 +1,9 @@
 """PySpark's handles on the JVM, in one place.
 
 PySpark keeps its py4j objects behind underscore names (``_jvm``, ``_jdf``, ``_jc``...). The product needs a
-few of them (observed metrics, log levels, registered executors, try-eval columns); every access goes through
-these functions, so a PySpark upgrade that renames one breaks one module.
+few of them (observed metrics, log levels, registered executors, try-eval columns, failed tasks' errors in
+Spark's status store, which Spark keeps ``private[spark]``); every access goes through these functions, so a
+Spark upgrade that renames one breaks one module.
 """
 
 from __future__ import annotations
