@@ -38,7 +38,10 @@ them, before the commit job starts: the batch protocol's order holds (adaptive q
 see :mod:`app.spark.session`, or every shuffle stage would be a job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
-raises, and the coordinator replays the txid. Jobs carry the job group ``<topology>:txid-<N>``
+raises, and the coordinator replays the txid. A task that fails on a record (a transform's error) is
+not retried: the process job is cancelled at its first failed attempt (:mod:`app.spark.fail_fast`)
+and the txid's bad records are found (:mod:`app.spark.bad_records`); after a txid with transform
+errors, the next one runs the error-capturing form first (no failed job when it has some too). Jobs carry the job group ``<topology>:txid-<N>``
 (``cancel(txid)``) and run in scheduler pool ``process`` or ``commit``: with ``max_pending > 1``
 the coordinator processes N+1 in a worker thread while committing N, and both share executors.
 """
@@ -62,7 +65,7 @@ from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark import executors as executors_
-from app.spark import fatal, warmup
+from app.spark import fail_fast, fatal, warmup
 from app.spark import parallelism as parallelism_
 from app.spark.isolation import Isolation
 from app.spark.jvm import gateway, java_frame, java_session
@@ -196,6 +199,7 @@ class SparkExecutor:
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
         self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
+        self._capture_first = False  # the last txid had transform errors: run the capturing form first
         self._last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit job finished
 
     @property
@@ -237,13 +241,21 @@ class SparkExecutor:
         failing = self._isolated.get(key)  # a replay of the same ranges meets the same bad records
         if failing is None:
             failing = _stored_isolation(batch, key)
+        known = bool(failing)
         with self._job(batch, "process"):
             try:
-                results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
+                if not failing and self._capture_first and self._capturable():
+                    # the last txid had transform errors: the next one likely has too, run the capturing form
+                    results, found, failing = self._captured(batch, ranges, None)
+                else:  # a known bad record is left out, so a failure now is not a record's: keep Spark's retries
+                    with fail_fast.stop_at_record_error(self.spark, self._group(batch.txid), enabled=not failing):
+                        results, found = self._process_records(
+                            self.read_records(batch, ranges, bad_records_.excluded(failing)))
             except Exception as e:
                 if failing or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault: the txid is retried whole
                 results, found, failing = self._without_failing(batch, ranges, e)
+            if failing and not known:  # isolated now: kept for a replay, here and in the txid's progress
                 self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
                 _store_isolation(batch, key, failing)
             null_keys = found.null_keys
@@ -325,32 +337,59 @@ class SparkExecutor:
             return rows, Observed(null_keys, errors)
         return bad_records_.guard_keys(rows, c.keys, c.sink.name), Observed(None, errors)
 
+    def _capturable(self) -> bool:
+        """Whether every sink's transforms run in the error-capturing form (:mod:`app.spark.capture`)."""
+        return all(capture_.capturable(c.steps) and c.carries_source for c in self.sinks)
+
     def _without_failing(self, batch: Batch, ranges: list[Any],
                          error: Exception) -> tuple[list[SinkResult], Found, list[BadRecord]]:
         """After a record error: the txid's results without the records the transforms fail on, and those.
 
         SQL transforms run once more in the error-capturing form (:mod:`app.spark.capture`): one job
         finds every failing row; a sink with a function transform falls back to bisection."""
-        offsets = sum(m.next_offset - m.first_offset for m in ranges)
-        self.isolating = iso = Isolation(self.topology.name, batch.txid, Stage.TRANSFORM.value, offsets, self.metrics)
+        iso = self._isolation(batch, ranges)
         try:
-            if not all(capture_.capturable(c.steps) and c.carries_source for c in self.sinks):
+            if not self._capturable():
                 failing = self._isolate(batch, ranges, iso)
                 if not failing:
                     raise error
                 iso.done(failing)
                 results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
                 return results, found, failing
-            results, found = self._process_records(self.read_records(batch, ranges), capture=True)
+            results, found, failing = self._captured(batch, ranges, iso)
+            if not failing:  # no row of the transforms failed: the error lies elsewhere (an aggregate overflow)
+                _unpersist(results)
+                raise error
+            return results, found, failing
+        finally:
+            self.isolating = None
+
+    def _isolation(self, batch: Batch, ranges: list[Any]) -> Isolation:
+        offsets = sum(m.next_offset - m.first_offset for m in ranges)
+        self.isolating = iso = Isolation(self.topology.name, batch.txid, Stage.TRANSFORM.value, offsets, self.metrics)
+        return iso
+
+    def _captured(self, batch: Batch, ranges: list[Any],
+                  iso: Isolation | None) -> tuple[list[SinkResult], Found, list[BadRecord]]:
+        """The txid's results from the error-capturing form, without the records the transforms fail on, and
+        those (none: the results are the plain form's). ``iso``: the isolation under way (None: the capturing
+        form runs first, its isolation starts when it finds a failed row).
+
+        The next txid runs the capturing form first when this one had failed rows: a topic with bad records
+        usually has more, and the capturing form costs less than a failed job followed by it."""
+        results, found = self._process_records(self.read_records(batch, ranges), capture=True)
+        self._capture_first = bool(found.failed)
+        if not found.failed:
+            return results, found, []
+        if iso is None:
+            iso = self._isolation(batch, ranges)
+        try:
             iso.round("error-capturing run", len({k for _, k in found.failed.values()}), len(found.failed))
             try:
                 failing = self._name_failures(batch, found.failed, iso)
             except BaseException:
                 _unpersist(results)
                 raise
-            if not failing:  # no row of the transforms failed: the error lies elsewhere (an aggregate overflow)
-                _unpersist(results)
-                raise error
             iso.done(failing)
             if not self._rows_left_out_alone():  # a failing record's other rows are in the results: run without it
                 _unpersist(results)
@@ -435,7 +474,7 @@ class SparkExecutor:
             records = self.read_records(batch, parts, counted=False)
             iso.probed()
             try:
-                with bad_records_.quiet(self.spark):
+                with bad_records_.quiet(self.spark), fail_fast.stop_at_record_error(self.spark, self._group(batch.txid)):
                     for c in self.sinks:
                         bad_records_.force(self.keyed_rows(c, records)[0])
             except Exception as e:

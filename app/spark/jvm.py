@@ -1,8 +1,9 @@
 """PySpark's handles on the JVM, in one place.
 
 PySpark keeps its py4j objects behind underscore names (``_jvm``, ``_jdf``, ``_jc``...). The product needs a
-few of them (observed metrics, log levels, registered executors, try-eval columns); every access goes through
-these functions, so a PySpark upgrade that renames one breaks one module.
+few of them (observed metrics, log levels, registered executors, try-eval columns, failed tasks' errors in
+Spark's status store, which Spark keeps ``private[spark]``); every access goes through these functions, so a
+Spark upgrade that renames one breaks one module.
 """
 
 from __future__ import annotations
@@ -43,3 +44,16 @@ def java_session(spark: Any) -> Any:
 def java_context(spark: Any) -> Any:
     """The JVM ``SparkContext`` behind a PySpark session."""
     return spark.sparkContext._jsc.sc()  # noqa: SLF001 - PySpark's handle on the JVM context
+
+
+def failed_task_errors(spark: Any, stage: int, attempt: int, limit: int = 100) -> list[str]:
+    """The error texts of the failed task attempts of ``stage``'s ``attempt``, from Spark's status store (the
+    listener's view of the tasks, which Spark keeps for its UI whether or not the UI runs)."""
+    tasks = java_context(spark).statusStore().taskList(stage, attempt, limit)
+    out = []
+    for i in range(tasks.size()):
+        task = tasks.apply(i)
+        message = task.errorMessage()
+        if task.status() == "FAILED" and message.isDefined():
+            out.append(str(message.get()))
+    return out

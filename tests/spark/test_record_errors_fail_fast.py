@@ -1,0 +1,137 @@
+"""A record the transforms fail on costs one failed task attempt, not ``spark.task.maxFailures`` of them, and
+a txid after one with transform errors finds its own without a failed job."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from app.error_policy import ErrorPolicy
+from app.metrics import Metrics
+from app.spark import SparkExecutor
+from app.topology import Agg, Topology
+from spouts.kafka import KafkaSpout
+from spouts.planner import Caps
+from states import Count, Sum
+from states.factory import StateFactory
+from tests.kafka.helpers import Produced, config, produce
+from tests.spark.helpers import coordinator, sqlite_table
+
+ONE_TXID = Caps(per_partition=10_000, per_batch=10_000)
+POISON = b'{"store": "oslo", "amount": "lots"}'  # CAST_INVALID_INPUT
+AMOUNT = "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)"
+
+
+@dataclass(frozen=True)
+class SlowRetries:
+    """A read task's retries (Spark task attempts after its first) wait ``seconds`` after each range they read."""
+
+    seconds: float
+
+    def __call__(self, point: str, txid: int, attempt: int) -> None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if point == "read" and context is not None and context.attemptNumber() > 0:
+            time.sleep(self.seconds)
+
+
+def sales(name: str, topic: str, cluster: Any, factory: StateFactory) -> Topology:
+    t = Topology(name, errors=ErrorPolicy.skip())
+    (t.new_stream(KafkaSpout(config(cluster.bootstrap_servers(), topics=[topic]), name))
+     .map("get_json_object(CAST(value AS STRING), '$.store') AS store", f"{AMOUNT} AS amount")
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                            name="sales"))
+    return t
+
+
+def order(i: int) -> bytes:
+    return json.dumps({"store": ("berlin", "paris", "oslo")[i % 3], "amount": i % 50 + 1}).encode()
+
+
+def truth(produced: list[Produced]) -> dict[str, tuple[int, int]]:
+    """Per store, the total amount and the number of orders of the good records (from the input)."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in produced:
+        if r.value == POISON:
+            continue
+        doc = json.loads(r.value)
+        total, n = out.get(doc["store"], (0, 0))
+        out[doc["store"]] = (total + int(doc["amount"]), n + 1)
+    return out
+
+
+def stages_of(spark: Any, group: str) -> list[Any]:
+    tracker = spark.sparkContext.statusTracker()
+    return [tracker.getStageInfo(s) for j in sorted(tracker.getJobIdsForGroup(group))
+            for s in tracker.getJobInfo(j).stageIds if tracker.getStageInfo(s) is not None]
+
+
+def statuses(spark: Any, group: str) -> list[str]:
+    tracker = spark.sparkContext.statusTracker()
+    return [tracker.getJobInfo(j).status for j in sorted(tracker.getJobIdsForGroup(group))]
+
+
+def test_a_record_error_fails_one_task_attempt_not_every_retry(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """One order of 400 does not CAST; the txid is read by one task (both ranges), whose retries wait 3 s
+    after their first range, before the range holding the bad order. The txid's jobs fail one task
+    attempt in all (the session allows 4): the failed job is stopped at its first attempt, not retried;
+    the state equals the truth over the good orders and the bad one is counted once."""
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    spark_kafka.create_topic(topic, 2)
+    values = [(i % 2, POISON if i == 301 else order(i)) for i in range(400)]  # the poison is in partition 1
+    produced = produce(spark_kafka.bootstrap_servers(), topic, values)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"fail-fast-{uuid.uuid4().hex[:6]}"
+    t = sales(name, topic, spark_kafka, factory)
+    executor = SparkExecutor(spark, t, read_tasks=1, faults=SlowRetries(3.0), metrics=metrics)
+    coord = coordinator(t, executor, factory.txstate_store(name), caps=ONE_TXID, metrics=metrics)
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == truth(produced)
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
+                         action="skip") == 1
+    group = f"{name}:txid-1"
+    assert statuses(spark, group).count("FAILED") == 1, statuses(spark, group)
+    assert sum(s.numFailedTasks for s in stages_of(spark, group)) == 1, stages_of(spark, group)
+
+
+def test_a_txid_after_one_with_transform_errors_finds_its_own_without_a_failed_job(
+        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """Three txids of 300 orders: the first and the second with bad orders, the third clean. The first
+    finds its bad orders after a failed job; the second runs the error-capturing form first (no job
+    fails); the third, clean, commits from the capturing form, and the fourth goes back to the plain form
+    (two jobs). The state equals the truth over the good orders; each bad one is counted once."""
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    spark_kafka.create_topic(topic, 2)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"capture-first-{uuid.uuid4().hex[:6]}"
+    t = sales(name, topic, spark_kafka, factory)
+    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(name), caps=ONE_TXID,
+                        metrics=metrics)
+    produced: list[Produced] = []
+    try:
+        for txid, bad in ((1, {17, 210}), (2, {5, 99, 250}), (3, set()), (4, set())):
+            values = [(i % 2, POISON if i in bad else order(i)) for i in range(300)]
+            produced += produce(spark_kafka.bootstrap_servers(), topic, values)
+            assert coord.run_until_idle() == 1, txid
+    finally:
+        coord.close()
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == truth(produced)
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
+                         action="skip") == 5
+    assert statuses(spark, f"{name}:txid-1").count("FAILED") == 1
+    second = statuses(spark, f"{name}:txid-2")
+    assert "FAILED" not in second and len(second) <= 3, second  # capturing run, naming read, commit
+    assert statuses(spark, f"{name}:txid-3") == ["SUCCEEDED", "SUCCEEDED"]  # capturing run (none failed), commit
+    assert statuses(spark, f"{name}:txid-4") == ["SUCCEEDED", "SUCCEEDED"]  # plain process, commit
