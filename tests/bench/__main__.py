@@ -3,6 +3,8 @@
 * ``suite`` (default): throughput against raw consume and Quix Streams, fixed cost, latency
   (:mod:`tests.bench.suite`);
 * ``commit``: the commit path against the raw LWT ceiling (:mod:`tests.bench.commit_path`);
+* ``commit-cluster``: the commit path on a Spark standalone cluster, failed LWTs and reads when commit
+  partitions move between executors (:mod:`tests.bench.commit_cluster`);
 * ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
 * ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
   txid clean (:mod:`tests.bench.bad_records`);
@@ -13,7 +15,7 @@ import importlib
 import sys
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
-           "badrecords": "tests.bench.bad_records"}
+           "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster"}
 
 if __name__ == "__main__":  # not again in the benchmark's spawned client processes
     args = sys.argv[1:]
