@@ -8,7 +8,8 @@
 * ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
 * ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
   txid clean (:mod:`tests.bench.bad_records`);
-* ``all``: each of them with its defaults (options go to the suite).
+* ``all``: each of them but ``commit-cluster`` (it starts a Spark cluster of its own) with its defaults
+  (options go to the suite).
 """
 
 import importlib
@@ -16,11 +17,12 @@ import sys
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
            "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster"}
+ON_ITS_OWN = {"commit-cluster"}  # not in ``all``
 
 if __name__ == "__main__":  # not again in the benchmark's spawned client processes
     args = sys.argv[1:]
     which = args.pop(0) if args and args[0] in (*BENCHES, "all") else "suite"
-    for name in BENCHES if which == "all" else [which]:
+    for name in [n for n in BENCHES if n not in ON_ITS_OWN] if which == "all" else [which]:
         try:
             module = importlib.import_module(BENCHES[name])
         except ModuleNotFoundError as e:
