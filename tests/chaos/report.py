@@ -298,17 +298,17 @@ def cluster_section(record: Path) -> list[str]:
     return [
         "## Spark standalone cluster",
         "",
-        "`tests/service/test_spark_cluster.py` (CI runs it; not part of the chaos runs above). One service "
-        "instance runs the word count with `spark.master` a standalone master on loopback and two workers of "
-        "1 core each (`tests/sparkcluster.py`): its executors are JVMs of their own, with their own Python "
-        "workers. The records come from real Apache Kafka 3.3 (4 partitions, sentences produced at 300 a "
-        "second throughout), the counts go to real Apache Cassandra 4.0 with a commit cache of 100 keys per "
-        "commit partition. In order: one executor JVM is SIGKILLed after the first commit; worker 0 is "
-        "SIGKILLed with its executor and started again after two more commits; the service's process group "
-        "is SIGKILLed while a txid is frozen and not yet committed, and started again; once both executors "
-        "run again one more executor is SIGKILLed. Then the producer stops, the service drains and stops, "
-        "and every stored count is compared with the words of the sentences the producer's delivery reports "
-        "acknowledged; the test also checks that the service sized its tasks from the executors' cores.",
+        "`tests/service/test_spark_cluster.py` (CI runs it with the real servers; not part of the chaos runs "
+        "above). One service instance runs the word count with `spark.master` a standalone master on loopback "
+        "and two workers of 1 core each (`tests/sparkcluster.py`): its executors are JVMs of their own, with "
+        "their own Python workers. A producer writes sentences (300 a second asked) to real Apache Kafka 3.3 "
+        "(4 partitions) throughout; the counts go to real Apache Cassandra 4.0 (`cache_size: 100`). In order: "
+        "one executor JVM is SIGKILLed after the first commit; worker 0 is SIGKILLed with its executor and "
+        "started again after two more commits; the service's process group is SIGKILLed while a txid is "
+        "frozen and not yet committed, and started again; once both executors run again one more executor is "
+        "SIGKILLed. Then the producer stops, the service drains and stops, and every stored count is compared "
+        "with the words of the sentences the producer's delivery reports acknowledged; the test also checks "
+        "that the service sized its tasks from the executors' cores.",
         "",
         f"**{'Passed' if r['lost'] == 0 and r['twice'] == 0 else 'FAILED'}** on {r['started']}: lost "
         f"{r['lost']}, counted twice {r['twice']} ({r['differing']} keys differ) over {r['keys']} keys, "
