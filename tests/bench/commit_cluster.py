@@ -10,9 +10,9 @@ runs between rounds. With ``--split N`` each round is produced in two parts, its
 records committed before the rest is produced: txids then do not line up with the key set (as in
 a live stream), and each commit partition runs twice per round. Spark picks the executor of each commit partition txid by txid; a thread
 watches the partitions' cache files in the executors' own work directories (each file names the
-txid it was saved after), which tells, for each txid, the commit partitions that ran on another
-executor than their previous commit (or for the first time): their keys are the moved keys, which
-cost one batched read each, never a failed LWT.
+txid it was saved after, and the keys it held), which tells, for each txid, the keys committed on
+another executor than their previous commit (the moved keys: each should cost one read, never a
+failed LWT) and the commit partitions that ran on another executor than their previous commit.
 
 Prints per round the keys written, LWTs, failed LWTs (compare-and-set conflicts), reads (the
 coordinator's own few per txid included) and moved keys; then the steady state (every round after
@@ -49,7 +49,7 @@ class Saved:
     partition: int
     txid: int
     executor: str  # the executor's work directory (worker-N/app/executor id)
-    keys: int
+    keys: frozenset[Any]  # the keys its cache held: those committed in that txid and those it kept from before
 
 
 class CacheFileWatch:
@@ -90,19 +90,25 @@ class CacheFileWatch:
             partitions, partition = (int(n) for n in path.stem.rsplit("-", 2)[1:])
             executor = str(path.parent.parent.relative_to(self.root))
             self.saved.setdefault((partitions, partition, txid),
-                                  Saved(partitions, partition, txid, executor, len(entries)))
+                                  Saved(partitions, partition, txid, executor, frozenset(k for k, _ in entries)))
 
     def moved_keys(self, after_txid: int, through_txid: int) -> tuple[int, int]:
-        """Keys (and commit partitions) of the txids in (``after_txid``, ``through_txid``] whose partition ran on
-        another executor than its previous commit, or for the first time at its partition count."""
+        """Keys committed in the txids in (``after_txid``, ``through_txid``] on another executor than the one that
+        held them last (their previous commit), and the commit partitions that ran on another executor than
+        their previous commit. A cache file holds the keys its txid committed and those it kept from the same
+        executor's previous file, so the executor of the latest earlier file holding a key is where it was
+        committed last."""
+        held: dict[Any, str] = {}  # key -> executor of the latest file holding it
+        last_run: dict[tuple[int, int], str] = {}  # commit partition -> executor of its latest file
         keys = parts = 0
-        for s in self.saved.values():
-            if not after_txid < s.txid <= through_txid:
-                continue
-            earlier = [e for e in self.saved.values()
-                       if (e.partitions, e.partition) == (s.partitions, s.partition) and e.txid < s.txid]
-            if not earlier or max(earlier, key=lambda e: e.txid).executor != s.executor:
-                keys, parts = keys + s.keys, parts + 1
+        for s in sorted(self.saved.values(), key=lambda s: s.txid):
+            if s.txid > through_txid:
+                break
+            if s.txid > after_txid:
+                keys += sum(1 for k in s.keys if held.get(k, s.executor) != s.executor)
+                parts += last_run.get((s.partitions, s.partition), s.executor) != s.executor
+            held.update(dict.fromkeys(s.keys, s.executor))
+            last_run[(s.partitions, s.partition)] = s.executor
         return keys, parts
 
     @property
