@@ -57,9 +57,11 @@ class Metrics:
                                    ["pipeline", "stage", "reason", "action"], registry=r)
         self.lease_epoch = Gauge("trident_lease_epoch", "Epoch of the coordinator lease held.", ["pipeline"],
                                  registry=r)
+        # labelled so that no series exists until a cluster master's watch sets one: an unlabelled
+        # gauge is exported at 0 from the start, which reads as "no executors" on a local master
         self.spark_executors = Gauge("trident_spark_executors", "Executors registered with the driver on a cluster "
                                      "master (absent on a local master, whose executors are the driver's threads).",
-                                     registry=r)
+                                     ["master"], registry=r)
         # -- Failures that stop a pipeline (the alerts key on them) ---------------------------------
         self.pipeline_failures = Counter(
             "trident_pipeline_failures_total", "Pipelines stopped by a permanent failure, by reason "

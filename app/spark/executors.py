@@ -92,12 +92,14 @@ def registered_executors(spark: Any) -> int:
 
 
 def watch(spark: Any, bound_s: float = DEFAULT_BOUND_S, gauge: Any = None) -> ExecutorWatch | None:
-    """Start the watch of ``spark``'s executors (once per SparkContext); None for a local master."""
+    """Start the watch of ``spark``'s executors (once per SparkContext); None for a local master.
+    ``gauge``: the family labelled by ``master``, whose series for this master exists only from here on."""
     sc = spark.sparkContext
     if is_local(sc.master):
         return None
     if id(sc) not in _watches:
-        _watches[id(sc)] = ExecutorWatch(lambda: registered_executors(spark), bound_s, gauge).start()
+        series = None if gauge is None else gauge.labels(master=sc.master)
+        _watches[id(sc)] = ExecutorWatch(lambda: registered_executors(spark), bound_s, series).start()
     return _watches[id(sc)]
 
 

@@ -16,6 +16,8 @@ from app.spark.executors import ExecutorWatch
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.app.test_health import ScriptedExecutor, cluster, runner_for, wait_for  # noqa: F401 (fixture)
 
+MASTER = "spark://127.0.0.1:7077"
+
 
 class FakeCluster:
     """The status source and the clock the watch reads, set by the test."""
@@ -38,15 +40,15 @@ def watch(seen: FakeCluster, bound_s: float = 60.0, gauge: object = None) -> Exe
 def test_executors_gone_longer_than_the_bound_is_a_problem_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     seen = FakeCluster()
     metrics = Metrics(CollectorRegistry())
-    w = watch(seen, gauge=metrics.spark_executors)
+    w = watch(seen, gauge=metrics.spark_executors.labels(master=MASTER))
     caplog.set_level(logging.INFO, logger="app.spark.executors")
     w.poll()
-    assert w.problem is None and metrics.value("trident_spark_executors") == 2
+    assert w.problem is None and metrics.value("trident_spark_executors", master=MASTER) == 2
     seen.executors = 0
     w.poll()
     seen.now += 60.0
     w.poll()
-    assert w.problem is None and metrics.value("trident_spark_executors") == 0  # at the bound: not yet
+    assert w.problem is None and metrics.value("trident_spark_executors", master=MASTER) == 0  # at the bound: not yet
     seen.now += 1.0
     w.poll()
     w.poll()
@@ -55,7 +57,7 @@ def test_executors_gone_longer_than_the_bound_is_a_problem_logged_once(caplog: p
     assert len(errors) == 1 and "no Spark executor for 61 s" in errors[0].getMessage()
     seen.executors, seen.now = 1, seen.now + 5
     w.poll()
-    assert w.problem is None and metrics.value("trident_spark_executors") == 1
+    assert w.problem is None and metrics.value("trident_spark_executors", master=MASTER) == 1
     assert "Spark executors are back (1) after 66 s" in caplog.text
 
 
@@ -82,6 +84,22 @@ def test_the_bound_is_configurable_and_positive() -> None:
 
 def test_a_local_master_needs_no_watch() -> None:
     assert executors.watch(SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))) is None
+
+
+def test_the_gauge_exists_only_on_a_cluster_master(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No series on a local master (an alert on 0 executors must not fire there); a cluster master's watch
+    publishes its count labelled with the master."""
+    metrics = Metrics(CollectorRegistry())
+    local = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))
+    assert executors.watch(local, gauge=metrics.spark_executors) is None
+    assert [s for f in metrics.registry.collect() for s in f.samples if s.name == "trident_spark_executors"] == []
+    monkeypatch.setattr(executors, "registered_executors", lambda spark: 0)
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(master=MASTER))
+    assert executors.watch(spark, gauge=metrics.spark_executors) is not None
+    try:
+        assert metrics.registry.get_sample_value("trident_spark_executors", {"master": MASTER}) == 0
+    finally:
+        executors.unwatch(spark)
 
 
 class WatchedExecutor(ScriptedExecutor):

@@ -3,22 +3,26 @@
 * ``suite`` (default): throughput against raw consume and Quix Streams, fixed cost, latency
   (:mod:`tests.bench.suite`);
 * ``commit``: the commit path against the raw LWT ceiling (:mod:`tests.bench.commit_path`);
+* ``commit-cluster``: the commit path on a Spark standalone cluster, failed LWTs and reads when commit
+  partitions move between executors (:mod:`tests.bench.commit_cluster`);
 * ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
 * ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
   txid clean (:mod:`tests.bench.bad_records`);
-* ``all``: each of them with its defaults (options go to the suite).
+* ``all``: each of them but ``commit-cluster`` (it starts a Spark cluster of its own) with its defaults
+  (options go to the suite).
 """
 
 import importlib
 import sys
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
-           "badrecords": "tests.bench.bad_records"}
+           "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster"}
+ON_ITS_OWN = {"commit-cluster"}  # not in ``all``
 
 if __name__ == "__main__":  # not again in the benchmark's spawned client processes
     args = sys.argv[1:]
     which = args.pop(0) if args and args[0] in (*BENCHES, "all") else "suite"
-    for name in BENCHES if which == "all" else [which]:
+    for name in [n for n in BENCHES if n not in ON_ITS_OWN] if which == "all" else [which]:
         try:
             module = importlib.import_module(BENCHES[name])
         except ModuleNotFoundError as e:

@@ -67,6 +67,8 @@ class ServiceCommit:
     workdir: Path
     partitions: int = 4
     max_pending: int = 2
+    spark: dict[str, Any] = field(default_factory=lambda: {"master": "local[2]"})  # the config's spark section
+    env: dict[str, str] | None = None  # the service process's environment on top of this one's
 
     def __post_init__(self) -> None:
         if self.keys % self.partitions:
@@ -78,7 +80,7 @@ class ServiceCommit:
         s = self.settings
         doc = {
             "kafka": {"bootstrap_servers": self.cluster.bootstrap_servers()},
-            "spark": {"master": "local[2]"},  # the service's own partitioning: a commit task per core
+            "spark": self.spark,  # the service's own partitioning: a commit task per core
             "http": {"host": "127.0.0.1", "port": self.port},
             "cassandra": {"contact_points": list(s.contact_points), "port": s.port, "keyspace": s.keyspace,
                           "local_dc": s.local_dc, "max_concurrency": s.max_concurrency},
@@ -96,10 +98,11 @@ class ServiceCommit:
         }
         self.config = self.workdir / f"{self.pipeline}.yaml"
         self.config.write_text(yaml.safe_dump(doc, sort_keys=False))
-        self.service = ServiceProcess(self.config, self.workdir / f"{self.pipeline}.log", self.port)
+        self.service = ServiceProcess(self.config, self.workdir / f"{self.pipeline}.log", self.port, self.env)
 
-    def produce(self, rounds: int) -> None:
-        start, self.produced = self.produced, self.produced + rounds * self.keys
+    def produce(self, rounds: int, records: int | None = None) -> None:
+        """``rounds`` rounds of every key, or the next ``records`` records of the rounds' sequence."""
+        start, self.produced = self.produced, self.produced + (rounds * self.keys if records is None else records)
         records = [(i % self.partitions, f"k{i % self.keys}".encode()) for i in range(start, self.produced)]
         produce(self.cluster.bootstrap_servers(), self.topic, records)
 
@@ -122,8 +125,8 @@ class ServiceCommit:
             self.service.cleanup()
         return phases
 
-    def wait_committed(self, txid: int, timeout: float = 1800.0) -> dict[str, float]:
-        """The service's counters once it has committed ``txid``."""
+    def wait_committed(self, txid: int, timeout: float = 1800.0, counter: str = "committed_txid") -> dict[str, float]:
+        """The service's counters once it has committed ``txid`` (or once ``counter`` reached that value)."""
         deadline = time.monotonic() + timeout
         while True:
             self.service.check_alive()
@@ -131,7 +134,7 @@ class ServiceCommit:
                 values = self.scrape()
             except OSError:  # not listening yet
                 values = {}
-            if values.get("committed_txid", 0) >= txid:
+            if values.get(counter, 0) >= txid:
                 return values
             if time.monotonic() > deadline:
                 raise TimeoutError(f"txid {txid} not committed after {timeout} s; see {self.service.log}")
@@ -151,6 +154,8 @@ class ServiceCommit:
                     out["keys"] = out.get("keys", 0.0) + s.value
                 elif s.name == "trident_phase_seconds_sum" and s.labels.get("phase") == "commit":
                     out["commit_s"] = s.value
+                elif s.name == "trident_cas_conflicts_total":
+                    out["conflicts"] = out.get("conflicts", 0.0) + s.value
                 elif s.name == "trident_state_requests_total" and s.labels.get("kind") in KINDS:
                     out[s.labels["kind"]] = out.get(s.labels["kind"], 0.0) + s.value
         return out

@@ -283,4 +283,41 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         lines += [f"- note: {n}" for n in o.notes]
         lines += ["", f"![{title}](reliability/{image.name})", "",
                   f"Reproduce: `{command(summary, lane.name)}`", ""]
+    lines += cluster_section(images / CLUSTER_RECORD)
     path.write_text("\n".join(lines))
+
+
+CLUSTER_RECORD = "spark-cluster.json"  # beside the plots: the last recorded run of the cluster kill test
+
+
+def cluster_section(record: Path) -> list[str]:
+    """The Spark cluster kill test (tests/service/test_spark_cluster.py) from the run it recorded, if any."""
+    if not record.exists():
+        return []
+    r = json.loads(record.read_text())
+    return [
+        "## Spark standalone cluster",
+        "",
+        "`tests/service/test_spark_cluster.py` (CI runs it with the real servers; not part of the chaos runs "
+        "above). One service instance runs the word count with `spark.master` a standalone master on loopback "
+        "and two workers of 1 core each (`tests/sparkcluster.py`): its executors are JVMs of their own, with "
+        "their own Python workers. A producer writes sentences (300 a second asked) to real Apache Kafka 3.3 "
+        "(4 partitions) throughout; the counts go to real Apache Cassandra 4.0 (`cache_size: 100`). In order: "
+        "one executor JVM is SIGKILLed after the first commit; worker 0 is SIGKILLed with its executor and "
+        "started again after two more commits; the service's process group is SIGKILLed while a txid is "
+        "frozen and not yet committed, and started again; once both executors run again one more executor is "
+        "SIGKILLed. Then the producer stops, the service drains and stops, and every stored count is compared "
+        "with the words of the sentences the producer's delivery reports acknowledged; the test also checks "
+        "that the service sized its tasks from the executors' cores.",
+        "",
+        f"**{'Passed' if r['lost'] == 0 and r['twice'] == 0 else 'FAILED'}** on {r['started']}: lost "
+        f"{r['lost']}, counted twice {r['twice']} ({r['differing']} keys differ) over {r['keys']} keys, "
+        f"{r['words']} words in {r['sentences']} acknowledged sentences; {r['commits']} txid commits logged, "
+        f"{r['seconds']:.0f} s in all. Machine: {r['cpus']} cores shared with other work; load average "
+        f"{r['load_before']:.1f} before, {r['load_after']:.1f} after.",
+        "",
+        "- SIGKILLs: " + "; ".join(r["kills"]),
+        "",
+        f"Recorded by `{r['command']}`.",
+        "",
+    ]

@@ -9,10 +9,12 @@ of the sentences the producer's delivery reports acknowledged.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,22 @@ def wait_for_more_commits(service: ServiceProcess, more: int, timeout: float = 1
         time.sleep(0.2)
 
 
+def write_record(path: Path, kills: list[str], sentences: int, truth: Mapping[str, int], stored: dict[str, int],
+                 commits: int, seconds: float, load_before: float) -> None:
+    """This run's figures for docs/reliability.md (``python -m tests.chaos --report ...`` renders them), written
+    before the comparison is asserted so that a failing run is recorded too."""
+    words = set(truth) | set(stored)
+    path.write_text(json.dumps({
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - seconds)), "seconds": seconds,
+        "kills": kills, "sentences": sentences, "words": sum(truth.values()), "keys": len(truth),
+        "lost": sum(max(0, truth.get(w, 0) - stored.get(w, 0)) for w in words),
+        "twice": sum(max(0, stored.get(w, 0) - truth.get(w, 0)) for w in words),
+        "differing": sum(truth.get(w, 0) != stored.get(w, 0) for w in words), "commits": commits,
+        "cpus": os.cpu_count(), "load_before": load_before, "load_after": os.getloadavg()[0],
+        "command": f"SPARK_CLUSTER_RECORD={path} REQUIRE_REAL_PEERS=1 python -m pytest "
+                   "tests/service/test_spark_cluster.py"}, indent=1))
+
+
 @pytest.mark.timeout(900)
 def test_exactly_once_on_a_standalone_cluster_through_executor_worker_and_service_kills(tmp_path: Path) -> None:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
@@ -76,7 +94,7 @@ def test_exactly_once_on_a_standalone_cluster_through_executor_worker_and_servic
     if named is None:
         missing_peer(REAL_CASSANDRA, "real Cassandra: CASSANDRA_CONTACT_POINTS is not set")
     hosts, cassandra_port = named
-    started = time.monotonic()
+    started, load_before = time.monotonic(), os.getloadavg()[0]
     run = uuid.uuid4().hex[:10]
     topic, pipeline, table = f"cluster-{run}", f"cluster-{run}", f"cluster_words_{run}"
     kafka = RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
@@ -128,6 +146,9 @@ def test_exactly_once_on_a_standalone_cluster_through_executor_worker_and_servic
     summary = (f"kills: {', '.join(kills)}; {producer.acked} sentences, {sum(truth.values())} words, "
                f"{log.count('committed txid')} txid commits logged, {time.monotonic() - started:.0f} s")
     print(summary)
+    if record := os.environ.get("SPARK_CLUSTER_RECORD"):
+        write_record(Path(record), kills, producer.acked, truth, stored, log.count("committed txid"),
+                     time.monotonic() - started, load_before)
     # sized from the executors (2 workers of 1 core), not Spark's 200 shuffle partitions
     assert re.search(r"parallelism 2 read tasks, 2 commit tasks per keyed sink, 2 shuffle partitions \(set from "
                      r"the executors' cores\)", log), summary
