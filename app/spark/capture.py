@@ -26,16 +26,12 @@ if TYPE_CHECKING:
 
 ERROR_COLUMN = "_error"  # int: the index (in :func:`expressions`) of the first expression that failed on the row
 _TRIED = "_tried_"
-#: Spark SQL's generator functions: a generator must stay a select's top-level expression.
-_GENERATOR = re.compile(r"\b(explode|explode_outer|posexplode|posexplode_outer|inline|inline_outer|stack|json_tuple"
-                        r"|variant_explode|variant_explode_outer)\s*\(", re.IGNORECASE)
-
-
 def capturable(steps: Sequence[Step]) -> bool:
     """Whether every step is SQL without a generator (a function transform or an ``explode`` cannot be
-    evaluated in the capturing form)."""
-    return all(s.transform.kind != "function" and not any(_GENERATOR.search(e) for e in s.transform.exprs)
-               for s in steps)
+    evaluated in the capturing form: a generator must stay a select's top-level expression)."""
+    from app.spark.plan import one_row_per_record
+
+    return one_row_per_record(steps)
 
 
 def expressions(steps: Sequence[Step]) -> list[str]:
@@ -117,7 +113,6 @@ def step_of(steps: Sequence[Step], index: int) -> int:
 def reads_place(step: Step, place: frozenset[str]) -> bool:
     """Whether ``step`` may read one of the ``place`` columns (a word of its SQL other than a bare pass-through
     of the column; a function step always may)."""
-    import re
 
     if step.transform.kind == "function":
         return True

@@ -38,10 +38,11 @@ them, before the commit job starts: the batch protocol's order holds (adaptive q
 see :mod:`app.spark.session`, or every shuffle stage would be a job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
-raises, and the coordinator replays the txid. A task that fails on a record (a transform's error) is
-not retried: the process job is cancelled at its first failed attempt (:mod:`app.spark.fail_fast`)
-and the txid's bad records are found (:mod:`app.spark.bad_records`); after a txid with transform
-errors, the next one runs the error-capturing form first (no failed job when it has some too). Jobs carry the job group ``<topology>:txid-<N>``
+raises, and the coordinator replays the txid. Where the error-capturing form can run, a task that
+fails is not retried: the process job is cancelled at its first failed attempt (:mod:`app.spark.fail_fast`)
+and the txid runs in the capturing form, which finds its bad records (:mod:`app.spark.bad_records`) or,
+when no row fails, is its result; after a txid with transform errors, the next one runs the capturing
+form first (no failed job when it has some too). Jobs carry the job group ``<topology>:txid-<N>``
 (``cancel(txid)``) and run in scheduler pool ``process`` or ``commit``: with ``max_pending > 1``
 the coordinator processes N+1 in a worker thread while committing N, and both share executors.
 """
@@ -248,9 +249,14 @@ class SparkExecutor:
                     # the last txid had transform errors: the next one likely has too, run the capturing form
                     results, found, failing = self._captured(batch, ranges, None)
                 else:  # a known bad record is left out, so a failure now is not a record's: keep Spark's retries
-                    with fail_fast.stop_at_record_error(self.spark, self._group(batch.txid), enabled=not failing):
+                    with fail_fast.stop_at_first_failure(self.spark, self._group(batch.txid),
+                                                         enabled=not failing and self._capturable()):
                         results, found = self._process_records(
                             self.read_records(batch, ranges, bad_records_.excluded(failing)))
+            except fail_fast.StoppedAtFirstFailure:
+                # the capturing form tells a record's error from any other: its failing rows are bad records,
+                # and a run where none fails is the txid's result
+                results, found, failing = self._captured(batch, ranges, None)
             except Exception as e:
                 if failing or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault: the txid is retried whole
@@ -474,7 +480,7 @@ class SparkExecutor:
             records = self.read_records(batch, parts, counted=False)
             iso.probed()
             try:
-                with bad_records_.quiet(self.spark), fail_fast.stop_at_record_error(self.spark, self._group(batch.txid)):
+                with bad_records_.quiet(self.spark):
                     for c in self.sinks:
                         bad_records_.force(self.keyed_rows(c, records)[0])
             except Exception as e:

@@ -1,15 +1,16 @@
-"""A job stopped at its first task that fails on a record: a deterministic error is not worth
-``spark.task.maxFailures`` attempts.
+"""A process job stopped at its first failed task attempt, when the error-capturing form can take over.
 
 Spark retries a failed task up to ``spark.task.maxFailures`` times (``local[N,F]``: F attempts), a
 setting of the whole application, fixed when it starts: a transient failure (an executor lost, a
 broker away) deserves the retries, but a record the transforms fail on fails every attempt alike, and
-each attempt reads its ranges again. While a job group's jobs run, :func:`stop_at_record_error` watches
-their tasks (Spark's status tracker, every :data:`POLL` seconds); at the first failed attempt whose
-error is a record error (:func:`app.spark.bad_records.record_error`) it cancels the group, so the job
-raises at once, as :class:`RecordFailure` with the task's error. Any other failure keeps its retries.
-Best effort: a task whose attempts all fail before the watcher looks is retried as before; either way
-the job fails, and nothing is written by a process job or a probe.
+each attempt reads its ranges again. Spark tells a running job's failed attempts only as text (its
+status store), and text decides nothing here: while a guarded job group runs, :func:`stop_at_first_failure`
+watches its tasks (Spark's status tracker, every :data:`POLL` seconds) and cancels the group at the
+first failed attempt, whatever the error; the block then raises :class:`StoppedAtFirstFailure`. The
+caller runs the txid in the error-capturing form (:mod:`app.spark.capture`), which tells record errors
+by data: failing rows are bad records, and a run where none fails gives the txid's results (the failure
+was not a record's). Best effort: a task whose attempts all fail before the watcher looks is retried as
+before. Nothing is written by a process job.
 """
 
 from __future__ import annotations
@@ -21,28 +22,24 @@ from typing import Any
 
 from py4j.protocol import Py4JError
 
-from app.spark.bad_records import record_error
-from app.spark.jvm import failed_task_errors
-
 POLL = 0.05  # seconds between two looks at the group's tasks
 
 
-class RecordFailure(Exception):
-    """A job cancelled at a task that failed on a record; the text is the task's error (first lines)."""
+class StoppedAtFirstFailure(Exception):
+    """A process job cancelled at its first failed task attempt (the capturing form tells what failed)."""
 
 
 class Watch:
-    """What the watcher of one guarded block saw: the record error it cancelled the jobs for, if any."""
+    """What the watcher of one guarded block did: whether it cancelled the block's jobs."""
 
     def __init__(self) -> None:
-        self.error: RecordFailure | None = None
+        self.cancelled = False
 
 
 @contextmanager
-def stop_at_record_error(spark: Any, group: str, enabled: bool = True) -> Iterator[Watch]:
-    """Run the block with job group ``group``'s jobs (those started within it) cancelled at their first task
-    attempt that fails on a record; the block's error is then :class:`RecordFailure`. ``enabled`` False:
-    the block runs unwatched."""
+def stop_at_first_failure(spark: Any, group: str, enabled: bool = True) -> Iterator[Watch]:
+    """Run the block with job group ``group``'s jobs (those started within it) cancelled at their first failed
+    task attempt; the block's error is then :class:`StoppedAtFirstFailure`. ``enabled`` False: unwatched."""
     watch = Watch()
     if not enabled:
         yield watch
@@ -55,39 +52,35 @@ def stop_at_record_error(spark: Any, group: str, enabled: bool = True) -> Iterat
     def look() -> None:
         while not stop.wait(POLL):
             try:
-                text = _first_record_error(spark, tracker, group, earlier)
+                failed = _has_failed_attempt(tracker, group, earlier)
             except Py4JError:
                 return  # the context is stopping: the job fails or ends by itself
-            if text is not None:
-                watch.error = RecordFailure(text)
+            if failed:
+                watch.cancelled = True
                 sc.cancelJobGroup(group)
                 return
 
-    thread = threading.Thread(target=look, name=f"record errors of {group}", daemon=True)
+    thread = threading.Thread(target=look, name=f"first failure of {group}", daemon=True)
     thread.start()
     try:
         yield watch
     except Exception as e:
-        if watch.error is not None:
-            raise watch.error from e
+        if watch.cancelled:
+            raise StoppedAtFirstFailure(f"job group {group} cancelled at its first failed task attempt") from e
         raise
     finally:
         stop.set()
         thread.join()
 
 
-def _first_record_error(spark: Any, tracker: Any, group: str, earlier: frozenset[int]) -> str | None:
-    """The error of a failed task attempt of ``group``'s jobs (not ``earlier``) that a record caused, if any."""
+def _has_failed_attempt(tracker: Any, group: str, earlier: frozenset[int]) -> bool:
+    """Whether a job of ``group`` (not ``earlier``) has a failed task attempt."""
     for job in tracker.getJobIdsForGroup(group):
         info = None if job in earlier else tracker.getJobInfo(job)
         if info is None:
             continue
         for stage in info.stageIds:
             s = tracker.getStageInfo(stage)
-            if s is None or not s.numFailedTasks:
-                continue
-            for text in failed_task_errors(spark, stage, s.currentAttemptId):
-                text = text.split("\n\tat ", 1)[0].strip()  # the error, not its stack trace
-                if record_error(RecordFailure(text)) is not None:
-                    return text
-    return None
+            if s is not None and s.numFailedTasks:
+                return True
+    return False

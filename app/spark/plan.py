@@ -37,8 +37,9 @@ COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't star
 COMMIT_PARTITION_COLUMN = "_commit_partition"  # a keyed result row's hash partition (its commit cache)
 SOURCE_COLUMN = "_source"  # struct<topic, partition, offset>: the source record of a row, through every transform
 SOURCE_SQL = "named_struct('topic', `topic`, 'partition', CAST(`partition` AS BIGINT), 'offset', `offset`)"
-_GENERATORS = re.compile(r"\b(explode|explode_outer|posexplode|posexplode_outer|inline|inline_outer|stack)\s*\(",
-                         re.IGNORECASE)
+#: Spark SQL's generator functions (a record may yield several rows, or none).
+_GENERATORS = re.compile(r"\b(explode|explode_outer|posexplode|posexplode_outer|inline|inline_outer|stack|json_tuple"
+                         r"|variant_explode|variant_explode_outer)\s*\(", re.IGNORECASE)
 BUILTIN = (Count, Sum, Min, Max, *STAMPED)
 
 
@@ -76,6 +77,12 @@ def column_type(data_type: Any, what: str) -> str:
         raise TopologyCompileError(f"{what} has Spark type {data_type.simpleString()}, which no state column "
                                    "can hold; CAST it to STRING, BIGINT, DOUBLE, BOOLEAN, BINARY or TIMESTAMP")
     return mapped
+
+
+def one_row_per_record(steps: Sequence[Step]) -> bool:
+    """Whether ``steps`` turn a record into one row at most: SQL only, no generator such as ``explode``."""
+    return all(s.transform.kind != "function" and not any(_GENERATORS.search(e) for e in s.transform.exprs)
+               for s in steps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +164,7 @@ class CompiledSink:
     @property
     def one_row_per_record(self) -> bool:
         """Whether a record yields one row at most (no function transform, no generator such as ``explode``)."""
-        return all(s.transform.kind != "function" and not any(_GENERATORS.search(e) for e in s.transform.exprs)
-                   for s in self.steps)
+        return one_row_per_record(self.steps)
 
     @property
     def is_global(self) -> bool:
