@@ -180,6 +180,22 @@ def _spark_error_class(e: BaseException) -> str | None:
     return None
 
 
+def raised_message(e: BaseException) -> str | None:
+    """The message a Spark SQL ``raise_error`` raised in ``e`` (or in what it wraps), read from the error's
+    parameters (``USER_RAISED_EXCEPTION``'s ``errorMessage``); None for any other error."""
+    for err in _chain(e):
+        for source in (err, *_java_causes(err)):
+            if _condition(source) != "USER_RAISED_EXCEPTION":
+                continue
+            try:
+                message = source.getMessageParameters().get("errorMessage")
+            except Exception:  # noqa: BLE001 - no parameters to read: not the error sought
+                continue
+            if isinstance(message, str):
+                return message
+    return None
+
+
 def _condition(source: Any) -> str | None:
     for accessor in ("getCondition", "getErrorClass"):  # getErrorClass: before Spark 4
         get = getattr(source, accessor, None)

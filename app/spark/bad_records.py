@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
-from app.failures import describe, deterministic_spark_error
+from app.failures import describe, deterministic_spark_error, raised_message
 from app.spark.jvm import gateway, java_frame
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import PartitionMetadata
@@ -70,10 +70,9 @@ class RecordError:
 
 def record_error(e: BaseException) -> RecordError | None:
     """``e`` as a record error if a replay of the same records raises it again; None if it may be transient."""
-    text = str(e)
-    if _NULL_KEY_TEXT in text:
-        detail = text.split(_NULL_KEY_TEXT, 1)[1].split("SQLSTATE", 1)[0].strip(" :")
-        return RecordError(Stage.AGGREGATE, NULL_KEY, f"null group-by key ({detail})")
+    raised = raised_message(e)  # what guard_keys' raise_error said, read from the error's parameters
+    if raised is not None and raised.startswith(_NULL_KEY_TEXT):
+        return RecordError(Stage.AGGREGATE, NULL_KEY, f"null group-by key ({raised[len(_NULL_KEY_TEXT):].strip(' :')})")
     name = deterministic_spark_error(e)
     return None if name is None else RecordError(Stage.TRANSFORM, name, describe(e)[:1000])
 

@@ -68,14 +68,17 @@ def test_sub_ranges_span_the_slice_per_partition() -> None:
 
 
 class SparkError(Exception):
-    """What PySpark raises for a failed task: the error's condition, told by its accessor."""
+    """What PySpark raises for a failed task: the error's condition and parameters, told by their accessors."""
 
-    def __init__(self, message: str, condition: str) -> None:
+    def __init__(self, message: str, condition: str, parameters: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.condition = condition
+        self.condition, self.parameters = condition, parameters or {}
 
     def getCondition(self) -> str:
         return self.condition
+
+    def getMessageParameters(self) -> dict[str, str]:
+        return self.parameters
 
 
 def test_record_error_tells_record_errors_from_transient_ones() -> None:
@@ -83,8 +86,12 @@ def test_record_error_tells_record_errors_from_transient_ones() -> None:
     assert record_error(cast) == RecordError(
         Stage.TRANSFORM, "CAST_INVALID_INPUT", "SparkError: [CAST_INVALID_INPUT] The value 'x' cannot be cast")
     assert record_error(RuntimeError("[CAST_INVALID_INPUT] in a message only")) is None  # text is no type
-    err = record_error(RuntimeError("[USER_RAISED_EXCEPTION] TRIDENT_NULL_KEY: sink s, key user SQLSTATE: P0001"))
-    assert err is not None and err.stage is Stage.AGGREGATE and err.reason == "NULL_KEY" and "key user" in err.message
+    raised = SparkError("[USER_RAISED_EXCEPTION] TRIDENT_NULL_KEY: sink s, key user SQLSTATE: P0001",
+                        "USER_RAISED_EXCEPTION", {"errorMessage": "TRIDENT_NULL_KEY: sink s, key user"})
+    err = record_error(raised)
+    assert err is not None and err.stage is Stage.AGGREGATE and err.reason == "NULL_KEY"
+    assert err.message == "null group-by key (sink s, key user)"
+    assert record_error(RuntimeError("[USER_RAISED_EXCEPTION] TRIDENT_NULL_KEY: in a message only")) is None
     assert record_error(RuntimeError("KafkaError{code=_TRANSPORT,val=-195,str=\"broker down\"}")) is None
     assert record_error(ConnectionError("Cassandra is away")) is None
 
