@@ -210,7 +210,9 @@ def _condition(source: Any) -> str | None:
 
 def _java_causes(error: BaseException) -> list[Any]:
     """The JVM exception behind a PySpark error raised on the driver, and its causes (empty for any other)."""
-    cause = getattr(error, "_origin", None)  # PySpark keeps the Java exception it captured there
+    # PySpark keeps the Java exception it captured in ``_origin``; py4j's Py4JJavaError (a direct call on a
+    # JVM object, e.g. an RDD count of a query's plan) in ``java_exception``
+    cause = getattr(error, "_origin", None) or getattr(error, "java_exception", None)
     out: list[Any] = []
     while cause is not None and len(out) < 32:
         out.append(cause)

@@ -170,6 +170,9 @@ class TestPolicy:
         assert decide(wrapped, same_error_attempts=3).permanent
         captured._origin = JavaThrowable(None, JavaThrowable("SOME_OTHER_CONDITION", None))
         assert not decide(wrapped, same_error_attempts=3).permanent
+        direct = RuntimeError("An error occurred while calling o42.count")  # py4j's Py4JJavaError keeps it here
+        direct.java_exception = JavaThrowable(None, JavaThrowable("CAST_INVALID_INPUT", None))
+        assert decide(direct, same_error_attempts=3).permanent
 
     def test_an_unknown_error_is_transient(self) -> None:
         assert decide(ConnectionResetError("peer reset")).failure_class is FailureClass.TRANSIENT
