@@ -382,8 +382,8 @@ class Coordinator:
         try:
             next(iter(records), None)
         except SpoutError as typed:
-            log.warning("topology %s: txid %d failed in Spark (%s); reading its first range here: %s",
-                        self.topology_id, batch.txid, describe(error), typed)
+            log.warning("topology %s: txid %d failed (%s, its text only); reading its first range here: %s",
+                        self.topology_id, batch.txid, type(error).__name__, typed)
             return typed
         except Exception:  # noqa: BLE001 - the read here says nothing typed: the failure stays as it came
             return error
