@@ -163,18 +163,21 @@ def quiet(spark: Any) -> Iterator[None]:
     configurator, level = jvm.org.apache.logging.log4j.core.config.Configurator, jvm.org.apache.logging.log4j.Level
     manager = jvm.org.apache.logging.log4j.LogManager
     saved = [(name, manager.getLogger(name).getLevel()) for name in _NOISY_JVM]
-    saved_py = [(name, logging.getLogger(name).level) for name in _NOISY_PYTHON]
+    # only loggers that exist: PySpark makes "SQLQueryContextLogger" a logger of its own class, which a plain
+    # one created here first would replace for the whole process (its error calls pass keywords of that class)
+    existing = [logging.Logger.manager.loggerDict.get(name) for name in _NOISY_PYTHON]
+    saved_py = [(logger, logger.level) for logger in existing if isinstance(logger, logging.Logger)]
     for name in _NOISY_JVM:
         configurator.setLevel(name, level.OFF)
-    for name in _NOISY_PYTHON:
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    for logger, _ in saved_py:
+        logger.setLevel(logging.CRITICAL + 1)
     try:
         yield
     finally:
         for name, lvl in saved:
             configurator.setLevel(name, lvl)
-        for name, py_level in saved_py:
-            logging.getLogger(name).setLevel(py_level)
+        for logger, py_level in saved_py:
+            logger.setLevel(py_level)
 
 
 def force(df: Any) -> None:

@@ -253,3 +253,29 @@ def test_the_json_sales_dead_letter_example(spark: Any, spark_kafka: Any, tmp_pa
     assert sorted(str(coordinates_of(m.headers())[1]) for m in letters) == sorted(str(c) for c in bad)
     stages = {dict(m.headers())["trident.stage"].decode() for m in letters}
     assert stages == {"decode", "transform", "aggregate"}
+
+
+def test_quieting_probes_leaves_pyspark_s_own_loggers_alone(tmp_path: Any) -> None:
+    """Quieting Spark while a probe fails must not create PySpark's "SQLQueryContextLogger" as a plain logger:
+    in a process where a probe came first, every later analysis error became a TypeError from that logger."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "probe_first.py"
+    script.write_text(
+        "from pyspark.errors import AnalysisException\n"
+        "from app.spark.bad_records import quiet\n"
+        "from app.spark.session import spark_session\n"
+        "spark = spark_session(master='local[1]', app_name='probe-first')\n"
+        "with quiet(spark):\n"
+        "    pass\n"
+        "try:\n"
+        "    spark.range(1).filter('no_such_column > 1')\n"
+        "except AnalysisException:\n"
+        "    print('analysis error as such')\n")
+    root = Path(__file__).parents[2]
+    out = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert "analysis error as such" in out.stdout, out.stderr[-3000:]
