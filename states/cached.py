@@ -84,9 +84,11 @@ class CasCachedMap(CachedMap[K, V]):
     keys it does not hold instead of reading them, while most misses are new keys: a new key then
     costs one LWT instead of a read and an LWT, and a wrong guess a failed LWT (which returns the
     row) instead of a read. What "most" is comes from evidence: a cache seeded with ``entries``
-    (it has seen this key range before) starts guessing at once; an empty one (a fresh process,
-    maybe over existing rows) first reads a sample of ``sample`` misses and guesses only if most
-    were absent. Then every read miss and every guess moves the estimate (:attr:`absent_rate`).
+    starts from ``absent_rate`` (1.0 by default: it has seen every key of its range, so a miss is a
+    new key; the estimate a saved cache had, when its entries are only the keys seen since a cold
+    start); an empty one (a fresh process, maybe over existing rows) first reads a sample of
+    ``sample`` misses and guesses only if most were absent. Then every read miss and every guess
+    moves the estimate (:attr:`absent_rate`); None is no evidence yet.
     Through a pipe (:meth:`open_pipe`, over Cassandra) the same rules apply key by key as keys are
     started: an empty cache reads its misses until the first answers bring the evidence.
     """
@@ -95,13 +97,14 @@ class CasCachedMap(CachedMap[K, V]):
 
     def __init__(self, backing: CasBackingMap[K, V], size: int = 10_000,
                  entries: Iterable[tuple[K, V | None]] = (), *, blind_inserts: bool = True,
-                 sample: int = 64) -> None:
+                 sample: int = 64, absent_rate: float | None = 1.0) -> None:
         if not isinstance(backing, CasBackingMap):
             raise TypeError(f"CasCachedMap needs a compare-and-set backing map, not {type(backing).__name__} "
                             f"(use CachedMap over a plain backing map)")
         super().__init__(backing, size, entries)
         self.blind_inserts, self.sample = blind_inserts, sample
-        self.absent_rate: float | None = 1.0 if self._lru else None  # moving share of misses found absent
+        # moving share of misses found absent; an empty cache has no evidence
+        self.absent_rate: float | None = absent_rate if self._lru else None
         self._guessed: set[K] = set()
 
     def multi_get_for_update(self, keys: Sequence[K]) -> list[V | None]:

@@ -87,19 +87,21 @@ class StateFactory:
         return self._once(("state", spec), lambda: self._wrap(self.backing_map(spec)))
 
     def make_cached_state(self, spec: MapSpec, entries: Iterable[tuple[Any, Any]] = (), size: int = 0,
+                          absent_rate: float | None = 1.0,
                           ) -> tuple[MapState[Any, Any], CasCachedMap[Any, Any] | None]:
         """A map state with a cache of its own over this process's backing map, and that cache.
 
         For a cache that outlives the state (one per commit partition, see ``app.spark.tasks``):
-        seeded with ``entries``, holding ``max(size, cache_size)`` values; no cache when
-        ``cache_size`` is 0.
+        seeded with ``entries`` and the estimate of absent misses it had (``absent_rate``, see
+        :class:`~states.cached.CasCachedMap`), holding ``max(size, cache_size)`` values; no cache
+        when ``cache_size`` is 0.
         """
         if spec.kind is not self.kind:
             raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
         backing = self._once(("process backing", spec), lambda: self.backing_map(spec))
         if not self.cache_size:
             return _MAPS[self.kind](backing, metrics=self.metrics), None
-        cache = CasCachedMap(backing, max(size, self.cache_size), entries)
+        cache = CasCachedMap(backing, max(size, self.cache_size), entries, absent_rate=absent_rate)
         return _MAPS[self.kind](cache, metrics=self.metrics), cache
 
     def backing_map(self, spec: MapSpec) -> CasBackingMap[Any, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -163,6 +163,14 @@ def _stats(keys: int, before: dict[Any, float], fatal: str | None = None) -> pa.
                                        pa.array([fatal], pa.string())], schema=STATS_SCHEMA)
 
 
+class Seed(NamedTuple):
+    """What a commit task's cache starts from: the entries of its partitions' files and their estimate of
+    absent misses (None: no evidence)."""
+
+    entries: list[tuple[Any, Any]]
+    absent_rate: float | None
+
+
 class PartitionCaches:
     """The caches of the commit partitions a task's keys belong to, each kept in a file between txids.
 
@@ -178,6 +186,11 @@ class PartitionCaches:
     executor's file is then older than the partition's last commit, and its entries would cost a
     failed LWT per key. A file is used only when saved by the sink's previous commit (or an earlier
     attempt of this txid); any other is cold, and the keys are read in one batched read.
+
+    Each file also keeps the cache's estimate of absent misses (:class:`~states.cached.CasCachedMap`):
+    a chain of files that began cold holds only the keys seen since, not the partition's, so the
+    next task goes on reading its misses while they are found stored (a key committed on another
+    executor before), instead of guessing them new at a failed LWT each.
     """
 
     def __init__(self, factory: StateFactory, spec: MapSpec, partitions: int, parts: Iterable[int]) -> None:
@@ -198,29 +211,35 @@ class PartitionCaches:
             return None
         return cls(factory, spec, partitions, parts or {ctx.partitionId()})
 
-    def load(self, valid: Collection[int]) -> list[tuple[Any, Any]]:
+    def load(self, valid: Collection[int]) -> Seed:
         """The entries of every file saved after one of the ``valid`` txids (a missing, unreadable or older
-        file has none)."""
+        file has none), and their estimate of absent misses (None, no evidence, when any file is cold)."""
         entries: list[tuple[Any, Any]] = []
+        rates: list[float | None] = []
         for part, path in self.paths.items():
             try:
                 with path.open("rb") as f:
                     saved = pickle.load(f)
             except (OSError, EOFError, pickle.UnpicklingError):
+                rates.append(None)
                 continue
-            if not (isinstance(saved, tuple) and len(saved) == 2 and saved[0] in valid):
-                continue  # older than the partition's last commit (it ran elsewhere since): cold
-            loaded: list[tuple[Any, Any]] = saved[1]
+            if not (isinstance(saved, tuple) and len(saved) == 3 and saved[0] in valid):
+                rates.append(None)  # older than the partition's last commit (it ran elsewhere since): cold
+                continue
+            _, loaded, rate = saved
             if len(self.paths) > 1:
                 self._loaded.update((k, part) for k, _ in loaded)
             entries += loaded
-        return entries
+            rates.append(rate)
+        known = [r for r in rates if r is not None]
+        return Seed(entries, min(known) if known and len(known) == len(rates) else None)
 
-    def save(self, txid: int, entries: list[tuple[Any, Any]], parts: dict[Any, int]) -> None:
-        """Each entry to its partition's file, saved after ``txid``: ``parts`` (this txid's keys) or the file it
-        came from."""
+    def save(self, txid: int, entries: list[tuple[Any, Any]], parts: dict[Any, int],
+             absent_rate: float | None) -> None:
+        """Each entry to its partition's file, saved after ``txid`` with the cache's ``absent_rate``: ``parts``
+        (this txid's keys) or the file it came from."""
         if len(self.paths) == 1:
-            self._write(next(iter(self.paths.values())), txid, entries)
+            self._write(next(iter(self.paths.values())), txid, entries, absent_rate)
             return
         split: dict[int, list[tuple[Any, Any]]] = {p: [] for p in self.paths}
         for key, value in entries:
@@ -228,14 +247,14 @@ class PartitionCaches:
             if part in split:
                 split[part].append((key, value))
         for part, mine in split.items():
-            self._write(self.paths[part], txid, mine)
+            self._write(self.paths[part], txid, mine, absent_rate)
 
     @staticmethod
-    def _write(path: Path, txid: int, entries: list[tuple[Any, Any]]) -> None:
+    def _write(path: Path, txid: int, entries: list[tuple[Any, Any]], absent_rate: float | None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as f:
-            pickle.dump((txid, entries), f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((txid, entries, absent_rate), f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)  # a racing attempt of the same partition: the last one wins
 
 
@@ -277,8 +296,9 @@ class CommitAggregates:
             files = PartitionCaches.of(self.factory, self.spec, self.partitions,
                                        set(parts.unique().to_pylist()) if parts is not None else set())
             previous = self.txid - 1 if self.previous is None else self.previous
-            seeded = files.load({previous, self.txid}) if files else []
-            state, cache = self.factory.make_cached_state(self.spec, seeded, max(len(keys), len(seeded)))
+            seed = files.load({previous, self.txid}) if files else Seed([], None)
+            state, cache = self.factory.make_cached_state(self.spec, seed.entries,
+                                                          max(len(keys), len(seed.entries)), seed.absent_rate)
             state.begin_commit(self.txid)
             if keys:
                 state.multi_update(keys, [combine_updater(self.aggregator, v) for v in values])
@@ -289,7 +309,7 @@ class CommitAggregates:
             if files is not None and cache is not None:
                 # a key's own partition is needed only when the task's keys span several (one range)
                 files.save(self.txid, cache.entries(), dict(zip(keys, parts.to_pylist()))
-                           if parts is not None and len(files.paths) > 1 else {})
+                           if parts is not None and len(files.paths) > 1 else {}, cache.absent_rate)
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
             fatal = encode(e)
         yield _stats(written, before, fatal)

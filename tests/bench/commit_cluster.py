@@ -83,7 +83,7 @@ class CacheFileWatch:
                 if self._mtimes.get(path) == mtime:
                     continue
                 with path.open("rb") as f:
-                    txid, entries = pickle.load(f)
+                    txid, entries, _ = pickle.load(f)  # (txid, entries, estimate of absent misses)
             except (OSError, EOFError, pickle.UnpicklingError):  # replaced meanwhile: read it next time
                 continue
             self._mtimes[path] = mtime

@@ -1,4 +1,5 @@
-"""A commit partition's cache file is used only when saved by the partition's last commit (or this txid)."""
+"""A commit partition's cache file is used only when saved by the partition's last commit (or this txid), and
+hands on the cache's evidence about misses: a chain of files that began cold keeps reading its misses."""
 
 from __future__ import annotations
 
@@ -7,34 +8,81 @@ from pathlib import Path
 
 import pytest
 
-from app.spark.tasks import PartitionCaches
+from app.spark.tasks import PartitionCaches, Seed
+from states import CasCachedMap, OpaqueMap
 from states.factory import StateFactory
 from states.spec import Column, MapSpec, StateKind
+from tests.states.test_cas_guesses import Counting, commit, counts
+
+WORDS = MapSpec("words", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
 
 
 @pytest.fixture
-def caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PartitionCaches:
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     from pyspark import SparkFiles
 
     monkeypatch.setattr(SparkFiles, "getRootDirectory", classmethod(lambda cls: str(tmp_path)))
-    spec = MapSpec("words", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
-    return PartitionCaches(StateFactory(backend="memory"), spec, 4, [1])
+    return tmp_path
+
+
+@pytest.fixture
+def caches(root: Path) -> PartitionCaches:
+    return PartitionCaches(StateFactory(backend="memory"), WORDS, 4, [1])
 
 
 def test_a_file_saved_by_the_last_commit_or_this_txid_is_used(caches: PartitionCaches) -> None:
-    caches.save(7, [("a", 1), ("b", 2)], {})
-    assert caches.load({7, 8}) == [("a", 1), ("b", 2)]  # saved by the previous commit
-    assert caches.load({6, 7}) == [("a", 1), ("b", 2)]  # an earlier attempt of this txid
+    caches.save(7, [("a", 1), ("b", 2)], {}, 1.0)
+    assert caches.load({7, 8}) == Seed([("a", 1), ("b", 2)], 1.0)  # saved by the previous commit
+    assert caches.load({6, 7}) == Seed([("a", 1), ("b", 2)], 1.0)  # an earlier attempt of this txid
 
 
 def test_an_older_file_is_cold(caches: PartitionCaches) -> None:
     """Saved at txid 5, but the partition was committed at 7 elsewhere: its entries are stale."""
-    caches.save(5, [("a", 1)], {})
-    assert caches.load({7, 8}) == []
+    caches.save(5, [("a", 1)], {}, 1.0)
+    assert caches.load({7, 8}) == Seed([], None)
 
 
 def test_a_file_without_its_txid_is_cold(caches: PartitionCaches) -> None:
     path = next(iter(caches.paths.values()))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps([("a", 1)]))
-    assert caches.load({7, 8}) == []
+    assert caches.load({7, 8}) == Seed([], None)
+
+
+def test_the_estimate_of_absent_misses_is_handed_on(caches: PartitionCaches) -> None:
+    caches.save(7, [("a", 1)], {}, 0.125)
+    assert caches.load({7, 8}).absent_rate == 0.125
+    caches.save(8, [("a", 1)], {}, None)
+    assert caches.load({8, 9}).absent_rate is None
+
+
+def test_one_cold_file_of_several_leaves_no_evidence(root: Path) -> None:
+    """A task over two partitions, one of whose files is cold: its misses may be that partition's stored keys."""
+    factory = StateFactory(backend="memory")
+    PartitionCaches(factory, WORDS, 4, [1]).save(7, [("a", 1)], {}, 1.0)
+    PartitionCaches(factory, WORDS, 4, [2]).save(5, [("b", 1)], {}, 1.0)
+    assert PartitionCaches(factory, WORDS, 4, [1, 2]).load({7, 8}) == Seed([("a", 1)], None)
+    PartitionCaches(factory, WORDS, 4, [2]).save(7, [("b", 1)], {}, 0.5)
+    assert PartitionCaches(factory, WORDS, 4, [1, 2]).load({7, 8}) == Seed([("a", 1), ("b", 1)], 0.5)
+
+
+@pytest.mark.parametrize("hand_on", [True, False], ids=["estimate handed on", "seeded files trusted whole"])
+def test_a_partition_that_moved_mid_key_set_fails_no_lwt_on_the_keys_it_never_saw(root: Path, hand_on: bool) -> None:
+    """The key set split across two txids, the partition moved between executors (its file here is cold): the
+    first txid reads its keys and finds them stored, so the next one, seeded from that file, reads the other
+    half too instead of guessing them new. Trusting a seeded file whole (the estimate not handed on: 1.0, as a
+    file that has seen every key) costs one failed LWT per key it never saw."""
+    backing = Counting()
+    words = [f"w{i}" for i in range(40)]
+    commit(OpaqueMap(CasCachedMap(backing)), 1, words)  # another executor committed every key at txid 1
+    backing.reads = backing.cas = backing.failed = 0
+
+    files = PartitionCaches(StateFactory(backend="memory"), WORDS, 4, [1])
+    for txid, keys in ((2, words[:20]), (3, words[20:])):
+        seed = files.load({txid - 1, txid})
+        cache = CasCachedMap(backing, 100, seed.entries, sample=4,
+                             absent_rate=seed.absent_rate if hand_on else 1.0)
+        commit(OpaqueMap(cache), txid, keys)
+        files.save(txid, cache.entries(), {}, cache.absent_rate)
+    assert counts(backing) == {(w,): 2 for w in words}
+    assert (backing.reads, backing.cas, backing.failed) == ((40, 40, 0) if hand_on else (20, 60, 20))
