@@ -9,6 +9,8 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spouts.bad_records import BadRecordError, Stage
 from spouts.kafka.arrow import SCHEMA
@@ -146,3 +148,33 @@ def test_json_many_bad_records_mixed_through_a_batch_are_each_found() -> None:
     out = decoder(RecordFormat.of({"type": "json", "fields": {"n": "int"}})).decode(raw_batch(values), bad)
     assert bad.by_offset() == expected and len(expected) > 50
     assert [v["n"] for v in out.column("value").to_pylist()] == [o - 100 for o in range(100, 500) if o not in expected]
+
+
+_POOL = [b'{"n": 1}', b'{"n": 2}', b"{oops", b"{oops}", b"[1]", b'{"n": "x"}', b'{"n": 1}{"n": 2}', b"  {\"n\": 3}\n",
+         b"\xff{", b"{\xff}", b"", b"42", b'{"n": 1.5}', b'{"n":\n 4}', b"not json"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(_POOL), min_size=1, max_size=60))
+def test_a_json_value_is_bad_for_the_same_reason_and_message_whatever_batch_it_is_in(values: list[bytes]) -> None:
+    """The reason and message a dead letter carries depend on the value alone: decoded in any batch, each value
+    is judged as when decoded by itself."""
+    fmt = RecordFormat.of({"type": "json", "fields": {"n": "int"}})
+
+    def judged(batch: list[bytes]) -> list[tuple[str, str] | None]:
+        bad = Collected()
+        decoder(fmt).decode(raw_batch(batch), bad)
+        found = {r.offset: (r.reason, r.message) for r in bad}
+        return [found.get(100 + i) for i in range(len(batch))]
+
+    assert judged(values) == [judged([v])[0] for v in values]
+
+
+def test_a_value_of_two_objects_beside_a_blank_one_is_not_taken_for_two_good_records() -> None:
+    """Parsed together, ``{..}{..}`` and a blank value give as many rows as values: both are bad all the same
+    (the blank value is never parsed with others), and the good record keeps its own row."""
+    bad = Collected()
+    out = decoder(RecordFormat.of({"type": "json", "fields": {"n": "int"}})).decode(
+        raw_batch([b'{"n": 1}{"n": 2}', b"  ", b'{"n": 3}']), bad)
+    assert bad.by_offset() == {100: "json_invalid", 101: "json_invalid"}
+    assert out.column("value").to_pylist() == [{"n": 3}]
