@@ -6,15 +6,13 @@
 * **aggregate**: a row with a null group-by key is left out by the process job itself and named by
   its hidden source column (:func:`split_null_keys`, :func:`null_key_records`): no job, no error.
 * **transform**: a transform's expression that fails on a record (an ANSI ``CAST``, a division by
-  zero, a ``raise_error``) fails the Spark job; where SQL transforms can run in the error-capturing
-  form (:mod:`app.spark.capture`, :func:`split_transform_errors`) the job is stopped at its first
-  failed task attempt, without Spark's retries (:mod:`app.spark.fail_fast`), and that form finds every
-  failing record in one job (the next txid runs that form first). A sink with a Python function
-  transform, or a null group-by key of a sink whose rows lost
+  zero, a ``raise_error``): where SQL transforms can run in the error-capturing form
+  (:mod:`app.spark.capture`, :func:`split_transform_errors`) the process job always runs them so, and
+  the failed rows are left out and named by their source column as it runs: no task fails. A sink
+  with a Python function transform or a generator, or a null group-by key of a sink whose rows lost
   their source column (:func:`guard_keys` makes that fail), is handled by bisection: when the error
   is deterministic (:func:`record_error`: a replay of the same records raises it again), the txid's
-  records are bisected by source coordinates
-  (:func:`isolate`): each probe runs the transforms on a slice of the records; a slice that passes
+  records are bisected by source coordinates (:func:`isolate`): each probe runs the transforms on a slice of the records; a slice that passes
   holds no bad record, a failing slice of one record is one. The txid then runs without them.
   A transient error (a broker away) is never mistaken for a bad record: it propagates and the txid
   is retried whole.

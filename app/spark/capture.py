@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 ERROR_COLUMN = "_error"  # int: the index (in :func:`expressions`) of the first expression that failed on the row
 _TRIED = "_tried_"
+#: A column, maybe renamed: nothing is evaluated that could throw (a struct's field may be a map's key: tried).
+_COLUMN = re.compile(r"\s*(`[^`]+`|[A-Za-z_]\w*)(\s+(AS\s+)?(`[^`]+`|[A-Za-z_]\w*))?\s*", re.IGNORECASE)
+
+
 def capturable(steps: Sequence[Step]) -> bool:
     """Whether every step is SQL without a generator (a function transform or an ``explode`` cannot be
     evaluated in the capturing form: a generator must stay a select's top-level expression)."""
@@ -39,9 +43,11 @@ def expressions(steps: Sequence[Step]) -> list[str]:
     return [e for s in steps for e in s.transform.exprs]
 
 
-def _star(expr: str) -> bool:
-    e = expr.strip()
-    return e == "*" or e.endswith(".*")
+def cannot_fail(expr: str) -> bool:
+    """Whether ``expr`` only names a column (maybe renamed), or is the hidden source column: nothing to try."""
+    from app.spark.plan import SOURCE_COLUMN, SOURCE_SQL
+
+    return _COLUMN.fullmatch(expr) is not None or expr.strip() == f"{SOURCE_SQL} AS {SOURCE_COLUMN}"
 
 
 def tried(column: Any) -> Any:
@@ -56,48 +62,75 @@ def tried(column: Any) -> Any:
 
 
 def capture(df: Any, steps: Sequence[Step]) -> Any:
-    """``steps`` applied to ``df`` in the capturing form: their columns plus :data:`ERROR_COLUMN`."""
+    """``steps`` applied to ``df`` in the capturing form: their columns plus :data:`ERROR_COLUMN`.
+
+    Each DataFrame operation is analysed on the driver as it is made, so their number is this form's
+    fixed cost per txid: a step is one operation when none of its expressions can fail (a column, maybe
+    renamed), else two (three for a filter): one evaluates the expressions, those that may fail tried,
+    the next marks the rows and takes the tried values.
+    """
     from pyspark.sql import functions as F
 
     df = df.withColumn(ERROR_COLUMN, F.lit(None).cast("int"))
     index = 0
     for step in steps:
-        t = step.transform
-        exprs = [(index + j, e) for j, e in enumerate(t.exprs)]
-        index += len(t.exprs)
-        if t.kind == "filter":
-            (k, e), = exprs
-            df = df.withColumn(_TRIED, tried(F.expr(e)))
-            df = _mark(df, [(k, _TRIED)])
-            df = df.filter(F.col(ERROR_COLUMN).isNotNull() | F.coalesce(F.col(f"{_TRIED}.v"), F.lit(False)))
-            df = df.drop(_TRIED)
-            continue
-        if t.kind == "with":
-            named = list(zip(step.names, exprs, strict=True))
-            df = df.withColumns({f"{_TRIED}{k}": tried(F.expr(e)) for _, (k, e) in named})
-        else:  # select: stars pass through (they cannot fail), the rest is tried
-            names = {k: df.selectExpr(e).columns[0] for k, e in exprs if not _star(e)}
-            keeps_error = any(e.strip() == "*" for _, e in exprs)
-            df = df.select(*[F.expr(e) for k, e in exprs if _star(e)],
-                           *[tried(F.expr(e)).alias(f"{_TRIED}{k}") for k, e in exprs if not _star(e)],
-                           *([] if keeps_error else [F.col(ERROR_COLUMN)]))
-            named = [(names[k], (k, e)) for k, e in exprs if not _star(e)]
-        df = _mark(df, [(k, f"{_TRIED}{k}") for _, (k, _) in named])
-        df = df.withColumns({n: F.col(f"{_TRIED}{k}.v") for n, (k, _) in named})
-        df = df.drop(*[f"{_TRIED}{k}" for _, (k, _) in named])
+        first, index = index, index + len(step.transform.exprs)
+        df = _filter(df, first, step.transform.exprs[0]) if step.transform.kind == "filter" else \
+            _project(df, step, first)
     return df
 
 
-def _mark(df: Any, tries: list[tuple[int, str]]) -> Any:
-    """Set :data:`ERROR_COLUMN` of a row not yet marked to the first of ``tries`` that failed on it."""
+def _project(df: Any, step: Step, first: int) -> Any:
+    """A ``select`` or ``with`` step in the capturing form."""
     from pyspark.sql import functions as F
 
+    from app.spark.plan import is_star
+
+    t = step.transform
+    names = iter(step.names)
+    outputs = [(None if is_star(e) else next(names), k, e) for k, e in enumerate(t.exprs, first)]
+    tries = [(n, k, e) for n, k, e in outputs if n is not None and not cannot_fail(e)]
+    plain = [(n, e) for n, _, e in outputs if n is None or cannot_fail(e)]
+    if t.kind == "with":
+        df = df.withColumns({**{n: F.expr(e) for n, e in plain if n is not None},
+                             **{f"{_TRIED}{k}": tried(F.expr(e)) for _, k, e in tries}})
+    else:  # a select: stars pass through (they cannot fail); ERROR_COLUMN is kept (a "*" keeps it already)
+        df = df.select(*[F.expr(e) for _, e in plain], *[tried(F.expr(e)).alias(f"{_TRIED}{k}") for _, k, e in tries],
+                       *([] if any(e.strip() == "*" for e in t.exprs) else [F.col(ERROR_COLUMN)]))
     if not tries:
         return df
+    made = {n for n, _, _ in tries}
+    return df.select(*[_mark([(k, f"{_TRIED}{k}") for _, k, _ in tries]) if c == ERROR_COLUMN else _col(c)
+                       for c in df.columns if not c.startswith(_TRIED) and c not in made],
+                     *[F.col(f"{_TRIED}{k}.v").alias(n) for n, k, _ in tries])
+
+
+def _filter(df: Any, k: int, expr: str) -> Any:
+    """A ``filter`` step in the capturing form: a row it fails on is kept, marked."""
+    from pyspark.sql import functions as F
+
+    columns = df.columns
+    df = df.withColumn(_TRIED, tried(F.expr(expr)))
+    df = df.filter(F.col(ERROR_COLUMN).isNotNull() | F.col(_TRIED).isNull() | F.coalesce(F.col(f"{_TRIED}.v"),
+                                                                                      F.lit(False)))
+    return df.select(*[_mark([(k, _TRIED)]) if c == ERROR_COLUMN else _col(c) for c in columns])
+
+
+def _col(name: str) -> Any:
+    """Column ``name`` itself (a dot in it is no field access)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _mark(tries: list[tuple[int, str]]) -> Any:
+    """:data:`ERROR_COLUMN` of a row not yet marked set to the first of ``tries`` that failed on it."""
+    from pyspark.sql import functions as F
+
     first = F.when(F.col(tries[0][1]).isNull(), F.lit(tries[0][0]))
     for k, name in tries[1:]:
         first = first.when(F.col(name).isNull(), F.lit(k))
-    return df.withColumn(ERROR_COLUMN, F.coalesce(F.col(ERROR_COLUMN), first))
+    return F.coalesce(F.col(ERROR_COLUMN), first).alias(ERROR_COLUMN)
 
 
 def step_of(steps: Sequence[Step], index: int) -> int:

@@ -38,11 +38,10 @@ them, before the commit job starts: the batch protocol's order holds (adaptive q
 see :mod:`app.spark.session`, or every shuffle stage would be a job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
-raises, and the coordinator replays the txid. Where the error-capturing form can run, a task that
-fails is not retried: the process job is cancelled at its first failed attempt (:mod:`app.spark.fail_fast`)
-and the txid runs in the capturing form, which finds its bad records (:mod:`app.spark.bad_records`) or,
-when no row fails, is its result; after a txid with transform errors, the next one runs the capturing
-form first (no failed job when it has some too). Jobs carry the job group ``<topology>:txid-<N>``
+raises, and the coordinator replays the txid. Where the transforms are SQL without a generator, the
+process job runs them in the error-capturing form (:mod:`app.spark.capture`): a record they fail on
+is a row marked and left out in the same job (:mod:`app.spark.bad_records`), never a failed task, so
+a dirty txid costs the clean one's jobs and one more that names the errors. Jobs carry the job group ``<topology>:txid-<N>``
 (``cancel(txid)``) and run in scheduler pool ``process`` or ``commit``: with ``max_pending > 1``
 the coordinator processes N+1 in a worker thread while committing N, and both share executors.
 """
@@ -66,7 +65,7 @@ from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark import executors as executors_
-from app.spark import fail_fast, fatal, warmup
+from app.spark import fatal, warmup
 from app.spark import parallelism as parallelism_
 from app.spark.isolation import Isolation
 from app.spark.jvm import gateway, java_frame, java_session
@@ -200,7 +199,6 @@ class SparkExecutor:
         self._bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
         self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
-        self._capture_first = False  # the last txid had transform errors: run the capturing form first
         self._last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit job finished
 
     @property
@@ -245,21 +243,15 @@ class SparkExecutor:
         known = bool(failing)
         with self._job(batch, "process"):
             try:
-                if not failing and self._capture_first and self._capturable():
-                    # the last txid had transform errors: the next one likely has too, run the capturing form
-                    results, found, failing = self._captured(batch, ranges, None)
-                else:  # a known bad record is left out, so a failure now is not a record's: keep Spark's retries
-                    with fail_fast.stop_at_first_failure(self.spark, self._group(batch.txid),
-                                                         enabled=not failing and self._capturable()):
-                        results, found = self._process_records(
-                            self.read_records(batch, ranges, bad_records_.excluded(failing)))
-            except fail_fast.StoppedAtFirstFailure:
-                # the capturing form tells a record's error from any other: its failing rows are bad records,
-                # and a run where none fails is the txid's result
-                results, found, failing = self._captured(batch, ranges, None)
+                if not failing and self._capturable():
+                    # a record the transforms fail on is a row marked in the same job, never a failed task
+                    results, found, failing = self._captured(batch, ranges)
+                else:  # a function transform, or a replay without the known bad records: the plain form
+                    results, found = self._process_records(
+                        self.read_records(batch, ranges, bad_records_.excluded(failing)))
             except Exception as e:
-                if failing or bad_records_.record_error(e) is None:
-                    raise  # transient, or not a record's fault: the txid is retried whole
+                if failing or self._capturable() or bad_records_.record_error(e) is None:
+                    raise  # transient, or not a record's fault (the capturing form found none): retried whole
                 results, found, failing = self._without_failing(batch, ranges, e)
             if failing and not known:  # isolated now: kept for a replay, here and in the txid's progress
                 self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
@@ -349,23 +341,16 @@ class SparkExecutor:
 
     def _without_failing(self, batch: Batch, ranges: list[Any],
                          error: Exception) -> tuple[list[SinkResult], Found, list[BadRecord]]:
-        """After a record error: the txid's results without the records the transforms fail on, and those.
-
-        SQL transforms run once more in the error-capturing form (:mod:`app.spark.capture`): one job
-        finds every failing row; a sink with a function transform falls back to bisection."""
+        """After a record error of a sink whose transforms cannot run in the error-capturing form (a Python
+        function, a generator): the txid's results without the records they fail on, found by bisection, and
+        those."""
         iso = self._isolation(batch, ranges)
         try:
-            if not self._capturable():
-                failing = self._isolate(batch, ranges, iso)
-                if not failing:
-                    raise error
-                iso.done(failing)
-                results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
-                return results, found, failing
-            results, found, failing = self._captured(batch, ranges, iso)
-            if not failing:  # no row of the transforms failed: the error lies elsewhere (an aggregate overflow)
-                _unpersist(results)
+            failing = self._isolate(batch, ranges, iso)
+            if not failing:
                 raise error
+            iso.done(failing)
+            results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
             return results, found, failing
         finally:
             self.isolating = None
@@ -375,20 +360,14 @@ class SparkExecutor:
         self.isolating = iso = Isolation(self.topology.name, batch.txid, Stage.TRANSFORM.value, offsets, self.metrics)
         return iso
 
-    def _captured(self, batch: Batch, ranges: list[Any],
-                  iso: Isolation | None) -> tuple[list[SinkResult], Found, list[BadRecord]]:
+    def _captured(self, batch: Batch, ranges: list[Any]) -> tuple[list[SinkResult], Found, list[BadRecord]]:
         """The txid's results from the error-capturing form, without the records the transforms fail on, and
-        those (none: the results are the plain form's). ``iso``: the isolation under way (None: the capturing
-        form runs first, its isolation starts when it finds a failed row).
-
-        The next txid runs the capturing form first when this one had failed rows: a topic with bad records
-        usually has more, and the capturing form costs less than a failed job followed by it."""
+        those (none: the results are the plain form's, at the cost of planning the capturing form). One job
+        whatever the number of bad records; naming their errors then reads those records once more."""
         results, found = self._process_records(self.read_records(batch, ranges), capture=True)
-        self._capture_first = bool(found.failed)
         if not found.failed:
             return results, found, []
-        if iso is None:
-            iso = self._isolation(batch, ranges)
+        iso = self._isolation(batch, ranges)
         try:
             iso.round("error-capturing run", len({k for _, k in found.failed.values()}), len(found.failed))
             try:

@@ -117,7 +117,8 @@ def value_aggregator(aggs: Sequence[Agg]) -> CombinerAggregator:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One transform, ready to apply to a batch's DataFrame (``names``: the columns a ``with`` adds)."""
+    """One transform, ready to apply to a batch's DataFrame (``names``: the column each expression makes, but
+    for a ``select``'s stars; none for a ``filter`` or a function)."""
 
     transform: Transform
     names: tuple[str, ...] = ()
@@ -136,13 +137,19 @@ class Step:
         return t.function(df)
 
 
+def is_star(expr: str) -> bool:
+    """Whether ``expr`` is ``*`` or ``x.*`` (it makes as many columns as it finds)."""
+    e = expr.strip()
+    return e == "*" or e.endswith(".*")
+
+
 def compile_steps(df: Any, transforms: Sequence[Transform]) -> tuple[tuple[Step, ...], Any]:
     """The steps of ``transforms`` and the (empty) DataFrame they produce from ``df``."""
     steps = []
     for t in transforms:
         names: tuple[str, ...] = ()
-        if t.kind == "with":  # "expr AS name": let Spark's parser name the column
-            names = tuple(df.selectExpr(e).columns[0] for e in t.exprs)
+        if t.kind in ("with", "select"):  # "expr AS name": let Spark's parser name the column
+            names = tuple(df.selectExpr(e).columns[0] for e in t.exprs if not is_star(e))
         step = Step(t, names)
         df = step.apply(df)
         steps.append(step)
