@@ -123,9 +123,9 @@ class JsonObjects:
         others = dense if rest is None else dense.take(pa.array(rest, pa.int64()))
         good, error = self._try(others)
         if good is None:
-            for k, error in self._bad(others, 0, len(others), error):
+            for k, why in self._bad(others, 0, len(others), error):
                 j = k if rest is None else rest[k]
-                found[j] = _reason(dense[j].as_py(), error)
+                found[j] = _reason(dense[j].as_py(), why)
         # the good values are the others exactly when every suspect was bad
         return dict(sorted(found.items())), good if len(found) == len(suspects) else None
 
