@@ -62,6 +62,17 @@ def statuses(spark: Any, group: str) -> list[str]:
     return [tracker.getJobInfo(j).status for j in sorted(tracker.getJobIdsForGroup(group))]
 
 
+def pipeline(spark: Any, spark_kafka: Any, tmp_path: Path, topic: str, prefix: str) -> tuple[str, Metrics, Any]:
+    """The sales pipeline over ``topic`` into SQLite under ``tmp_path``: its name, metrics and coordinator."""
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    t = sales(name, topic, spark_kafka, factory)
+    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(name), caps=ONE_TXID,
+                        metrics=metrics)
+    return name, metrics, coord
+
+
 def test_a_record_error_fails_no_task_attempt(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
     """One order of 400 does not CAST, in the pipeline's first txid. No task attempt of the txid's jobs fails
     (the capturing run, the read that names the error, the commit); the state equals the truth over the good
@@ -70,12 +81,7 @@ def test_a_record_error_fails_no_task_attempt(spark: Any, spark_kafka: Any, tmp_
     spark_kafka.create_topic(topic, 2)
     values = [(i % 2, POISON if i == 301 else order(i)) for i in range(400)]  # the poison is in partition 1
     produced = produce(spark_kafka.bootstrap_servers(), topic, values)
-    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
-    metrics = Metrics(CollectorRegistry())
-    name = f"one-job-{uuid.uuid4().hex[:6]}"
-    t = sales(name, topic, spark_kafka, factory)
-    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(name), caps=ONE_TXID,
-                        metrics=metrics)
+    name, metrics, coord = pipeline(spark, spark_kafka, tmp_path, topic, "one-job")
     try:
         assert coord.run_until_idle() == 1
     finally:
@@ -94,12 +100,7 @@ def test_dirty_and_clean_txids_fail_no_job(spark: Any, spark_kafka: Any, tmp_pat
     state equals the truth over the good orders; each bad one is counted once."""
     topic = f"orders-{uuid.uuid4().hex[:8]}"
     spark_kafka.create_topic(topic, 2)
-    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
-    metrics = Metrics(CollectorRegistry())
-    name = f"capture-{uuid.uuid4().hex[:6]}"
-    t = sales(name, topic, spark_kafka, factory)
-    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(name), caps=ONE_TXID,
-                        metrics=metrics)
+    name, metrics, coord = pipeline(spark, spark_kafka, tmp_path, topic, "capture")
     produced: list[Produced] = []
     try:
         for txid, bad in ((1, {17, 210}), (2, {5, 99, 250}), (3, set()), (4, set())):
