@@ -4,9 +4,21 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools docs demo test test-real test-fast bench lint clean chaos chaos-short chaos-short-real
+.PHONY: venv jars tools docs demo test test-real test-fast bench lint clean chaos chaos-short chaos-short-real
 
-venv: $(STAMP)
+venv: $(STAMP) $(JARS_STAMP)
+
+# Spark's Kafka connector (app/spark/kafka-connector.txt) from Maven Central into .jars/, once: the JVM
+# read path (spark.kafka_reader) puts them on the session's classpath; later runs need no network.
+JARS       := .jars
+JARS_STAMP := $(JARS)/.fetched
+jars: $(JARS_STAMP)
+
+$(JARS_STAMP): app/spark/kafka-connector.txt
+	mkdir -p $(JARS)
+	grep -v '^#' $< | xargs -I{} mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+		-Dartifact={} -DoutputDirectory=$(JARS)
+	touch $@
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,4 +97,4 @@ chaos-short-real: $(CHAOS_STAMP)
 	$(PY) -m tests.chaos --seed 14 --kills 8 --minutes 4 --malformed 300 --scenarios real
 
 clean:
-	rm -rf $(VENV) $(PEER) .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(PEER) $(JARS) .pytest_cache .hypothesis .benchmarks

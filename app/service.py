@@ -35,12 +35,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from app.access import check_access
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
+from app.errors import ReaderRefused
 from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
 from app.loop import Callbacks
@@ -315,12 +317,19 @@ class Service:
                 raise StartupError(f"http.port {h.port} on {h.host or 'all interfaces'}: {e.strerror or e}") from e
 
     def _start_pipelines(self) -> None:
-        make = self._executor_factory or _spark_executor
+        make = self._executor_factory or partial(_spark_executor, kafka_reader=self.config.spark.kafka_reader)
         for p in self.config.pipelines:
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
             compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
             assert self.spark is not None
-            runner = PipelineRunner(compiled, make(self.spark, compiled.topology), metrics=self.metrics)
+            try:
+                executor = make(self.spark, compiled.topology)
+            except ReaderRefused as e:
+                raise StartupError(f"pipeline {p.id}: {e}") from e
+            reader = getattr(executor, "reader", None)
+            if reader is not None:
+                log.info("pipeline %s reads Kafka with %s", p.id, reader)
+            runner = PipelineRunner(compiled, executor, metrics=self.metrics)
             self.runners.append(runner)
             log.info("pipeline %s: %s -> %s table %s (%s state), owner %s", p.id,
                      ",".join(p.spout.topics) or f"/{p.spout.topic_pattern}/", p.state.backend,
@@ -382,10 +391,10 @@ class Service:
         log.info("stopped")
 
 
-def _spark_executor(spark: SparkSession, topology: Topology) -> BatchExecutor:
+def _spark_executor(spark: SparkSession, topology: Topology, *, kafka_reader: str = "auto") -> BatchExecutor:
     from app.spark.executor import SparkExecutor
 
-    return SparkExecutor(spark, topology)
+    return SparkExecutor(spark, topology, kafka_reader=kafka_reader)
 
 
 def _is_expected_fatal(e: BaseException) -> bool:
