@@ -115,12 +115,15 @@ class KafkaSource:
     options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, config: KafkaSpoutConfig, schema: Any, decoder: BatchDecoder | None) -> KafkaSource:
-        """The source of a spout of ``config``; ValueError when :func:`refusal` refuses it."""
+    def of(cls, config: KafkaSpoutConfig, schema: Any, decoder: BatchDecoder | None,
+           group: str | None = None) -> KafkaSource:
+        """The source of a spout of ``config``; ValueError when :func:`refusal` refuses it. ``group``: the consumer
+        group its Java consumers name (they never join it nor commit); None: a fresh one per read, as Spark does."""
         why = refusal(config)
         if why is not None:
             raise ValueError(why)
-        options = {"kafka.bootstrap.servers": config.bootstrap_servers,
+        options = {} if group is None else {"kafka.group.id": group}
+        options |= {"kafka.bootstrap.servers": config.bootstrap_servers,
                    "kafka.isolation.level": config.isolation_level,
                    "includeHeaders": "true", "failOnDataLoss": "true",
                    # Java's default (500 ms) holds a task's offset query behind its consumer's long poll at the
@@ -217,7 +220,11 @@ def choose(spark: Any, spout: Any, schema: Any, reader: str) -> tuple[KafkaSourc
         return None, "python (spark.kafka_reader: python)"
     why = why_not(spark, spout)
     if why is None:
-        return KafkaSource.of(spout.config, schema, spout.decoder), "jvm (Spark's Kafka source)"
+        # the spout's group: a group ACL granted for it covers these consumers, and Spark's executors keep one
+        # consumer per partition from txid to txid (its pool is keyed by group and partition) instead of a new one
+        # per read
+        source = KafkaSource.of(spout.config, schema, spout.decoder, group=spout.config.group(spout.topology_id))
+        return source, "jvm (Spark's Kafka source)"
     if reader == "jvm":
         raise ReaderRefused(f"spark.kafka_reader jvm: {why}")
     return None, f"python ({why})"

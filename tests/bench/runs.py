@@ -116,7 +116,7 @@ class Pipeline:
     """The product's word count over ``topic`` with caps of ``per_txid`` records (a quarter per partition)."""
 
     def __init__(self, spark: Any, topic: Topic, factory: StateFactory, per_txid: int, *, max_pending: int = 1,
-                 caps: Caps | None = None) -> None:
+                 caps: Caps | None = None, reader: str = "python") -> None:
         self.name = f"bench-{uuid.uuid4().hex[:8]}"
         self.spark, self.topic = spark, topic
         self.spout = KafkaSpout(KafkaSpoutConfig(topic.bootstrap, topics=(topic.name,)), self.name)
@@ -124,7 +124,7 @@ class Pipeline:
         (t.new_stream(self.spout).map("explode(split(CAST(value AS STRING), ' ')) AS word")
          .group_by("word").persistent_aggregate(factory, Count(), output="count", name=f"wc_{self.name[6:]}"))
         self.metrics = Metrics(CollectorRegistry())
-        self.executor = SparkExecutor(spark, t, metrics=self.metrics)
+        self.executor = SparkExecutor(spark, t, metrics=self.metrics, kafka_reader=reader)
         self.commits = Commits(self.executor)
         caps = caps or Caps(per_partition=max(1, per_txid // topic.partitions), per_batch=per_txid)
         cfg = CoordinatorConfig(caps=caps, max_pending=max_pending, owner="bench", idle_sleep_s=0.01)
@@ -169,10 +169,11 @@ class Commits:
 
 
 def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label: str, *, max_pending: int = 1,
-           budget: int = 150_000) -> Figure:
+           budget: int = 150_000, reader: str = "python") -> Figure:
     """Records/s of the product at ``per_txid`` records per txid, after :data:`WARM_UP` txids, over at most
-    ``budget`` records (at least 3 txids) or the rest of the topic."""
-    p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending)
+    ``budget`` records (at least 3 txids) or the rest of the topic; and the CPU of the whole process tree
+    (driver, JVM, Python workers) per record."""
+    p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending, reader=reader)
     measured = p.coordinator.config
     try:  # warm up on small txids, so that the large sizes keep the topic for measuring
         small = min(per_txid, WARM_UP_TXID)
@@ -181,19 +182,47 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
         p.coordinator.config = measured
         first, warm = p.coordinator.committed_txid + 1, p.records()
         txids = max(3, budget // per_txid)
-        start = time.perf_counter()
+        cpu, start = tree_cpu_s(), time.perf_counter()
         done = p.coordinator.run(max_batches=txids, until_idle=True)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, tree_cpu_s() - cpu
         records = int(p.records() - warm)
         jobs = p.jobs(range(first, first + done))
     finally:
         p.close()
-    return Figure(label, records, seconds, per_txid, done, jobs / done if done else 0.0)
+    return Figure(label, records, seconds, per_txid, done, jobs / done if done else 0.0,
+                  extra={"cpu_us_per_record": cpu / records * 1e6 if records else 0.0})
 
 
-def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5) -> Figure:
+def tree_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and every live descendant (the JVM, PySpark's daemon and
+    workers), from ``/proc``; a descendant that exited since the last call takes its seconds with it."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: the parent's pid
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5, reader: str = "python",
+               label: str = "product, 1-record txid (fixed cost)") -> Figure:
     """The median wall time of a warm 1-record txid (plan, process, freeze, commit, mark) and its Spark jobs."""
-    p = Pipeline(spark, topic, factory, 1_000_000)
+    p = Pipeline(spark, topic, factory, 1_000_000, reader=reader)
     try:
         p.coordinator.run_until_idle()  # everything already in the topic
         producer = Producer({"bootstrap.servers": topic.bootstrap})
@@ -216,7 +245,7 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
                  / repeats * 1000 for ph in phases}
     finally:
         p.close()
-    return Figure("product, 1-record txid (fixed cost)", 1, statistics.median(times[1:]), 1, 1, jobs / repeats,
+    return Figure(label, 1, statistics.median(times[1:]), 1, 1, jobs / repeats,
                   extra=spent, throughput=False)
 
 
