@@ -76,6 +76,22 @@ def test_without_the_connector_jars_auto_reads_in_python_and_jvm_names_the_jars(
     assert connector.session_jars() == []
 
 
+def test_a_pipelines_java_consumers_name_a_group_of_its_settings() -> None:
+    """Spark keeps one consumer per group and partition, and refuses other settings under a group it knows: the
+    group names the settings too, so two pipelines of one group and other settings never meet in the pool."""
+    from app.spark.kafka_source import KafkaSource
+
+    plain = config("127.0.0.1:1", topics=["t"])
+    tuned = config("127.0.0.1:1", topics=["t"], properties={"security.protocol": "ssl"})
+
+    def group(c: Any) -> str:
+        return KafkaSource.of(c, None, None, group="trident-p").options["kafka.group.id"]
+
+    assert group(plain) == group(plain) and group(plain) != group(tuned)
+    assert group(plain).startswith("trident-p-")
+    assert "kafka.group.id" not in KafkaSource.of(plain, None, None).options
+
+
 def test_the_session_has_the_connector(spark: Any) -> None:
     assert connector.missing() == [], "make jars (a prerequisite of make venv) did not fetch the connector"
     assert connector.on_classpath(spark)
