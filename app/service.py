@@ -391,7 +391,7 @@ class Service:
         log.info("stopped")
 
 
-def _spark_executor(spark: SparkSession, topology: Topology, *, kafka_reader: str = "auto") -> BatchExecutor:
+def _spark_executor(spark: SparkSession, topology: Topology, *, kafka_reader: str = "python") -> BatchExecutor:
     from app.spark.executor import SparkExecutor
 
     return SparkExecutor(spark, topology, kafka_reader=kafka_reader)

@@ -259,13 +259,14 @@ class SparkModel(Section):
         "a cluster master with no executor for longer: every pipeline `degraded` on `/readyz` with the reason, "
         "an error logged, `trident_spark_executors` at 0"))
     kafka_reader: _choice("auto", "jvm", "python") = Field(  # type: ignore[valid-type]
-        default="auto", description=(
-            "how a txid's Kafka records are read. `jvm`: Spark's own Kafka source, in the JVM (no Python per record; "
-            "`bytes` and `string` formats; needs the connector jars `make jars` fetches, which the image holds). "
-            "`python`: librdkafka in Python workers (every format). `auto`: `jvm` where it can read the pipeline "
-            "(its formats, its connection properties, a real Kafka: Java's client cannot talk to librdkafka's mock "
-            "cluster), else `python`. The start-up log and `validate` say which path each pipeline reads with "
-            "and why; `jvm` where it cannot read is a start-up error (exit 2)"))
+        default="python", description=(
+            "how a txid's Kafka records are read. `python`: librdkafka in Python workers (every format; the "
+            "faster path on the machines measured, see [performance.md](performance.md), \"Two read paths\"). "
+            "`jvm`: Spark's own Kafka source, in the JVM (no Python per record; `bytes` and `string` formats; needs "
+            "the connector jars `make jars` fetches, which the image holds). `auto`: `jvm` where it can read the "
+            "pipeline (its formats, its connection properties, a real Kafka: Java's client cannot talk to "
+            "librdkafka's mock cluster), else `python`. The start-up log and `validate` say which path each "
+            "pipeline reads with and why; `jvm` where it cannot read is a start-up error (exit 2)"))
 
 
 class HttpModel(Section):

@@ -25,10 +25,10 @@ def test_validate_names_each_pipelines_read_path(tmp_path: Path) -> None:
     out = _validate(tmp_path)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
-    assert plan["spark"]["kafka_reader"] == "auto"
-    assert plan["pipelines"][0]["reads_with"].startswith("jvm (Spark's Kafka source)")
-    python = json.loads(_validate(tmp_path, spark__kafka_reader="python").stdout)
-    assert python["pipelines"][0]["reads_with"] == "python (spark.kafka_reader: python)"
+    assert plan["spark"]["kafka_reader"] == "python"
+    assert plan["pipelines"][0]["reads_with"] == "python (spark.kafka_reader: python)"
+    auto = json.loads(_validate(tmp_path, spark__kafka_reader="auto").stdout)
+    assert auto["pipelines"][0]["reads_with"].startswith("jvm (Spark's Kafka source), python where the brokers")
 
 
 def test_jvm_for_a_json_pipeline_is_refused_with_the_reason(tmp_path: Path) -> None:
@@ -36,8 +36,8 @@ def test_jvm_for_a_json_pipeline_is_refused_with_the_reason(tmp_path: Path) -> N
                     pipelines__0__spout__value_format={"type": "json", "fields": {"text": "string"}})
     assert out.returncode == 2, out.stderr
     assert "spark.kafka_reader jvm: value_format json decodes in Python" in out.stderr
-    auto = json.loads(_validate(tmp_path, pipelines__0__spout__value_format={"type": "json",
-                                                                          "fields": {"text": "string"}}).stdout)
+    auto = json.loads(_validate(tmp_path, spark__kafka_reader="auto",
+                                pipelines__0__spout__value_format={"type": "json", "fields": {"text": "string"}}).stdout)
     assert auto["pipelines"][0]["reads_with"] == "python (value_format json decodes in Python)"
 
 
