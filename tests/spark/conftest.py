@@ -7,6 +7,7 @@ isolate themselves with their own topics, topology ids, SQLite files and keyspac
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.cqlserver.fixtures import cql_server_session  # noqa: F401  (fixture)
+from tests.kafka.fixtures import RealKafkaPeer
+from tests.peers import REAL_KAFKA, missing_peer
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +40,12 @@ def spark(spark_kafka: MockKafkaCluster) -> Iterator[Any]:
         session = spark_session("local[2,4]", app_name="trident-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def real_kafka() -> RealKafkaPeer:
+    """The real Kafka of KAFKA_BOOTSTRAP_SERVERS (absent: skipped with the reason, a failure under REQUIRE_REAL_PEERS=1)."""
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        missing_peer(REAL_KAFKA, "real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set")
+    return RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))

@@ -7,7 +7,6 @@ protocol keeps: records counted, bad records (reason, message, coordinates) and 
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,6 @@ from states import Count
 from states.factory import StateFactory
 from tests.kafka.fixtures import RealKafkaPeer
 from tests.kafka.helpers import config
-from tests.peers import REAL_KAFKA, missing_peer
 from tests.spark.helpers import Topic, lines, word_counts
 
 # -- which pipelines, and with what settings ----------------------------------------------------------------
@@ -124,14 +122,6 @@ def test_the_read_filters_keep_and_leave_out_the_same_records_in_the_jvm(spark: 
 
 
 # -- on a real Kafka ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def real_kafka() -> RealKafkaPeer:
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        missing_peer(REAL_KAFKA, "real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set")
-    return RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
 
 
 def _batch(topic: str, ends: dict[int, int], txid: int = 1, start: int = 0) -> Batch:

@@ -12,7 +12,6 @@ REQUIRE_REAL_PEERS=1).
 from __future__ import annotations
 
 import json
-import os
 import random
 import uuid
 from collections import Counter
@@ -30,21 +29,12 @@ from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.kafka.fixtures import RealKafkaPeer
 from tests.kafka.helpers import config
-from tests.peers import REAL_KAFKA, missing_peer
 from tests.spark.faults import FailTask, fired
 from tests.spark.helpers import WORDS, coordinator, lines, word_counts
 from tests.states.backends import cassandra_peer
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.real_cassandra]
 CAPS = Caps(per_partition=120, per_batch=300)
-
-
-@pytest.fixture(scope="module")
-def real_kafka() -> RealKafkaPeer:
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        missing_peer(REAL_KAFKA, "real Kafka: KAFKA_BOOTSTRAP_SERVERS is not set")
-    return RealKafkaPeer(bootstrap, int(os.environ.get("KAFKA_REPLICATION_FACTOR", "1")))
 
 
 def produce_transactions(bootstrap: str, topic: str, partitions: int, transactions: int, *, seed: int,
