@@ -3,15 +3,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Spark's Kafka connector (app/spark/kafka-connector.txt) from Maven Central into .jars/, once: the JVM
+# read path (spark.kafka_reader) puts them on the session's classpath; later runs need no network.
+# (Defined before the rules that name them: make expands a rule's prerequisites as it reads the rule.)
+JARS       := .jars
+JARS_STAMP := $(JARS)/.fetched
 
 .PHONY: venv jars tools docs demo test test-real test-fast bench lint clean chaos chaos-short chaos-short-real
 
 venv: $(STAMP) $(JARS_STAMP)
 
-# Spark's Kafka connector (app/spark/kafka-connector.txt) from Maven Central into .jars/, once: the JVM
-# read path (spark.kafka_reader) puts them on the session's classpath; later runs need no network.
-JARS       := .jars
-JARS_STAMP := $(JARS)/.fetched
 jars: $(JARS_STAMP)
 
 $(JARS_STAMP): app/spark/kafka-connector.txt
