@@ -279,5 +279,7 @@ def only(records: Iterable[Coordinates]) -> Only:
     return Only(frozenset(records))
 
 
-def excluded(bad: Iterable[BadRecord]) -> Excluding:
-    return Excluding(frozenset((b.topic, b.partition, b.offset) for b in bad))
+def excluded(bad: Iterable[BadRecord]) -> Excluding | None:
+    """A read's filter leaving ``bad`` out; None when there is nothing to leave out (no filter at all)."""
+    offsets = frozenset((b.topic, b.partition, b.offset) for b in bad)
+    return Excluding(offsets) if offsets else None

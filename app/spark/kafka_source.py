@@ -29,7 +29,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,48 @@ def refusal(config: KafkaSpoutConfig) -> str | None:
 
 
 @dataclass(frozen=True)
+class _ReadExpressions:
+    """The Spark columns that turn Kafka rows into records: the records' columns, the test of a bad record, and the
+    observation of a read (unresolved expressions: one set serves every read of a source)."""
+
+    columns: tuple[Any, ...]
+    bad: Any
+    raw: Any  # the raw record, as the observation lists a bad one
+    keep: Any  # ~bad
+    observed: tuple[Any, Any]  # the observation when every good record is kept
+
+    @classmethod
+    def of(cls, schema: Any, fmt: Callable[[str], FormatType]) -> _ReadExpressions:
+        from pyspark.sql import functions as F
+
+        bad = F.lit(False)
+        columns = []
+        for f in schema.fields:
+            c = F.col(f.name)
+            if f.name in ("key", "value") and fmt(f.name) is FormatType.STRING:
+                c = c.cast("string")
+                bad = bad | (F.col(f.name).isNotNull() & ~F.is_valid_utf8(c))
+            elif f.name == "timestamp":
+                c = F.when(F.col("timestampType") >= 0, c)  # -1: the record has none (the Python path's null)
+            elif f.name == "headers":
+                c = F.coalesce(c, F.array())
+            columns.append(c.cast(f.dataType).alias(f.name))
+        raw = F.struct(*(F.col(n) for n in ("topic", "partition", "offset", "key", "value")))
+        return cls(tuple(columns), bad, raw, ~bad, _observation(~bad, bad, raw))
+
+    def observation(self, keep: Any) -> tuple[Any, Any]:
+        """The observation of a read that keeps ``keep``."""
+        return _observation(keep, self.bad, self.raw)
+
+
+def _observation(keep: Any, bad: Any, raw: Any) -> tuple[Any, Any]:
+    """Records kept, and the bad ones (``raw``, as JSON)."""
+    from pyspark.sql import functions as F
+
+    return F.count(F.when(keep, 1)).alias("records"), F.to_json(F.collect_list(F.when(bad, raw))).alias("bad")
+
+
+@dataclass(frozen=True)
 class KafkaSource:
     """Reads a spout's ranges with Spark's Kafka source, as records in the spout's schema (driver side)."""
 
@@ -114,6 +156,7 @@ class KafkaSource:
     schema: Any  # the records' StructType (the Python path's)
     decoder: BatchDecoder | None  # the spout's: names the bad records the JVM found
     options: dict[str, str] = field(default_factory=dict)
+    _built: list[_ReadExpressions] = field(default_factory=list, compare=False, repr=False)  # see _expressions
 
     @classmethod
     def of(cls, config: KafkaSpoutConfig, schema: Any, decoder: BatchDecoder | None,
@@ -143,8 +186,6 @@ class KafkaSource:
         """The records of ``ranges`` (each read once, in offset order), without the bad ones; ``rows`` (a filter of
         :mod:`app.spark.bad_records` with a ``predicate``) keeps some of them. Observed as
         :data:`READ_OBSERVATION` (:meth:`taken`)."""
-        from pyspark.sql import functions as F
-
         assign: dict[str, list[int]] = {}
         start: dict[str, dict[str, int]] = {}
         end: dict[str, dict[str, int]] = {}
@@ -155,23 +196,18 @@ class KafkaSource:
         reader = spark.read.format("kafka").options(**self.options)
         raw = (reader.option("assign", json.dumps(assign)).option("startingOffsets", json.dumps(start))
                .option("endingOffsets", json.dumps(end)).load())
-        bad = F.lit(False)
-        columns = []
-        for f in self.schema.fields:
-            c = F.col(f.name)
-            if f.name in ("key", "value") and self._format(f.name) is FormatType.STRING:
-                c = c.cast("string")
-                bad = bad | (F.col(f.name).isNotNull() & ~F.is_valid_utf8(c))
-            elif f.name == "timestamp":
-                c = F.when(F.col("timestampType") >= 0, c)  # -1: the record has none (the Python path's null)
-            elif f.name == "headers":
-                c = F.coalesce(c, F.array())
-            columns.append(c.cast(f.dataType).alias(f.name))
-        keep = ~bad if rows is None else ~bad & rows.predicate()
-        raws = F.struct(*(F.col(n) for n in ("topic", "partition", "offset", "key", "value")))
-        observed = raw.observe(READ_OBSERVATION, F.count(F.when(keep, 1)).alias("records"),
-                               F.to_json(F.collect_list(F.when(bad, raws))).alias("bad"))
-        return observed.filter(keep).select(*columns)
+        read = self._expressions()
+        if rows is None:
+            return raw.observe(READ_OBSERVATION, *read.observed).filter(read.keep).select(*read.columns)
+        keep = read.keep & rows.predicate()
+        return raw.observe(READ_OBSERVATION, *read.observation(keep)).filter(keep).select(*read.columns)
+
+    def _expressions(self) -> _ReadExpressions:
+        """The read's columns, built once (each is several py4j round trips: about 60 ms a txid when built every
+        time on a loaded machine)."""
+        if not self._built:
+            self._built.append(_ReadExpressions.of(self.schema, self._format))
+        return self._built[0]
 
     def _format(self, part: str) -> FormatType:
         return (self.config.key_format if part == "key" else self.config.value_format).type
@@ -218,23 +254,21 @@ READERS = ("auto", "jvm", "python")
 _MOCK_CLUSTER = "mockCluster"
 
 
+#: What the start-up log and ``validate`` say of a pipeline the JVM path reads.
+_JVM = "jvm (Spark's Kafka source)"
+
+
 def choose(spark: Any, spout: Any, schema: Any, reader: str) -> tuple[KafkaSource | None, str]:
     """The source ``reader`` (:data:`READERS`) asks for ``spout`` (None: the Python path), and which path reads it
     and why, for the start-up log and ``validate``. ``jvm`` where this path cannot read is :class:`~app.errors.ReaderRefused`."""
-    if reader not in READERS:
-        raise ReaderRefused(f"spark.kafka_reader must be one of {', '.join(READERS)}, not {reader!r}")
-    if reader == "python":
-        return None, "python (spark.kafka_reader: python)"
-    why = why_not(spark, spout)
-    if why is None:
-        # a group of the pipeline's own: Spark's executors keep one consumer per partition from txid to txid (its
-        # pool is keyed by group and partition) instead of making one per read; they never join it nor commit
-        source = KafkaSource.of(spout.config, schema, spout.decoder, group=spout.config.group(spout.topology_id))
-        _quiet_group_warning(spark)
-        return source, "jvm (Spark's Kafka source)"
-    if reader == "jvm":
-        raise ReaderRefused(f"spark.kafka_reader jvm: {why}")
-    return None, f"python ({why})"
+    said = _path(reader, lambda: why_not(spark, spout), _JVM)
+    if said != _JVM:
+        return None, said
+    # a group of the pipeline's own: Spark's executors keep one consumer per partition from txid to txid (its pool is
+    # keyed by group and partition) instead of making one per read; they never join it nor commit
+    source = KafkaSource.of(spout.config, schema, spout.decoder, group=spout.config.group(spout.topology_id))
+    _quiet_group_warning(spark)
+    return source, said
 
 
 def planned(config: KafkaSpoutConfig, reader: str) -> str:
@@ -242,12 +276,21 @@ def planned(config: KafkaSpoutConfig, reader: str) -> str:
     brokers (``validate``); :class:`~app.errors.ReaderRefused` for ``jvm`` where it cannot read."""
     from app.spark import connector
 
+    jvm = f"{_JVM}, python where the brokers are librdkafka's mock cluster" if reader == "auto" else _JVM
+    return _path(reader, lambda: refusal(config) or (connector.missing_message() if connector.missing() else None),
+                 jvm)
+
+
+def _path(reader: str, why_not: Callable[[], str | None], jvm: str) -> str:
+    """Which path ``reader`` reads with: ``jvm`` where ``why_not`` finds nothing against it, else python and why;
+    :class:`~app.errors.ReaderRefused` for ``jvm`` where it cannot read, or an unknown reader."""
+    if reader not in READERS:
+        raise ReaderRefused(f"spark.kafka_reader must be one of {', '.join(READERS)}, not {reader!r}")
     if reader == "python":
         return "python (spark.kafka_reader: python)"
-    why = refusal(config) or (connector.missing_message() if connector.missing() else None)
+    why = why_not()
     if why is None:
-        return "jvm (Spark's Kafka source), python where the brokers are librdkafka's mock cluster" \
-            if reader == "auto" else "jvm (Spark's Kafka source)"
+        return jvm
     if reader == "jvm":
         raise ReaderRefused(f"spark.kafka_reader jvm: {why}")
     return f"python ({why})"
