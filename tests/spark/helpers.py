@@ -8,7 +8,7 @@ import sqlite3
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,3 +138,27 @@ def sqlite_table(path: Any, table: str, keys: Sequence[str], values: Sequence[st
 
 def _one(t: tuple[Any, ...]) -> Any:
     return t[0] if len(t) == 1 else t
+
+
+def py4j_calls(spark: Any, build: Callable[[], Any]) -> tuple[int, Any]:
+    """The py4j calls the driver makes to the JVM while ``build()`` runs (not counting py4j releasing objects
+    Python collected), and what it returned."""
+    import gc
+
+    from py4j.protocol import MEMORY_COMMAND_NAME
+
+    client = type(spark.sparkContext._gateway._gateway_client)
+    send, sent = client.send_command, [0]
+
+    def counted(self: Any, command: str, *args: Any, **kwargs: Any) -> Any:
+        if not command.startswith(MEMORY_COMMAND_NAME):
+            sent[0] += 1
+        return send(self, command, *args, **kwargs)
+
+    gc.collect()  # objects collected later would be released inside the count
+    client.send_command = counted
+    try:
+        built = build()
+    finally:
+        client.send_command = send
+    return sent[0], built

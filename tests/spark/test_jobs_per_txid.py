@@ -6,12 +6,9 @@ driver builds the read of a txid with the same py4j calls whatever the number of
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import Any
 
-import pytest
-from py4j.protocol import MEMORY_COMMAND_NAME
 from pyspark.sql.functions import count, count_distinct, spark_partition_id
 
 from app.batch import Batch
@@ -20,7 +17,7 @@ from app.topology import Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps
 from states.factory import StateFactory
-from tests.spark.helpers import Topic, coordinator, expected_words, lines, sqlite_table, word_counts
+from tests.spark.helpers import Topic, coordinator, expected_words, lines, py4j_calls, sqlite_table, word_counts
 
 
 def test_a_txid_runs_two_spark_jobs_and_the_commit_reads_the_cached_aggregate(spark: Any, spark_kafka: Any,
@@ -60,7 +57,7 @@ def test_a_txid_runs_two_spark_jobs_and_the_commit_reads_the_cached_aggregate(sp
 
 
 def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_of_ranges(
-        spark: Any, spark_kafka: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
     """The ranges travel in the read task, not as literal columns: building the read DataFrame of 6
     ranges makes as many py4j calls as building that of one (the literal columns of the old layout
     made about 24 more per range); the 6-range read still reads every range once, in two Spark
@@ -76,23 +73,9 @@ def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_
     def batch(n: int) -> Batch:
         return Batch(n, 1, BatchPlan(n, {Partition(topic.name, m.partition): m for m in metas[:n]}), frozen=True)
 
-    client = type(spark.sparkContext._gateway._gateway_client)
-    sent = [0]
-    send = client.send_command
-
-    def counted(self: Any, command: str, *args: Any, **kwargs: Any) -> Any:
-        if not command.startswith(MEMORY_COMMAND_NAME):  # not py4j releasing objects Python collected
-            sent[0] += 1
-        return send(self, command, *args, **kwargs)
-
     calls, kept = {}, []
     for n in (1, 6, 1, 6):  # built twice each: the first of each size may warm up caches of py4j's
-        gc.collect()
-        with monkeypatch.context() as m:
-            m.setattr(client, "send_command", counted)
-            sent[0] = 0
-            records = executor.read_records(batch(n), metas[:n])
-            calls[n] = sent[0]
+        calls[n], records = py4j_calls(spark, lambda n=n: executor.read_records(batch(n), metas[:n]))
         kept.append(records)
     assert calls[6] == calls[1], calls
     assert records.rdd.getNumPartitions() == 2

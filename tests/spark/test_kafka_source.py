@@ -18,8 +18,8 @@ from confluent_kafka import Producer
 from app.batch import Batch
 from app.errors import ReaderRefused
 from app.spark import SparkExecutor, connector
-from app.spark.bad_records import Excluding, Only
-from app.spark.kafka_source import Untranslatable, java_properties, planned, refusal
+from app.spark.bad_records import Excluding, Only, excluded
+from app.spark.kafka_source import KafkaSource, Untranslatable, java_properties, planned, refusal
 from app.topology import Topology
 from spouts.bad_records import BadRecord, Stage
 from spouts.kafka import KafkaSpout
@@ -28,7 +28,7 @@ from states import Count
 from states.factory import StateFactory
 from tests.kafka.fixtures import RealKafkaPeer
 from tests.kafka.helpers import config
-from tests.spark.helpers import Topic, lines, word_counts
+from tests.spark.helpers import Topic, lines, py4j_calls, word_counts
 
 # -- which pipelines, and with what settings ----------------------------------------------------------------
 
@@ -119,6 +119,32 @@ def test_the_read_filters_keep_and_leave_out_the_same_records_in_the_jvm(spark: 
                                batch.filter(pa.array([r[:2] == (t, p) for r in rows]))).to_pylist()}
         jvm = {(r[0], r[1], r[2]) for r in frame.filter(filt.predicate()).collect()}
         assert jvm == arrow
+
+
+def test_a_jvm_read_costs_the_driver_no_more_py4j_calls_than_a_python_read(spark: Any, spark_kafka: Any) -> None:
+    """The JVM read's columns and observation are built once per source: building a txid's read then makes about
+    as many py4j calls as the Python path's, about 30 (building them every txid made about 470), and a read with no
+    bad records to leave out has no filter of them. Building a read asks the brokers nothing."""
+    topic = Topic(spark_kafka, partitions=2)
+    topology = Topology("source-calls")
+    word_counts(lines(topology, topic.spout(topology.name)), StateFactory(backend="sqlite",
+                                                                         sqlite_path=str(Path("/nonexistent/x.db"))))
+    executor = SparkExecutor(spark, topology)
+    spout = topology.spout
+    source = KafkaSource.of(spout.config, executor.records_schema, spout.decoder, group="calls")
+    batch = _batch(topic.name, {0: 5, 1: 7})
+    ranges = list(batch.plan)
+    python = [py4j_calls(spark, lambda: executor.read_records(batch, ranges))[0] for _ in range(2)]
+    jvm = [py4j_calls(spark, lambda: source.read(spark, ranges, excluded([])))[0] for _ in range(2)]
+    assert jvm[1] * 10 < jvm[0] and jvm[1] <= 1.5 * python[1], (jvm, python)  # the first read builds them
+
+    def filters(rows: Any) -> int:
+        return str(source.read(spark, ranges, rows)._jdf.queryExecution().analyzed().toString()).count("Filter")
+
+    bad = BadRecord(topic.name, 0, 3, Stage.TRANSFORM, "TRANSFORM_ERROR", "x")
+    assert filters(excluded([])) == filters(None) == 1  # the undecodable records' own
+    assert filters(excluded([bad])) == 1 and "3" in str(source.read(spark, ranges, excluded([bad]))._jdf
+                                                         .queryExecution().analyzed().toString())
 
 
 # -- on a real Kafka ------------------------------------------------------------------------------------------
