@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 JARS       := .jars
 JARS_STAMP := $(JARS)/.fetched
 
-.PHONY: venv jars tools docs demo test test-real test-fast bench lint clean chaos chaos-short chaos-short-real
+.PHONY: venv jars tools docs demo test test-real test-compat test-fast bench lint clean chaos chaos-short chaos-short-real
 
 venv: $(STAMP) $(JARS_STAMP)
 
@@ -38,10 +38,23 @@ test: venv tools
 	$(PY) -m pytest
 
 # The same suite against real Apache Kafka, Cassandra and a Schema Registry started on loopback from a
-# realstack folder (REALSTACK_DIR, or shared/realstack beside the clone; see tests/realstack.py), with
-# REQUIRE_REAL_PEERS=1; the servers are stopped and wiped afterwards. Your own clusters: see the README.
+# realstack folder (REALSTACK_DIR, or shared/realstack-next beside the clone, else shared/realstack; see
+# tests/realstack.py), with REQUIRE_REAL_PEERS=1; the servers are stopped and wiped afterwards. Your own
+# clusters: see the README.
 test-real: venv tools
 	python3 -m tests.realstack run -- $(PY) -m pytest
+
+# The compatibility lane: the real-server suites on the older servers (Kafka 3.3.1, Cassandra 4.0.14), then
+# the Cassandra commit path on Cassandra 5.0 with Paxos v2 (docs/operations.md, "Supported versions").
+COMPAT_TESTS := tests/states tests/kafka tests/commands tests/schemaregistry tests/spark/test_real_servers.py \
+	tests/service/test_secured.py::test_word_count_on_secured_servers_matches_the_ground_truth_across_a_sigkill
+PAXOS_TESTS  := tests/states/test_cassandra_paxos.py tests/states/test_backing_map_contract.py \
+	tests/states/test_txstate_contract.py tests/states/test_upsert_contract.py \
+	tests/states/test_cassandra_backing_map.py tests/spark/test_real_servers.py
+
+test-compat: venv tools
+	python3 -m tests.realstack run --folder realstack -- $(PY) -m pytest $(COMPAT_TESTS)
+	CASSANDRA_PAXOS_VARIANT=v2 python3 -m tests.realstack run --folder realstack-next -- $(PY) -m pytest $(PAXOS_TESTS)
 
 test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest -m "not slow"
@@ -93,7 +106,7 @@ chaos: $(CHAOS_STAMP)
 chaos-short: $(CHAOS_STAMP)
 	$(PY) -m tests.chaos --seed 14 --kills 24 --minutes 3 --malformed 1000 --scenarios $(CHAOS_SCENARIOS)
 
-# The short seeded real-server lane (needs a realstack folder: REALSTACK_DIR or shared/realstack beside the clone).
+# The short seeded real-server lane (needs a realstack folder: REALSTACK_DIR, or one beside the clone).
 chaos-short-real: $(CHAOS_STAMP)
 	$(PY) -m tests.chaos --seed 14 --kills 8 --minutes 4 --malformed 300 --scenarios real
 

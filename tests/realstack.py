@@ -1,20 +1,23 @@
 """Real Apache Kafka, Apache Cassandra and a Confluent-API Schema Registry on loopback, as test peers.
 
 The servers come from a *realstack* folder (start.sh, stop.sh) that a CI machine or a contributor keeps
-beside the clone (``<clone>/../shared/realstack``) or names with ``REALSTACK_DIR``; they are not part of
-the product. This module only drives them: an instance with its own data directory and free ports,
-SIGKILL and restart of one server (the chaos suite's process faults), and stop-and-wipe.
+beside the clone or names with ``REALSTACK_DIR``; they are not part of the product. Beside the clone,
+``shared/realstack-next`` (Kafka 4.4, Cassandra 5.0) is preferred and ``shared/realstack`` (Kafka 3.3.1,
+Cassandra 4.0.14) is the fallback, taken with a line on stderr, never silently. This module only drives
+them: an instance with its own data directory and free ports, SIGKILL and restart of one server (the chaos
+suite's process faults), and stop-and-wipe.
 
 ``python3 -m tests.realstack run -- CMD...`` starts an instance, runs CMD with the real-peer variables
-(``KAFKA_BOOTSTRAP_SERVERS``, ``CASSANDRA_CONTACT_POINTS``, ``CASSANDRA_PORT``, ``SCHEMA_REGISTRY_URL``)
-and ``REQUIRE_REAL_PEERS=1``, and stops and wipes it whatever happened. ``python3 -m tests.realstack
-where`` prints the folder (exit 1 when there is none). Standard library only: it runs before the
-project's virtualenv exists.
+(``KAFKA_BOOTSTRAP_SERVERS``, ``CASSANDRA_CONTACT_POINTS``, ``CASSANDRA_PORT``, ``SCHEMA_REGISTRY_URL``),
+``REQUIRE_REAL_PEERS=1`` and ``REALSTACK_DIR`` (the folder that started, for tests that start instances of
+their own), and stops and wipes it whatever happened. ``python3 -m tests.realstack where`` prints the
+folder (exit 1 when there is none). Standard library only: it runs before the project's virtualenv exists.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shutil
@@ -30,13 +33,47 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVERS = ("kafka", "cassandra", "registry")
 
 
-def find() -> Path | None:
-    """The realstack folder: ``REALSTACK_DIR``, else ``shared/realstack`` beside the clone; None if absent."""
+# The servers the suite runs on, newest first: Kafka 4.4 / Cassandra 5.0, then Kafka 3.3.1 / Cassandra 4.0.14
+# (the compatibility lane names the older one with REALSTACK_DIR).
+DEFAULT_FOLDERS = ("realstack-next", "realstack")
+
+
+def usable(candidate: Path) -> bool:
+    """A folder with the start.sh/stop.sh interface, both executable."""
+    return all(os.access(candidate / script, os.X_OK) for script in ("start.sh", "stop.sh"))
+
+
+def candidates() -> list[Path]:
+    """The folders to try, in order: ``REALSTACK_DIR`` alone when set, else the defaults beside the clone."""
     named = os.environ.get("REALSTACK_DIR")
-    for candidate in ([Path(named)] if named else [ROOT.parent / "shared" / "realstack"]):
-        if (candidate / "start.sh").is_file() and (candidate / "stop.sh").is_file():
+    return [Path(named)] if named else [beside(name) for name in DEFAULT_FOLDERS]
+
+
+def beside(name: str) -> Path:
+    """The default folder ``name`` (one of :data:`DEFAULT_FOLDERS`) beside the clone."""
+    return ROOT.parent / "shared" / name
+
+
+def find() -> Path | None:
+    """The first usable realstack folder of :func:`candidates`; None if there is none. Passing over the
+    newest default for an older one is said on stderr, never done silently."""
+    tried: list[Path] = []
+    for candidate in candidates():
+        if usable(candidate):
+            if tried:
+                print(f"realstack: {tried[0]} is missing or unusable; falling back to {candidate}",
+                      file=sys.stderr, flush=True)
             return candidate.resolve()
+        tried.append(candidate)
     return None
+
+
+def fallback(home: Path) -> Path | None:
+    """The next usable default after ``home`` (whose servers did not start); None when a folder was named."""
+    if os.environ.get("REALSTACK_DIR"):
+        return None
+    later = list(itertools.dropwhile(lambda c: c.resolve() != home, candidates()))[1:]
+    return next((c.resolve() for c in later if usable(c)), None)
 
 
 def _free(port: int) -> bool:
@@ -120,15 +157,32 @@ class RealStack:
         return time.monotonic() - t0
 
 
+def start_instance() -> RealStack:
+    """An instance of the first usable folder, started; a folder whose servers do not start falls back to the
+    next default with a line on stderr. Raises when none starts."""
+    home = find()
+    while home is not None:
+        data = Path(tempfile.mkdtemp(prefix="realstack-"))
+        shutil.rmtree(data)  # start.sh creates it and marks it as its own, so --wipe may remove it whole
+        stack = RealStack(home, data)
+        try:
+            t0 = time.monotonic()
+            exports = stack.start()
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            stack.stop(wipe=True)
+            home, failed = fallback(home), home
+            if home is None:
+                raise
+            print(f"realstack: {failed} did not start ({e}); falling back to {home}", file=sys.stderr, flush=True)
+            continue
+        print(f"realstack: {home.name} up in {time.monotonic() - t0:.0f} s: "
+              + " ".join(f"{k}={v}" for k, v in exports.items()), file=sys.stderr, flush=True)
+        return stack
+    raise FileNotFoundError("realstack: no realstack folder (set REALSTACK_DIR)")
+
+
 def run(command: list[str]) -> int:
     """Run ``command`` with an instance up and the real-peer variables set; stop and wipe it afterwards."""
-    home = find()
-    if home is None:
-        print("realstack: no realstack folder (set REALSTACK_DIR)", file=sys.stderr)
-        return 2
-    data = Path(tempfile.mkdtemp(prefix="realstack-"))
-    shutil.rmtree(data)  # start.sh creates it and marks it as its own, so --wipe may remove it whole
-    stack = RealStack(home, data)
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
 
     def stop_on(signum: int, frame: object) -> None:
@@ -136,17 +190,20 @@ def run(command: list[str]) -> int:
 
     for s in previous:
         signal.signal(s, stop_on)
+    stack: RealStack | None = None
     try:
-        t0 = time.monotonic()
-        exports = stack.start()
-        print(f"realstack: up in {time.monotonic() - t0:.0f} s: " + " ".join(f"{k}={v}" for k, v in exports.items()),
-              file=sys.stderr, flush=True)
-        env = {**os.environ, **exports, "REQUIRE_REAL_PEERS": "1"}
+        try:
+            stack = start_instance()
+        except (FileNotFoundError, RuntimeError, subprocess.TimeoutExpired) as e:
+            print(e, file=sys.stderr)
+            return 2
+        env = {**os.environ, **stack.exports, "REQUIRE_REAL_PEERS": "1", "REALSTACK_DIR": str(stack.home)}
         return subprocess.run(command, env=env, check=False).returncode
     except KeyboardInterrupt:
         return 130
     finally:
-        stack.stop(wipe=True)
+        if stack is not None:
+            stack.stop(wipe=True)
         for s, handler in previous.items():
             signal.signal(s, handler)
 
@@ -156,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="verb", required=True)
     sub.add_parser("where", help="print the realstack folder (exit 1 when there is none)")
     r = sub.add_parser("run", help="run a command with real servers up (stopped and wiped afterwards)")
+    r.add_argument("--folder", choices=DEFAULT_FOLDERS,
+                   help="this default folder beside the clone only (no fallback); REALSTACK_DIR still wins")
     r.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.verb == "where":
@@ -167,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("run: no command")
+    if args.folder and not os.environ.get("REALSTACK_DIR"):
+        os.environ["REALSTACK_DIR"] = str(beside(args.folder))
     return run(command)
 
 
