@@ -22,9 +22,9 @@ from app.dead_letters import coordinates_of
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.service import test_kill
 from tests.service.helpers import ServiceProcess, free_port, state_documents
-from tests.service.test_kill import drain_then_terminate, kill_at_random_moments
+from tests.service.test_kill import KILL_POINTS, drain_then_terminate, kill_at_random_moments
 
-KILLS = int(os.environ.get("TRIDENT_DEAD_LETTER_KILLS", "10"))
+KILLS = int(os.environ.get("TRIDENT_DEAD_LETTER_KILLS", "4"))
 #: Where the two poison records found by bisection go (record numbers; empty: decode-stage poison only).
 COSTLY_AT = tuple(int(n) for n in os.environ.get("TRIDENT_DEAD_LETTER_COSTLY_AT", "150,450").split(",") if n)
 SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
@@ -160,7 +160,7 @@ def dead_letter_coordinates(bootstrap: str, topic: str) -> list[tuple[str | None
 def test_sigkills_leave_each_bad_record_in_the_dead_letter_topic_exactly_once(kafka: MockKafkaCluster,
                                                                                tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """10 SIGKILLs of the whole service at random moments (a quarter in the freeze window) while JSON sales
+    """SIGKILLs of the whole service at each kill point (the freeze window among them) while JSON sales
     flow with a poison record in every 50 (not JSON, a mistyped field: stage decode) and two that are
     found by bisection (a failing CAST, a null group-by key: stages transform and aggregate); then a drain and SIGTERM: the
     dead-letter topic holds each poison record once (by source coordinates, read_committed) and the stored
@@ -195,6 +195,7 @@ def test_sigkills_leave_each_bad_record_in_the_dead_letter_topic_exactly_once(ka
     assert len(coords) == len(set(coords)), f"duplicated dead letters: {summary}"
     assert set(coords) == producer.poison, summary
     assert stored_sales(db) == truth, summary
+    assert all(landed[point] > 0 for point in KILL_POINTS), summary
     assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
 
 

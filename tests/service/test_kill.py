@@ -25,41 +25,50 @@ from tests.service.helpers import (
     word_counts,
 )
 
-KILLS = int(os.environ.get("TRIDENT_KILL_TEST_KILLS", "20"))
-CQL_KILLS = int(os.environ.get("TRIDENT_KILL_TEST_CQL_KILLS", "10"))
+# Sized to what they prove: each kill point (start-up, after a commit, the freeze window) is hit at least once
+# by every run, and twice for the SQLite state; the chaos suite (make chaos-short) adds volume.
+KILLS = int(os.environ.get("TRIDENT_KILL_TEST_KILLS", "6"))
+CQL_KILLS = int(os.environ.get("TRIDENT_KILL_TEST_CQL_KILLS", "4"))
 SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
+KILL_POINTS = ("in the freeze window", "start-up", "after a commit")
+
+
+def kill_schedule(rng: random.Random, kills: int) -> list[str]:
+    """The kill point of each of ``kills`` kills: rounds of all three points, each round in a seeded order, so
+    any run of three kills or more hits every point."""
+    order: list[str] = []
+    while len(order) < kills:
+        order += rng.sample(KILL_POINTS, len(KILL_POINTS))
+    return order[:kills]
 
 
 def kill_at_random_moments(service: ServiceProcess, documents: Callable[[], dict[str, str]], rng: random.Random,
                            kills: int) -> dict[str, int]:
     """Start, pick a moment, SIGKILL the process group; ``kills`` times.
 
-    A quarter of the kills land during start-up (Spark starting, lease being taken), half land 0-3 s
-    after the run committed its first txid (planning, processing on Spark, freezing, committing the
-    state, marking the txid committed), and a quarter (at least one) are steered into the window the
-    freeze exists for: a txid's plan stored, its state being written, the txid not yet marked
-    committed. Those kills poll the coordinator's ``documents()`` until they see that window, stop the
-    whole process group (SIGSTOP), check again, and SIGKILL it there. ``frozen, uncommitted`` counts,
-    from the store after each kill, the kills that left a txid frozen but not committed (the next run
-    must replay exactly it).
+    The points come from :func:`kill_schedule` (each of the three within every three kills); the moment within
+    a point is random. Start-up kills land 0.5-6 s after the start (Spark starting, lease being taken);
+    after-a-commit kills land 0-3 s after the run committed its first txid (planning, processing on Spark,
+    freezing, committing the state, marking the txid committed); freeze-window kills are steered into the window
+    the freeze exists for: a txid's plan stored, its state being written, the txid not yet marked committed.
+    Those poll the coordinator's ``documents()`` until they see that window, stop the whole process group
+    (SIGSTOP), check again, and SIGKILL it there. ``frozen, uncommitted`` counts, from the store after each
+    kill, the kills that left a txid frozen but not committed (the next run must replay exactly it).
     """
-    landed = {"start-up": 0, "after a commit": 0, "in the freeze window": 0, "frozen, uncommitted": 0}
-    for i in range(kills):
+    landed = {point: 0 for point in KILL_POINTS} | {"frozen, uncommitted": 0}
+    for point in kill_schedule(rng, kills):
         service.start()
-        r = rng.random()
-        if r < 0.25 or (i == kills - 1 and landed["in the freeze window"] == 0):
+        if point == "in the freeze window":
             wait_for_first_commit(service)
             stop_in_freeze_window(service, documents)
-            landed["in the freeze window"] += 1
-        elif r < 0.5:
+        elif point == "start-up":
             time.sleep(rng.uniform(0.5, 6.0))
             service.check_alive()
-            landed["start-up"] += 1
         else:
             wait_for_first_commit(service)
             time.sleep(rng.uniform(0.0, 3.0))
             service.check_alive()
-            landed["after a commit"] += 1
+        landed[point] += 1
         service.kill()
         if frozen_uncommitted(documents()) is not None:
             landed["frozen, uncommitted"] += 1
@@ -93,8 +102,8 @@ def stop_in_freeze_window(service: ServiceProcess, documents: Callable[[], dict[
 @pytest.mark.timeout(900)
 def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockKafkaCluster,
                                                                     tmp_path: Path) -> None:
-    """20 SIGKILLs of the whole service at random moments while a producer keeps producing, a restart
-    after each, then a drain and SIGTERM (exit 0): every word's stored count equals the ground truth."""
+    """SIGKILLs of the whole service at each kill point while a producer keeps producing, a restart after
+    each, then a drain and SIGTERM (exit 0): every word's stored count equals the ground truth."""
     started = time.monotonic()
     kafka.create_topic("sentences", 4, 3)
     db, port = tmp_path / "state.db", free_port()
@@ -120,6 +129,7 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
                f"{log.count('failed (')} failed attempts, {time.monotonic() - started:.0f} s")
     print(summary)
     assert stored == dict(truth), summary
+    assert all(landed[point] > 0 for point in KILL_POINTS), summary
     assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
 
 
@@ -154,6 +164,7 @@ def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_p
                f"{log.count('committed txid')} txid commits logged, {time.monotonic() - started:.0f} s")
     print(summary)
     assert stored == dict(truth), summary
+    assert all(landed[point] > 0 for point in KILL_POINTS), summary
     assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
 
 

@@ -20,9 +20,9 @@ from confluent_kafka import Producer
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.service import test_kill
 from tests.service.helpers import ServiceProcess, free_port, state_documents, word_count_config
-from tests.service.test_kill import SEED, drain_then_terminate, kill_at_random_moments
+from tests.service.test_kill import KILL_POINTS, SEED, drain_then_terminate, kill_at_random_moments
 
-KILLS = int(os.environ.get("TRIDENT_UPSERT_KILL_TEST_KILLS", "8"))
+KILLS = int(os.environ.get("TRIDENT_UPSERT_KILL_TEST_KILLS", "4"))
 PARTITIONS, KEYS = 4, 40
 PIPELINE = "upsert-kill"
 
@@ -148,4 +148,5 @@ def test_sigkill_at_random_moments_keeps_the_last_record_per_key(kafka: MockKafk
     print(summary)
     assert stored_accounts(db) == truth, summary
     assert tombstoned == deleted, summary
+    assert all(landed[point] > 0 for point in KILL_POINTS), summary
     assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
