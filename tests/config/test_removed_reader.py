@@ -5,14 +5,20 @@ and is warned about as a line to delete."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
-from app.config import parse
+import app.service
+import app.spark.session
+from app.config import loads, parse
+from app.metrics import Metrics
 from tests.service.test_config import ROOT, doc, error
 
 
@@ -47,3 +53,15 @@ def test_validate_refuses_jvm_in_one_line_and_warns_about_python(tmp_path: Path)
     assert accepted.returncode == 0, accepted.stderr
     assert "warning: spark.kafka_reader is deprecated and has no effect" in accepted.stderr
     assert "kafka_reader" not in json.loads(accepted.stdout)["spark"]
+
+
+def test_the_service_warns_at_start_up_about_python(monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The start-up log says what ``validate`` says, for a config that was never validated (Spark not started)."""
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))  # what the service reads of it
+    monkeypatch.setattr(app.spark.session, "spark_session", lambda **kwargs: spark)
+    service = app.service.Service(loads(yaml.safe_dump(doc(spark={"kafka_reader": "python"}))),
+                                  metrics=Metrics(CollectorRegistry()))
+    with caplog.at_level(logging.WARNING, logger="app.service"):
+        service._start_spark()
+    assert "spark.kafka_reader is deprecated and has no effect (Python reads every format): delete it" in caplog.text
