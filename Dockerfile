@@ -4,7 +4,6 @@
 #   docker run --read-only --tmpfs /tmp -v "$PWD/config.yaml:/etc/trident/config.yaml:ro" trident-stream:0.1.0
 # Base images are pinned to exact tags (pin a digest in your registry for byte-identical builds).
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
-ARG MAVEN_IMAGE=maven:3.9.9-eclipse-temurin-17
 
 # -- build: a virtualenv with the dependencies alone, read from pyproject.toml. This layer is rebuilt
 # when pyproject.toml changes, never for a change of the code (copied into the final stage below).
@@ -18,16 +17,6 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && /opt/venv/bin/pip install --requirement requirements.txt \
  && ln -s "$(/opt/venv/bin/python -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent)')" /opt/venv/spark-home \
  && test -x /opt/venv/spark-home/bin/spark-submit
-
-# -- jars: Spark's Kafka connector (the JVM read path) from Maven Central, the list `make jars` reads;
-# a layer of its own, rebuilt only when the list changes. A pod never downloads anything at run time.
-FROM ${MAVEN_IMAGE} AS jars
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-WORKDIR /src
-COPY app/spark/kafka-connector.txt ./
-RUN grep -v '^#' kafka-connector.txt | xargs -I{} mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-      -Dartifact={} -DoutputDirectory=/jars \
- && test "$(find /jars -name '*.jar' | wc -l)" -eq "$(grep -vc '^#' kafka-connector.txt)"
 
 # -- runtime: Python, a Java 17 runtime for Spark, tini as PID 1, a non-root user
 FROM ${PYTHON_IMAGE}
@@ -56,7 +45,6 @@ RUN apt-get update \
  && mkdir -p /etc/trident /var/lib/trident/data /var/lib/trident/spark \
  && chown -R trident:trident /var/lib/trident
 COPY --from=build /opt/venv /opt/venv
-COPY --from=jars /jars /opt/trident/.jars
 # The code last: a change of it rebuilds these small layers only (root-owned, read-only for the user).
 COPY app /opt/trident/app
 COPY spouts /opt/trident/spouts

@@ -3,23 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# Spark's Kafka connector (app/spark/kafka-connector.txt) from Maven Central into .jars/, once: the JVM
-# read path (spark.kafka_reader) puts them on the session's classpath; later runs need no network.
-# (Defined before the rules that name them: make expands a rule's prerequisites as it reads the rule.)
-JARS       := .jars
-JARS_STAMP := $(JARS)/.fetched
 
-.PHONY: venv jars tools docs demo test test-real test-compat test-fast bench lint clean chaos chaos-short chaos-short-real
+.PHONY: venv tools docs demo test test-real test-compat test-fast bench lint clean chaos chaos-short chaos-short-real
 
-venv: $(STAMP) $(JARS_STAMP)
-
-jars: $(JARS_STAMP)
-
-$(JARS_STAMP): app/spark/kafka-connector.txt
-	mkdir -p $(JARS)
-	grep -v '^#' $< | xargs -I{} mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-		-Dartifact={} -DoutputDirectory=$(JARS)
-	touch $@
+venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -111,4 +98,4 @@ chaos-short-real: $(CHAOS_STAMP)
 	$(PY) -m tests.chaos --seed 14 --kills 8 --minutes 4 --malformed 300 --scenarios real
 
 clean:
-	rm -rf $(VENV) $(PEER) $(JARS) .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(PEER) .pytest_cache .hypothesis .benchmarks

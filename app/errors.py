@@ -22,8 +22,4 @@ class BadRecordsGoneError(Exception):
 
 
 #: Errors of this layer a coordinator must never retry.
-class ReaderRefused(ValueError):
-    """``spark.kafka_reader: jvm`` where Spark's Kafka source cannot read the pipeline (the reason says why)."""
-
-
 FATAL: tuple[type[BaseException], ...] = (MissingBatchMetadataError, BadRecordsGoneError)

@@ -35,14 +35,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from app.access import check_access
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
-from app.errors import ReaderRefused
 from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
 from app.loop import Callbacks
@@ -297,6 +295,9 @@ class Service:
         s = self.config.spark
         from app.spark.session import spark_session
 
+        for deprecated in s.deprecated():
+            log.warning("%s", deprecated)
+
         master, conf, sized = sized_spark(s.master, dict(s.conf))
         for change in sized:
             log.info("sized to the container: %s", change)
@@ -317,18 +318,12 @@ class Service:
                 raise StartupError(f"http.port {h.port} on {h.host or 'all interfaces'}: {e.strerror or e}") from e
 
     def _start_pipelines(self) -> None:
-        make = self._executor_factory or partial(_spark_executor, kafka_reader=self.config.spark.kafka_reader)
+        make = self._executor_factory or _spark_executor
         for p in self.config.pipelines:
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
             compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
             assert self.spark is not None
-            try:
-                executor = make(self.spark, compiled.topology)
-            except ReaderRefused as e:
-                raise StartupError(f"pipeline {p.id}: {e}") from e
-            reader = getattr(executor, "reader", None)
-            if reader is not None:
-                log.info("pipeline %s reads Kafka with %s", p.id, reader)
+            executor = make(self.spark, compiled.topology)
             runner = PipelineRunner(compiled, executor, metrics=self.metrics)
             self.runners.append(runner)
             log.info("pipeline %s: %s -> %s table %s (%s state), owner %s", p.id,
@@ -391,10 +386,10 @@ class Service:
         log.info("stopped")
 
 
-def _spark_executor(spark: SparkSession, topology: Topology, *, kafka_reader: str = "python") -> BatchExecutor:
+def _spark_executor(spark: SparkSession, topology: Topology) -> BatchExecutor:
     from app.spark.executor import SparkExecutor
 
-    return SparkExecutor(spark, topology, kafka_reader=kafka_reader)
+    return SparkExecutor(spark, topology)
 
 
 def _is_expected_fatal(e: BaseException) -> bool:

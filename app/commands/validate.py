@@ -40,30 +40,14 @@ def main(args: argparse.Namespace) -> int:
         raise CommandError("validate needs --config FILE (or --schema)", BAD_INPUT)
     config = load_config(args.config)
     compiled = compile_all(config, args.config)
-    plan = {"spark": {"master": config.spark.master, "conf": sorted(config.spark.conf),
-                      "kafka_reader": config.spark.kafka_reader},
+    plan = {"spark": {"master": config.spark.master, "conf": sorted(config.spark.conf)},
             "http": {"enabled": config.http.enabled, "host": config.http.host, "port": config.http.port},
-            "pipelines": [{**describe(c.topology, c.coordinator), "reads_with": _reads_with(c, config.spark.kafka_reader)}
-                          for c in compiled],
+            "pipelines": [describe(c.topology, c.coordinator) for c in compiled],
             "topics": [{"name": t.name, "partitions": t.partitions, "replication_factor": t.replication_factor,
                         "configs": dict(t.configs)} for t in config.declared_topics()]}
     print(json.dumps(plan, indent=2))
-    for w in retention_warnings(config):
+    for w in [*config.spark.deprecated(), *retention_warnings(config)]:
         warn(w)
     print(f"{args.config}: valid ({len(compiled)} pipeline{'s' if len(compiled) != 1 else ''})", file=sys.stderr)
     return OK
 
-
-def _reads_with(compiled: Any, reader: str) -> str | None:
-    """The read path of a compiled pipeline (None: not a Kafka spout); ``jvm`` where it cannot read is bad input."""
-    from app.errors import ReaderRefused
-    from app.spark.kafka_source import planned
-    from spouts.kafka import KafkaSpout
-
-    spout = compiled.topology.spout
-    if not isinstance(spout, KafkaSpout):
-        return None
-    try:
-        return planned(spout.config, reader)
-    except ReaderRefused as e:
-        raise CommandError(f"pipeline {compiled.topology.name}: {e}", BAD_INPUT) from e

@@ -240,6 +240,18 @@ class KafkaModel(Section):
         "[Record formats](#record-formats)"))
 
 
+def _removed_reader(v: Any) -> str | None:
+    """``spark.kafka_reader``: ``python`` (the only read path, so a no-op) or nothing; the JVM's values are refused."""
+    if v is None or (isinstance(v, str) and v.strip().lower() == "python"):
+        return None if v is None else "python"
+    raise ValueError(f"{v!r} is no longer accepted: the JVM read path was removed and Python reads every format "
+                     "(delete this setting)")
+
+
+_RemovedReader = Annotated[str | None, PlainValidator(_removed_reader),
+                           WithJsonSchema({"enum": ["python"], "type": "string", "deprecated": True})]
+
+
 class SparkModel(Section):
     master: Text = Field(default="local[*]", description=(
         "`local[*]` is this machine's cores, or in a container with a CPU limit (cgroup quota) that limit rounded "
@@ -258,15 +270,17 @@ class SparkModel(Section):
     executors_gone_s: Positive = Field(default=60.0, description=(
         "a cluster master with no executor for longer: every pipeline `degraded` on `/readyz` with the reason, "
         "an error logged, `trident_spark_executors` at 0"))
-    kafka_reader: _choice("auto", "jvm", "python") = Field(  # type: ignore[valid-type]
-        default="python", description=(
-            "how a txid's Kafka records are read. `python`: librdkafka in Python workers (every format; the "
-            "faster path on the machines measured, see [performance.md](performance.md), \"Two read paths\"). "
-            "`jvm`: Spark's own Kafka source, in the JVM (no Python per record; `bytes` and `string` formats; needs "
-            "the connector jars `make jars` fetches, which the image holds). `auto`: `jvm` where it can read the "
-            "pipeline (its formats, its connection properties, a real Kafka: Java's client cannot talk to "
-            "librdkafka's mock cluster), else `python`. The start-up log and `validate` say which path each "
-            "pipeline reads with and why; `jvm` where it cannot read is a start-up error (exit 2)"))
+    kafka_reader: _RemovedReader = Field(default=None, description=(
+        "deprecated, no effect: every format is read by librdkafka in Python workers, the only read path. "
+        "`python` is still accepted (`validate` and the start-up log warn: delete the line); `jvm` and `auto` are "
+        "refused: the JVM read path (Spark's own Kafka source) was removed, as it was no faster at any size measured "
+        "and cost more per txid ([performance.md](performance.md), \"One read path\")"))
+
+    def deprecated(self) -> list[str]:
+        """What to delete from this section: settings that are accepted but do nothing."""
+        if self.kafka_reader is None:
+            return []
+        return ["spark.kafka_reader is deprecated and has no effect (Python reads every format): delete it"]
 
 
 class HttpModel(Section):

@@ -240,10 +240,6 @@ class Excluding:
 
         return rb.filter(pc.invert(pc.is_in(rb.column("offset"), value_set=pa.array(mine, rb.schema.field("offset").type))))
 
-    def predicate(self) -> Any:
-        """The same filter as a Spark column (the JVM read path, :mod:`app.spark.kafka_source`)."""
-        return ~_at(self.offsets)
-
 
 @dataclass(frozen=True)
 class Only:
@@ -256,23 +252,6 @@ class Only:
 
         mine = [o for t, p, o in self.offsets if t == meta.topic and p == meta.partition]
         return rb.filter(pc.is_in(rb.column("offset"), value_set=pa.array(mine, rb.schema.field("offset").type)))
-
-    def predicate(self) -> Any:
-        """The same filter as a Spark column (the JVM read path, :mod:`app.spark.kafka_source`)."""
-        return _at(self.offsets)
-
-
-def _at(offsets: frozenset[Coordinates]) -> Any:
-    """A Spark column: whether a record (columns ``topic``, ``partition``, ``offset``) is one of ``offsets``."""
-    from pyspark.sql import functions as F
-
-    by_partition: dict[tuple[str, int], list[int]] = {}
-    for t, p, o in offsets:
-        by_partition.setdefault((t, p), []).append(o)
-    at = F.lit(False)
-    for (t, p), mine in sorted(by_partition.items()):
-        at = at | ((F.col("topic") == t) & (F.col("partition") == p) & F.col("offset").isin(sorted(mine)))
-    return at
 
 
 def only(records: Iterable[Coordinates]) -> Only:

@@ -65,7 +65,7 @@ from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark import executors as executors_
-from app.spark import fatal, kafka_source, warmup
+from app.spark import fatal, warmup
 from app.spark import parallelism as parallelism_
 from app.spark.isolation import Isolation
 from app.spark.jvm import gateway, java_frame, java_session
@@ -139,7 +139,6 @@ class Found:
 
     null_keys: list[BadRecord] = field(default_factory=list)
     failed: dict[Any, tuple[CompiledSink, int]] = field(default_factory=dict)
-    read: tuple[int, list[BadRecord]] | None = None  # the JVM read path: records kept, and the undecodable ones
 
     def add(self, c: CompiledSink, df: Any, observed: Observed) -> None:
         """Take what ``observed`` saw while ``df`` (materialised or collected) ran."""
@@ -164,14 +163,10 @@ class SparkExecutor:
     Counts not given follow the executors: chosen again before every txid (:mod:`app.spark.parallelism`).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
-    ``kafka_reader``: ``python`` (the spout's ``read_arrow`` in Python workers), ``jvm`` (Spark's Kafka source,
-    :mod:`app.spark.kafka_source`; ValueError where it cannot read the spout) or ``auto`` (``jvm`` where it can);
-    :attr:`reader` says which, and why.
     """
 
     def __init__(self, spark: Any, topology: Topology, *, commit_partitions: int | None = None,
-                 read_tasks: int | None = None, faults: TaskFaults | None = None, metrics: Metrics = METRICS,
-                 kafka_reader: str = "python") -> None:
+                 read_tasks: int | None = None, faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
         spout = topology.spout
         if not isinstance(spout, ArrowSpout):
             raise ValueError(f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
@@ -196,8 +191,6 @@ class SparkExecutor:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         self.records_schema = from_arrow_schema(self.arrow_schema, prefer_timestamp_ntz=False)
-        self.source, self.reader = kafka_source.choose(spark, spout, self.records_schema, kafka_reader)
-        self._jvm_now = self.source is not None  # False while a failed JVM read is read again in Python
         self._stats_schema = from_arrow_schema(STATS_SCHEMA)
         self.sinks = self._compile()
         self._lock = threading.Lock()
@@ -236,27 +229,7 @@ class SparkExecutor:
         raise KeyError(name)
 
     def process(self, batch: Batch) -> SparkBatch:
-        """Read, transform and pre-aggregate ``batch``'s ranges; persist the results (no state write).
-
-        A JVM read that fails (offsets gone, a partition without a leader, a refused topic) is read once more
-        through the Python path: the same records, and where it fails too, the error the failure policy knows.
-        """
-        if self.source is None:
-            return self._process(batch)
-        try:
-            return self._process(batch)
-        except Exception as e:
-            if not kafka_source.read_failed(e):
-                raise
-            log.warning("txid %d: Spark's Kafka source failed (%s); reading the txid through the Python path",
-                        batch.txid, kafka_source.first_line(e))
-            self._jvm_now = False
-            try:
-                return self._process(batch)
-            finally:
-                self._jvm_now = True
-
-    def _process(self, batch: Batch) -> SparkBatch:
+        """Read, transform and pre-aggregate ``batch``'s ranges; persist the results (no state write)."""
         self._release(lambda txid, attempt: txid >= batch.txid)  # earlier attempts of this and later txids failed
         self._follow_executors()
         partitions = self.commit_partitions
@@ -288,13 +261,9 @@ class SparkExecutor:
                 # another row of a null-key record (another sink's, or a second row of the record) may be
                 # in a result: run the txid once more without those records
                 _unpersist(results)
-                results, rerun = self._process_records(
+                results, _ = self._process_records(
                     self.read_records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
-                found.read = rerun.read
-        if self._reads_in_jvm:
-            counted, undecodable = found.read or (0, [])
-        else:
-            counted, undecodable = self._take_counts(batch), self._take_bad(batch)
+        counted, undecodable = self._take_counts(batch), self._take_bad(batch)
         bad = tuple(undecodable) + tuple(failing) + tuple(null_keys)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad, partitions)
         with self._lock:
@@ -340,7 +309,6 @@ class SparkExecutor:
                 results.append(self._process_sink(c, records, found, capture))
             if not self.sinks:
                 _materialise(records)
-                self._take_read(records, found)
         except BaseException:
             _unpersist(results)  # nobody will commit them
             raise
@@ -510,9 +478,6 @@ class SparkExecutor:
         A task per range would cost a Python task each (a round trip to a worker, tens of ms) for no
         more parallelism than the executors' cores give: a txid of 32 partitions on 4 cores reads in 4.
         """
-        if self._reads_in_jvm:
-            assert self.source is not None
-            return self.source.read(self.spark, ranges, rows)
         groups = pack_ranges(ranges, self.read_tasks)
         read = ReadRanges(self.spout, self.arrow_schema, groups, batch.txid, batch.attempt,
                           self._counts if counted else None, self.faults, self._bad if counted else None, rows)
@@ -524,7 +489,6 @@ class SparkExecutor:
         if c.is_global:
             got = result.collect()  # one row at most
             found.add(c, result, observed)
-            self._take_read(result, found)
             if c.mode is Mode.BUILTIN:
                 got = [r for r in got if r[COUNT_COLUMN] > 0]
             if not got:
@@ -535,22 +499,10 @@ class SparkExecutor:
         try:
             keys = _materialise(frame)  # the one job that reads, aggregates and caches
             found.add(c, frame, observed)
-            self._take_read(frame, found)
             return SinkResult(c, frame, keys)
         except BaseException:
             frame.unpersist(blocking=False)
             raise
-
-    @property
-    def _reads_in_jvm(self) -> bool:
-        return self.source is not None and self._jvm_now
-
-    def _take_read(self, frame: Any, found: Found) -> None:
-        """The JVM read's observation, from the first job of a run (with several sinks it builds the records'
-        cache: the observation is in every sink's plan)."""
-        if self._reads_in_jvm and found.read is None:
-            assert self.source is not None
-            found.read = self.source.taken(frame)
 
     def _take_counts(self, batch: Batch) -> int:
         """Records read by ``batch`` (and forget older entries of the accumulator)."""

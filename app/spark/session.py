@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from app.masters import LOCAL_MASTER as _LOCAL
-from app.spark import connector
 
 LOCAL_TASK_ATTEMPTS = 4
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -70,9 +69,6 @@ def default_conf(master: str) -> dict[str, str]:
         # batch size). Off, a txid is two jobs: process (read, aggregate, cache) and commit.
         "spark.sql.adaptive.enabled": "false",
     }
-    jars = connector.session_jars()
-    if jars:  # Spark's Kafka source, for the JVM read path (spark.kafka_reader; shipped to executors)
-        conf["spark.jars"] = ",".join(jars)
     pools = Path(__file__).with_name("fairscheduler.xml")
     if pools.is_file():  # the pools' weights; without it Spark makes them with defaults (and a warning)
         conf["spark.scheduler.allocation.file"] = str(pools)
@@ -100,8 +96,6 @@ def spark_session(master: str = "local[*]", app_name: str = "trident-stream",
 
     master = local_master(master)
     defaults, given = default_conf(master), {str(k): str(v) for k, v in (conf or {}).items()}
-    if "spark.jars" in defaults and "spark.jars" in given:  # the user's jars and the connector's
-        given["spark.jars"] = f"{given['spark.jars']},{defaults['spark.jars']}"
     settings = {**defaults, **given}
     active = SparkSession.getActiveSession()
     builder = SparkSession.builder.master(master).appName(app_name)

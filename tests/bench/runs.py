@@ -116,7 +116,7 @@ class Pipeline:
     """The product's word count over ``topic`` with caps of ``per_txid`` records (a quarter per partition)."""
 
     def __init__(self, spark: Any, topic: Topic, factory: StateFactory, per_txid: int, *, max_pending: int = 1,
-                 caps: Caps | None = None, reader: str = "python") -> None:
+                 caps: Caps | None = None) -> None:
         self.name = f"bench-{uuid.uuid4().hex[:8]}"
         self.spark, self.topic = spark, topic
         self.spout = KafkaSpout(KafkaSpoutConfig(topic.bootstrap, topics=(topic.name,)), self.name)
@@ -124,7 +124,7 @@ class Pipeline:
         (t.new_stream(self.spout).map("explode(split(CAST(value AS STRING), ' ')) AS word")
          .group_by("word").persistent_aggregate(factory, Count(), output="count", name=f"wc_{self.name[6:]}"))
         self.metrics = Metrics(CollectorRegistry())
-        self.executor = SparkExecutor(spark, t, metrics=self.metrics, kafka_reader=reader)
+        self.executor = SparkExecutor(spark, t, metrics=self.metrics)
         self.commits = Commits(self.executor)
         caps = caps or Caps(per_partition=max(1, per_txid // topic.partitions), per_batch=per_txid)
         cfg = CoordinatorConfig(caps=caps, max_pending=max_pending, owner="bench", idle_sleep_s=0.01)
@@ -169,11 +169,11 @@ class Commits:
 
 
 def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label: str, *, max_pending: int = 1,
-           budget: int = 150_000, reader: str = "python") -> Figure:
+           budget: int = 150_000) -> Figure:
     """Records/s of the product at ``per_txid`` records per txid, after :data:`WARM_UP` txids, over at most
     ``budget`` records (at least 3 txids) or the rest of the topic; and the CPU of the whole process tree
     (driver, JVM, Python workers) per record."""
-    p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending, reader=reader)
+    p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending)
     measured = p.coordinator.config
     try:  # warm up on small txids, so that the large sizes keep the topic for measuring
         small = min(per_txid, WARM_UP_TXID)
@@ -219,10 +219,10 @@ def tree_cpu_s() -> float:
     return total
 
 
-def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5, reader: str = "python",
+def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5,
                label: str = "product, 1-record txid (fixed cost)") -> Figure:
     """The median wall time of a warm 1-record txid (plan, process, freeze, commit, mark) and its Spark jobs."""
-    p = Pipeline(spark, topic, factory, 1_000_000, reader=reader)
+    p = Pipeline(spark, topic, factory, 1_000_000)
     try:
         p.coordinator.run_until_idle()  # everything already in the topic
         producer = Producer({"bootstrap.servers": topic.bootstrap})

@@ -33,8 +33,6 @@ from tests.bench.workload import Topic, load
 from tests.kafka.fixtures import KafkaPeer, RealKafkaPeer
 
 MAX_TXIDS = 20  # measured txids per size at most
-#: What a row's name says of its read path (``spark.kafka_reader``): the Python path's rows keep their names.
-READ_LABEL = {"python": "", "jvm": ", JVM read"}
 
 
 def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespace, tmp: Path) -> list[Figure]:
@@ -64,11 +62,8 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
     sqlite = StateFactory(backend="sqlite", sqlite_path=str(tmp / f"bench-{rep}.db"))
     sizes = args.sizes[rep % len(args.sizes):] + args.sizes[:rep % len(args.sizes)]
     budget = {s: s * max(2, min(MAX_TXIDS, args.budget // s)) for s in sizes}
-    readers = args.readers if rep % 2 == 0 else args.readers[::-1]
     for size in sizes:
-        for reader in readers:
-            add(runs.steady(spark, topic, sqlite, size, f"product, {size:,} per txid, SQLite{READ_LABEL[reader]}",
-                            budget=budget[size], reader=reader))
+        add(runs.steady(spark, topic, sqlite, size, f"product, {size:,} per txid, SQLite", budget=budget[size]))
     pending = (1, 2) if rep % 2 else (2, 1)
     for n in pending:
         add(runs.steady(spark, topic, sqlite, args.pending_size, f"product, {args.pending_size:,} per txid, "
@@ -80,9 +75,7 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
             cql = StateFactory(backend="cassandra", cassandra=settings)
             add(runs.steady(spark, topic, cql, args.pending_size, f"product, {args.pending_size:,} per txid, "
                             "CQL test server", budget=args.budget))
-    for reader in readers:
-        add(runs.fixed_cost(spark, topic, sqlite, reader=reader,
-                            label=f"product, 1-record txid (fixed cost){READ_LABEL[reader]}"))
+    add(runs.fixed_cost(spark, topic, sqlite))
     if args.latency_s:
         fresh = Topic.filled(cluster, f"latency-{run}{rep}", 0, partitions=args.partitions)
         add(runs.latency(spark, fresh, sqlite, args.rate, args.latency_s, Caps()))
@@ -132,14 +125,12 @@ def plot(reps: list[list[Figure]], path: Path, kafka: str = "librdkafka mock clu
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, figures in enumerate(reps):
-        for suffix, color, label in (("SQLite", "C0", "product, Python read (SQLite)"),
-                                     ("SQLite, JVM read", "C1", "product, JVM read (SQLite)")):
-            points = sorted((f.per_txid, f.rate, f.txid_s) for f in figures if f.name.endswith(suffix))
-            if not points:
-                continue
-            xs = [p[0] for p in points]
-            left.plot(xs, [p[1] for p in points], "o-", color=color, alpha=0.7, label=label if not i else None)
-            right.plot(xs, [p[2] for p in points], "o-", color=color, alpha=0.7, label=label if not i else None)
+        points = sorted((f.per_txid, f.rate, f.txid_s) for f in figures if f.name.endswith("SQLite"))
+        if not points:
+            continue
+        xs = [p[0] for p in points]
+        left.plot(xs, [p[1] for p in points], "o-", color="C0", alpha=0.7, label="product (SQLite)" if not i else None)
+        right.plot(xs, [p[2] for p in points], "o-", color="C0", alpha=0.7, label="product (SQLite)" if not i else None)
         for f, color in ((next((f for f in figures if f.name == "raw Consumer.consume"), None), "C2"),
                          (next((f for f in figures if f.name.endswith("exactly-once")), None), "C3")):
             if f is not None:
@@ -169,11 +160,7 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser.add_argument("--no-quix", action="store_true")
     parser.add_argument("--no-cql", action="store_true")
     parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
-    parser.add_argument("--readers", type=lambda s: s.split(","), default=None, help=(
-        "read paths of the product's rows (python,jvm; default both on a real Kafka, python on the mock, which "
-        "Java's Kafka client cannot talk to)"))
     args = parser.parse_args(argv)
-    args.readers = args.readers or (["python", "jvm"] if args.bootstrap else ["python"])
     args.run_id = f"{int(time.time())}-" if args.bootstrap else ""
     if not args.no_quix and not runs.PEER_PYTHON.exists():
         parser.error(f"{runs.PEER_PYTHON} is missing: `make bench` makes it (or pass --no-quix)")

@@ -61,14 +61,12 @@ def test_hadolint_would_catch_an_unpinned_base(tmp_path: Path) -> None:
 
 
 def test_base_images_are_pinned_to_exact_versions() -> None:
-    """The build and final stages start from the one Python ARG, an exact patch version of Python 3.11 slim (or a
-    digest); the connector's stage from an exact Maven on Java 17."""
+    """Every stage starts from the one base ARG, an exact patch version of Python 3.11 slim (or a digest)."""
     args = dict(a.split("=", 1) for k, a in instructions() if k == "ARG" and "=" in a)
     base = args["PYTHON_IMAGE"]
     assert re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), base
-    assert re.fullmatch(r"maven:3\.\d+\.\d+-eclipse-temurin-17(@sha256:[0-9a-f]{64})?", args["MAVEN_IMAGE"])
     froms = [a for k, a in instructions() if k == "FROM"]
-    assert froms == ["${PYTHON_IMAGE} AS build", "${MAVEN_IMAGE} AS jars", "${PYTHON_IMAGE}"]
+    assert froms == ["${PYTHON_IMAGE} AS build", "${PYTHON_IMAGE}"]
 
 
 def test_final_stage_runs_as_a_non_root_user_under_tini() -> None:
@@ -94,15 +92,14 @@ def build_stage(name: str = "build") -> list[tuple[str, str]]:
 
 
 def test_dependencies_are_a_layer_of_their_own() -> None:
-    """The build stage sees pyproject.toml alone (a code change never re-installs a dependency), the jars stage
-    the connector's list alone; the final stage copies the virtualenv, the jars, then the code."""
+    """The build stage sees pyproject.toml alone (a code change never re-installs a dependency); the final
+    stage copies the virtualenv, then the code."""
     copies = [a for k, a in build_stage() if k == "COPY"]
     assert copies == ["pyproject.toml ./"]
     stage = final_stage()
     copied = [a for k, a in stage if k == "COPY"]
-    assert copied == ["--from=build /opt/venv /opt/venv", "--from=jars /jars /opt/trident/.jars", "app /opt/trident/app",
-                      "spouts /opt/trident/spouts", "states /opt/trident/states"]
-    assert [a for k, a in build_stage("jars") if k == "COPY"] == ["app/spark/kafka-connector.txt ./"]
+    assert copied == ["--from=build /opt/venv /opt/venv", "app /opt/trident/app", "spouts /opt/trident/spouts",
+                      "states /opt/trident/states"]
     env = " ".join(a for k, a in stage if k == "ENV")
     assert "PYTHONPATH=/opt/trident" in env
 

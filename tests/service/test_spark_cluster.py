@@ -109,10 +109,8 @@ def test_exactly_once_on_a_standalone_cluster_through_executor_worker_and_servic
                        "request_timeout_s": 10})
         doc = yaml.safe_load(config.read_text())
         # a cluster master: no shuffle partitions or parallelism given (the service sizes them from the
-        # executors); the executors import this checkout and stay small enough for 1 GB workers. The JVM read
-        # path (the chaos suite and the other kill tests read in Python): the connector's jars reach the
-        # executors through spark.jars
-        doc["spark"] = {"master": cluster.master_url, "kafka_reader": "jvm",
+        # executors); the executors import this checkout and stay small enough for 1 GB workers
+        doc["spark"] = {"master": cluster.master_url,
                         "conf": {"spark.executorEnv.PYTHONPATH": str(ROOT), "spark.executor.memory": "512m"}}
         config.write_text(yaml.safe_dump(doc, sort_keys=False))
         service = ServiceProcess(config, tmp_path / "service.log", port, env={"SPARK_LOCAL_IP": "127.0.0.1"})
@@ -154,7 +152,4 @@ def test_exactly_once_on_a_standalone_cluster_through_executor_worker_and_servic
     # sized from the executors (2 workers of 1 core), not Spark's 200 shuffle partitions
     assert re.search(r"parallelism 2 read tasks, 2 commit tasks per keyed sink, 2 shuffle partitions \(set from "
                      r"the executors' cores\)", log), summary
-    starts = log.count(f"pipeline {pipeline} reads Kafka with ")
-    assert starts >= 2 and log.count(f"pipeline {pipeline} reads Kafka with jvm (Spark's Kafka source)") == starts, \
-        summary
     assert stored == dict(truth), summary

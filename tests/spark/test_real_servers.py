@@ -70,13 +70,11 @@ def produce_transactions(bootstrap: str, topic: str, partitions: int, transactio
     return truth, aborted
 
 
-@pytest.mark.parametrize("reader", ["python", "jvm"])
 def test_aborted_transactions_and_a_failed_commit_job_on_real_servers(
-        spark: Any, real_kafka: RealKafkaPeer, request: pytest.FixtureRequest, tmp_path: Path, reader: str) -> None:
+        spark: Any, real_kafka: RealKafkaPeer, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Word count from a real broker's log with aborted transactions into a real Cassandra, the commit job
     of txid 2 failing on every attempt after partial writes: the coordinator replays it from its frozen
-    plan, and every stored count equals the committed transactions' words (aborted ones never count).
-    Both read paths: librdkafka in Python workers, and Spark's Kafka source in the JVM."""
+    plan, and every stored count equals the committed transactions' words (aborted ones never count)."""
     from states.cassandra.session import shared_client
 
     topic = f"spark-real-{uuid.uuid4().hex[:8]}"
@@ -96,9 +94,8 @@ def test_aborted_transactions_and_a_failed_commit_job_on_real_servers(
     markers = tmp_path / "markers"
     markers.mkdir()
     metrics = Metrics(CollectorRegistry())
-    executor = SparkExecutor(spark, topology, metrics=metrics, kafka_reader=reader,
-                             faults=FailTask("commit", 2, str(markers), every_attempt=True))
-    assert executor.reader.startswith(reader)
+    executor = SparkExecutor(spark, topology, metrics=metrics, faults=FailTask("commit", 2, str(markers),
+                                                                               every_attempt=True))
     coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=CAPS, metrics=metrics)
     try:
         assert coord.run_until_idle() >= 2
