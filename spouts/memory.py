@@ -86,6 +86,10 @@ class MemorySource:
         end = len(log.records) if log.visible is None else min(log.visible, len(log.records))
         return log.log_start, max(end, log.log_start)
 
+    def log_end(self, p: Partition) -> int:
+        """The offset after ``p``'s last record, visible or not (below a stored position only once re-created)."""
+        return len(self._logs[p].records)
+
     def read(self, p: Partition, first: int, next_: int) -> list[Record]:
         log = self._logs[p]
         if not log.available:
@@ -127,10 +131,10 @@ class MemoryEmitter:
                 raise
             return last.empty_after() if last else None
         start = log_start if last is None else last.next_offset
-        if start > end:  # the log restarted below the stored position (re-created, truncated)
+        if start > self._source.log_end(partition):  # the log restarted below the stored position (re-created)
             self.restarts += 1
             if self._data_loss is DataLossPolicy.FAIL:
-                raise LogRestartedError(partition, start, log_start, end)
+                raise LogRestartedError(partition, start, log_start, self._source.log_end(partition))
             start = log_start
         if start < log_start:
             if self._data_loss is DataLossPolicy.FAIL:
