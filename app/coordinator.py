@@ -40,7 +40,7 @@ from app.progress import ProgressLog, StoredBatch
 from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import ArrowSpout, PartitionedSpout, SpoutKind
+from spouts.protocols import ArrowSpout, PartitionedSpout, ReportsDataLoss, SpoutKind
 from spouts.typed_failures import typed_read_failure
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, Json, LeaseInfo
@@ -387,6 +387,11 @@ class Coordinator:
             if isinstance(part, Reports) and isinstance(part.problem, str):
                 return part.problem
         return None
+
+    @property
+    def last_data_loss(self) -> str | None:
+        """The last data loss the spout skipped under policy ``skip`` (what, where, when), if any: for /readyz."""
+        return self._emitter.last_data_loss if isinstance(self._emitter, ReportsDataLoss) else None
 
     def _healthy(self) -> None:
         if self.degraded is not None:

@@ -44,13 +44,14 @@ class KafkaEmitter:
         self.metrics = metrics
         self._skips: dict[Partition, tuple[float, int]] = {}  # last warning (monotonic), skips since
         self._seen: set[Partition] = set()  # partitions whose metric series exist
+        self.last_data_loss: str | None = None  # the last loss skipped under policy skip, for /readyz
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._skips, self._seen = {}, set()
+        self._skips, self._seen, self.last_data_loss = {}, set(), None
 
     def __repr__(self) -> str:
         return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
@@ -174,6 +175,8 @@ class KafkaEmitter:
         if policy is DataLossPolicy.FAIL:
             raise LogRestartedError(p, next_offset, low, end)
         where = "inside a frozen, uncommitted txid" if frozen else "resuming"
+        self.last_data_loss = (f"{_now()}: {p.id} restarted below the stored next offset {next_offset} (log end {end}); "
+                               f"read from the new log's start {low} (data_loss: skip)")
         log.warning("data loss on %s: the stored next offset is %d but the log ends at %d (topic re-created or log "
                     "truncated); what the old log held past %d was never read; %s at the new log's start %d",
                     p.id, next_offset, end, next_offset, where, low)
@@ -206,6 +209,8 @@ class KafkaEmitter:
             raise DataLossError(p, start, low)
         metrics.data_loss_offsets.labels(self.topology_id, p.topic, str(p.partition)).inc(resume - start)
         where = "inside a frozen, uncommitted txid; replaying what is left" if frozen else f"continuing at {resume}"
+        self.last_data_loss = (f"{_now()}: {p.id} offsets [{start}, {low}) gone (retention); {resume - start} "
+                               "skipped (data_loss: skip)")
         log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, %s",
                     p.id, start, low, resume - start, where)
 
@@ -231,6 +236,10 @@ class KafkaEmitter:
 
     def close(self) -> None:
         pass  # pooled consumers outlive emitters
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def to_record(m: Message) -> Record:

@@ -151,4 +151,6 @@ def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
         coord.run_until_idle()
         assert runs.counts() == truth(old) + truth(new) + truth(more)
         assert runs.positions() == {Partition(topic, 0): 25}
+        said = coord.last_data_loss  # what /readyz shows beside the pipeline's state
+        assert said is not None and f"{topic}:0 restarted below the stored next offset 30 (log end 20)" in said
     assert runs.metrics.value("trident_data_loss_events_total", **events) == 1
