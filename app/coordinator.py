@@ -40,7 +40,8 @@ from app.progress import ProgressLog, StoredBatch
 from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import ArrowSpout, PartitionedSpout, SpoutKind
+from spouts.protocols import ArrowSpout, PartitionedSpout, ReportsDataLoss, SpoutKind
+from spouts.typed_failures import typed_read_failure
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, Json, LeaseInfo
 
@@ -366,32 +367,17 @@ class Coordinator:
         return decision, error
 
     def _as_the_source_says(self, error: Exception, batch: Batch) -> Exception:
-        """For a failure that reached the driver only as a Spark task's text, the typed error reading ``batch``'s
-        first range here raises (a refused read, a partition away); else ``error`` itself.
-
-        A spout error raised in a task crosses Spark as text only, and text decides nothing: the read is asked
-        again on this machine, where the spout's own error is raised with its type.
-        """
+        """For a failure that reached the driver only as a Spark task's text, the typed error the source raises
+        here when one range of each of ``batch``'s topics is read (:mod:`spouts.typed_failures`); else ``error``."""
         if isinstance(error, (SpoutError, *FATAL)) or deterministic_spark_error(error) is not None \
                 or not isinstance(self.spout, ArrowSpout):
             return error
-        first = next((m for m in batch.plan if not m.empty), None)
-        if first is None:
+        typed = typed_read_failure(self.spout, batch.plan)
+        if typed is None:
             return error
-        records = self.spout.read_arrow(first, batch_size=1, on_bad=lambda _: None)
-        try:
-            next(iter(records), None)
-        except SpoutError as typed:
-            log.warning("topology %s: txid %d failed (%s, its text only); reading its first range here: %s",
-                        self.topology_id, batch.txid, type(error).__name__, typed)
-            return typed
-        except Exception:  # noqa: BLE001 - the read here says nothing typed: the failure stays as it came
-            return error
-        finally:
-            close = getattr(records, "close", None)
-            if callable(close):
-                close()
-        return error
+        log.warning("topology %s: txid %d failed (%s, its text only); reading its ranges here: %s",
+                    self.topology_id, batch.txid, type(error).__name__, typed)
+        return typed
 
     @property
     def source_problem(self) -> str | None:
@@ -401,6 +387,11 @@ class Coordinator:
             if isinstance(part, Reports) and isinstance(part.problem, str):
                 return part.problem
         return None
+
+    @property
+    def last_data_loss(self) -> str | None:
+        """The last data loss the spout skipped under policy ``skip`` (what, where, when), if any: for /readyz."""
+        return self._emitter.last_data_loss if isinstance(self._emitter, ReportsDataLoss) else None
 
     def _healthy(self) -> None:
         if self.degraded is not None:

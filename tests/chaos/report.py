@@ -284,7 +284,22 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         lines += ["", f"![{title}](reliability/{image.name})", "",
                   f"Reproduce: `{command(summary, lane.name)}`", ""]
     lines += cluster_section(images / CLUSTER_RECORD)
+    lines += POSITIONS_SECTION
     path.write_text("\n".join(lines))
+
+
+#: Written by hand: the position cases are tests, not chaos runs, and have no figures to generate.
+POSITIONS_SECTION = [
+    '## Positions through mistakes and re-created topics',
+    '',
+    'Not chaos runs: tests that drive the coordinator in-process against a real Kafka (`tests/kafka/test_positions.py`) and the in-memory source (`tests/app/test_positions.py`), each comparing the stored counts with what was produced (the rule: docs/design.md, "What keeps a partition\'s position and what alone forgets it").',
+    '',
+    '- **A misspelled topic.** A word count reads its topic; restarted three times with only a misspelled topic it commits no txid; then, with the misspelled topic beside another one, it commits more txids than the metadata retention keeps (retention 2); back on the right topic, every record is counted once (before: the right topic was read again from the first poll, every count doubled).',
+    '- **Topics vanishing and returning** (a Hypothesis property over the coordinator, retention 2, with restarts): no position is ever forgotten or moves back, and at the end every record of every log is counted exactly once.',
+    "- **A topic deleted and re-created** with fewer records than the stored position: under `data_loss: fail` the pipeline stops for good (exit 1) naming the partition; under `skip` one data-loss event is counted, `/readyz` shows it, and the old and new records are each counted once (before: it waited, then skipped the new log's first records silently). The same under a txid frozen on offsets past the new log's end and never committed: its replay stops (fail) or stores an empty range at the new log's start and reads on (skip); before, it retried an out-of-range read for ever.",
+    '- **Limit:** a re-created log that has grown past the stored position before the pipeline looks again is not told apart by offsets (docs/operations.md, section 4).',
+    '',
+]
 
 
 CLUSTER_RECORD = "spark-cluster.json"  # beside the plots: the last recorded run of the cluster kill test
