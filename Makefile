@@ -48,7 +48,7 @@ test-fast: venv  # everything but the `slow` tests: Spark end to end, the servic
 
 # The record decoders' fuzz tests with a bigger budget, unseeded (minutes rather than seconds): every value of
 # every format decodes or is a bad record with a reason, judged alike alone and in a batch, in a process that may crash.
-FUZZ_EXAMPLES ?= 5000
+FUZZ_EXAMPLES ?= 2000
 fuzz: venv
 	DECODER_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/kafka/formats/test_fuzz.py -k "values_decode"
 

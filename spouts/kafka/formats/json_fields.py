@@ -111,6 +111,10 @@ class JsonObjects:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             return None, _Refused(str(e), rows_differ=False)
 
+    @property
+    def _names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.arrow_type)
+
     def _read_schema(self) -> pa.Schema:
         """What the JSON reader is asked for: the declared types, dates as text (it reads no date)."""
         return pa.schema([f.with_type(pa.string()) if pa.types.is_date(f.type) else f for f in self.arrow_type])
@@ -120,7 +124,8 @@ class JsonObjects:
 
         Halving finds each bad value alone (one reader call settles it). Should the others still not
         parse together, each is read alone: the outcome is the values' own, the same on every replay."""
-        found = {j: _reason(dense[j].as_py(), why) for j, why in self._bad(dense, 0, len(dense), refused)}
+        names = self._names
+        found = {j: _reason(dense[j].as_py(), why, names) for j, why in self._bad(dense, 0, len(dense), refused)}
         good = self._try(dense.filter(pa.array([j not in found for j in range(len(dense))])))[0]
         return (found, good) if good is not None else self._one_by_one(dense, found)
 
@@ -132,7 +137,7 @@ class JsonObjects:
                 continue
             parsed, why = self._try(dense.slice(j, 1))
             if parsed is None:
-                found[j] = _reason(dense[j].as_py(), why)
+                found[j] = _reason(dense[j].as_py(), why, self._names)
             else:
                 rows.append(parsed)
         good = pa.concat_arrays(rows) if rows else pa.array([], self.arrow_type)
@@ -175,49 +180,45 @@ def _shaped(dense: pa.Array) -> pa.Array | None:
     return pa.array(shaped, pa.bool_())
 
 
-def _reason(value: bytes, refused: _Refused | None) -> Failure:
+def _reason(value: bytes, refused: _Refused | None, declared: frozenset[str]) -> Failure:
     """Why ``value`` (shaped as one object), which Arrow's reader refused alone, is bad."""
     why = refused.message if refused is not None else "refused"
-    return _not_an_object(value) or (
+    return _not_an_object(value, declared) or (
         Failure("json_invalid", f"not one JSON object: {why}") if refused is not None and refused.rows_differ
         else Failure("json_type", f"a field does not fit its declared type: {why}"))
 
 
 def _unshaped(value: bytes) -> Failure:
     """Why ``value``, which does not run from ``{`` to ``}``, is bad."""
-    return _not_an_object(value) or Failure("json_invalid", "not one JSON object in UTF-8 from { to }")
+    return _not_an_object(value, frozenset()) or Failure("json_invalid", "not one JSON object in UTF-8 from { to }")
 
 
-def _not_an_object(value: bytes) -> Failure | None:
-    """Why Python's parser finds no JSON object in ``value`` (None: it finds one)."""
+def _not_an_object(value: bytes, declared: frozenset[str]) -> Failure | None:
+    """Why Python's parser finds no JSON object in ``value`` (None: it finds one), or one that names a
+    ``declared`` key twice (Arrow's reader refuses that; a key not declared may appear twice)."""
     try:
-        doc = json.loads(value, object_pairs_hook=_unique)
-    except _DuplicateKey as e:
-        return Failure("json_invalid", f"not JSON: key {e.key!r} appears twice in one object")
+        doc = json.loads(value, object_pairs_hook=_Object)
     except (ValueError, UnicodeDecodeError) as e:
         return Failure("json_invalid", f"not JSON: {e}")
     except RecursionError:
         return Failure("json_invalid", "not JSON that can be read: nested too deeply")
     if not isinstance(doc, dict):
         return Failure("json_not_object", f"{_KINDS.get(type(doc), 'a value')} at the top level, not a JSON object")
+    if isinstance(doc, _Object) and (twice := sorted(doc.twice & declared)):
+        return Failure("json_invalid", f"the object names the key {twice[0]!r} twice")
     return None
 
 
-class _DuplicateKey(ValueError):
-    """A JSON object names a key twice (Arrow's reader refuses it when the key is declared)."""
+class _Object(dict[str, Any]):
+    """A parsed JSON object that remembers the keys it named more than once."""
 
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _DuplicateKey(k)
-        out[k] = v
-    return out
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self.twice: set[str] = set()
+        if len(self) < len(pairs):
+            seen: set[str] = set()
+            for k, _ in pairs:
+                (self.twice if k in seen else seen).add(k)
 
 
 def scatter(dense: pa.Array, present: pa.Array) -> pa.Array:

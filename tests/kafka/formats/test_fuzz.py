@@ -101,6 +101,8 @@ BAD = [b"{oops", b'{"n": "x"}']
     (b'{"d": Infinity, "n": 3}', {"n": 3, "d": float("inf")}),
     (b'{"n": NaN}', "json_type"),
     (b'{"n": 1, "n": 2}', "json_invalid"),  # a declared key twice
+    (b'{"x": 1, "x": 2, "n": 5}', {"n": 5}),  # a key not declared may appear twice
+    (b'{"x": 1e400, "n": 1}', "json_type"),  # beyond a double, even in a field not declared: Arrow's reader refuses it
     (b'{"s": "\xff"}', "json_invalid"),  # invalid UTF-8 in a declared string
     (b'{"s": "\xc3\xa9", "n": 4}', {"n": 4, "s": "é"}),
     (b"[1]", "json_not_object"),
