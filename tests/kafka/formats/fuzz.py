@@ -57,7 +57,8 @@ class DecodingProcess:
 
     def close(self) -> None:
         if self._proc is not None:
-            self._proc.stdin.close()  # type: ignore[union-attr]
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()  # the worker's loop ends at end of input
             self._proc.wait(timeout=30)
             self._proc = None
 
