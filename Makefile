@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools docs demo test test-real test-compat test-fast bench lint clean chaos chaos-short chaos-short-real
+.PHONY: venv tools docs demo test test-real test-compat test-fast fuzz bench lint clean chaos chaos-short chaos-short-real
 
 venv: $(STAMP)
 
@@ -45,6 +45,12 @@ test-compat: venv tools
 
 test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest -m "not slow"
+
+# The record decoders' fuzz tests with a bigger budget, unseeded (minutes rather than seconds): every value of
+# every format decodes or is a bad record with a reason, judged alike alone and in a batch, in a process that may crash.
+FUZZ_EXAMPLES ?= 2000
+fuzz: venv
+	DECODER_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/kafka/formats/test_fuzz.py -k "values_decode"
 
 # ruff (style, imports, likely bugs, private access) and mypy (strict everywhere); config in pyproject.toml
 # the guide's field tables and the JSON Schema exports, written from the config models (tests fail when stale)
