@@ -28,7 +28,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats, FindsBadRecords, Reports, RunsTopology
+from app.batch import (
+    Batch,
+    BatchExecutor,
+    BatchStatus,
+    ChecksState,
+    CommitStats,
+    FindsBadRecords,
+    Reports,
+    RunsTopology,
+)
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.errors import MissingBatchMetadataError
 from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, deterministic_spark_error, error_key
@@ -112,6 +121,7 @@ class Coordinator:
         self._lease: LeaseKeeper | None = None
         self._progress: ProgressLog | None = None
         self.committed_txid = 0
+        self._state_checked = False
         self.last_stats = CommitStats()
         self.degraded: Degraded | None = None  # set while failures repeat; cleared by a commit or an idle step
         self.stopped_by: Decision | None = None  # the permanent decision that stopped the pipeline
@@ -204,6 +214,9 @@ class Coordinator:
         """Fill the pipeline, then finish the oldest txid."""
         self._check_lease()
         try:
+            if not self._state_checked and isinstance(self.executor, ChecksState):  # a lost table: before any txid
+                self.executor.check_state(self.committed_txid, self._progress)
+            self._state_checked = True
             self._fill()
             if not self._inflight:
                 self._healthy()

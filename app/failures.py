@@ -149,6 +149,8 @@ def fatal_cause(e: BaseException) -> str:
         return "stale_batch"
     if isinstance(e, app_errors.BadRecordsGoneError):
         return "data_loss"
+    if isinstance(e, state_errors.RowRefusedError):  # a row no retry can store
+        return "bad_record"
     return "unexpected"
 
 
