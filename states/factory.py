@@ -187,6 +187,13 @@ class StateFactory:
         """The state metrics of this process, bound to :attr:`pipeline`."""
         return self._once(("metrics",), lambda: STATE_METRICS.bound(self.pipeline))
 
+    def forget(self, spec: MapSpec) -> None:
+        """Drop this process's opened state and backing maps of ``spec`` (its table is gone): the next open
+        checks the table again, and creates it only where it is asked to."""
+        with _lock:
+            for what in ("state", "process backing", "backing"):
+                _opened.pop((self, what, spec), None)
+
     def _wrap(self, backing: CasBackingMap[Any, Any]) -> MapState[Any, Any]:
         """``Kind(CasCachedMap(backing))``: the cache that keeps compare-and-set (no cache when size 0)."""
         inner = CasCachedMap(backing, self.cache_size) if self.cache_size else backing

@@ -84,6 +84,7 @@ from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import BatchPlan, PartitionMetadata
 from spouts.protocols import ArrowSpout
 from states.aggregators import combine_updater
+from states.errors import StateTableMissingError
 from states.snapshottable import SnapshottableMap
 from states.spec import MapSpec, StateKind
 
@@ -579,10 +580,14 @@ class SparkExecutor:
             if r.partial is None:
                 return 0
             assert c.aggregator is not None
-            state = SnapshottableMap(c.sink.factory.make_state(c.spec, committed_txid=self._committed_before(batch)))
-            state.begin_commit(batch.txid)
-            state.update(combine_updater(c.aggregator, r.partial))
-            state.commit(batch.txid)
+            try:
+                state = SnapshottableMap(c.sink.factory.make_state(c.spec, committed_txid=self._committed_before(batch)))
+                state.begin_commit(batch.txid)
+                state.update(combine_updater(c.aggregator, r.partial))
+                state.commit(batch.txid)
+            except StateTableMissingError as e:
+                c.sink.factory.forget(c.spec)  # opened on a table now gone: the next open checks again
+                raise e.after(batch.txid - 1) from e
             return 1
         if not r.keys:
             return 0

@@ -315,7 +315,7 @@ class CommitAggregates:
                 files.save(self.txid, cache.entries(), dict(zip(keys, parts.to_pylist()))
                            if parts is not None and len(files.paths) > 1 else {}, cache.absent_rate)
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
-            fatal = encode(_named(e, self.txid))
+            fatal = encode(_carried(e, self.factory, self.spec, self.txid))
         yield _stats(written, before, fatal)
 
 
@@ -344,13 +344,17 @@ class PersistRows:
                 self.faults("commit", self.txid, self.attempt)
             state.commit(self.txid)
         except CARRIED as e:  # stop; the driver raises it again (app.spark.fatal)
-            fatal = encode(_named(e, self.txid))
+            fatal = encode(_carried(e, self.factory, self.spec, self.txid))
         yield _stats(len(rows), before, fatal)
 
 
-def _named(error: BaseException, txid: int) -> BaseException:
-    """``error``, naming the last committed txid (``txid - 1``: commits are in order) if it is a missing table."""
-    return error.after(txid - 1) if isinstance(error, StateTableMissingError) else error
+def _carried(error: BaseException, factory: StateFactory, spec: MapSpec, txid: int) -> BaseException:
+    """``error`` as the driver gets it: a missing table names the last committed txid (``txid - 1``: commits are
+    in order), and this process forgets the state opened on it (the next open checks the table again)."""
+    if not isinstance(error, StateTableMissingError):
+        return error
+    factory.forget(spec)
+    return error.after(txid - 1)
 
 
 def _values(rb: pa.RecordBatch, names: Sequence[str]) -> list[Any]:
