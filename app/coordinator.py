@@ -374,8 +374,9 @@ class Coordinator:
             reason = f"transactional spout stalled: txid {txid} keeps its ranges and waits ({reason})"
             log.warning("topology %s: %s", self.topology_id, reason)
         self.degraded = Degraded(reason, since, failures)
-        log.warning("txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s (failure %d in a "
-                    "row)", txid, attempt, describe(error), decision.retry_in_s, failures)
+        log.warning("topology %s: txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s "
+                    "(failure %d in a row)", self.topology_id, txid, attempt, describe(error), decision.retry_in_s,
+                    failures)
         return decision, error
 
     def _as_the_source_says(self, error: Exception, batch: Batch) -> Exception:
