@@ -284,7 +284,12 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         lines += ["", f"![{title}](reliability/{image.name})", "",
                   f"Reproduce: `{command(summary, lane.name)}`", ""]
     lines += cluster_section(images / CLUSTER_RECORD)
+    kept = images / KEPT_BY_HAND
+    lines += kept.read_text().splitlines() if kept.exists() else []
     path.write_text("\n".join(lines))
+
+
+KEPT_BY_HAND = "state-and-keys.md"  # behaviour tests, not chaos runs: a section written by hand, appended as it is
 
 
 CLUSTER_RECORD = "spark-cluster.json"  # beside the plots: the last recorded run of the cluster kill test
