@@ -28,7 +28,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats, FindsBadRecords, Reports, RunsTopology
+from app.batch import (
+    Batch,
+    BatchExecutor,
+    BatchStatus,
+    ChecksState,
+    CommitStats,
+    FindsBadRecords,
+    Reports,
+    RunsTopology,
+)
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.errors import MissingBatchMetadataError
 from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, deterministic_spark_error, error_key
@@ -113,6 +122,7 @@ class Coordinator:
         self._lease: LeaseKeeper | None = None
         self._progress: ProgressLog | None = None
         self.committed_txid = 0
+        self._state_checked = False
         self.last_stats = CommitStats()
         self.degraded: Degraded | None = None  # set while failures repeat; cleared by a commit or an idle step
         self.stopped_by: Decision | None = None  # the permanent decision that stopped the pipeline
@@ -205,6 +215,9 @@ class Coordinator:
         """Fill the pipeline, then finish the oldest txid."""
         self._check_lease()
         try:
+            if not self._state_checked and isinstance(self.executor, ChecksState):  # a lost table: before any txid
+                self.executor.check_state(self.committed_txid, self._progress)
+            self._state_checked = True
             self._fill()
             if not self._inflight:
                 self._healthy()
@@ -362,8 +375,9 @@ class Coordinator:
             reason = f"transactional spout stalled: txid {txid} keeps its ranges and waits ({reason})"
             log.warning("topology %s: %s", self.topology_id, reason)
         self.degraded = Degraded(reason, since, failures)
-        log.warning("txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s (failure %d in a "
-                    "row)", txid, attempt, describe(error), decision.retry_in_s, failures)
+        log.warning("topology %s: txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s "
+                    "(failure %d in a row)", self.topology_id, txid, attempt, describe(error), decision.retry_in_s,
+                    failures)
         return decision, error
 
     def _as_the_source_says(self, error: Exception, batch: Batch) -> Exception:

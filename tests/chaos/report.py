@@ -284,51 +284,14 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         lines += ["", f"![{title}](reliability/{image.name})", "",
                   f"Reproduce: `{command(summary, lane.name)}`", ""]
     lines += cluster_section(images / CLUSTER_RECORD)
-    lines += POSITIONS_SECTION + ODD_RECORDS
+    for name in KEPT_BY_HAND:
+        kept = images / name
+        lines += ["", *kept.read_text().splitlines()] if kept.exists() else []
     path.write_text("\n".join(lines))
 
 
-#: Written by hand: the position cases are tests, not chaos runs, and have no figures to generate.
-POSITIONS_SECTION = [
-    '## Positions through mistakes and re-created topics',
-    '',
-    'Not chaos runs: tests that drive the coordinator in-process against a real Kafka (`tests/kafka/test_positions.py`) and the in-memory source (`tests/app/test_positions.py`), each comparing the stored counts with what was produced (the rule: docs/design.md, "What keeps a partition\'s position and what alone forgets it").',
-    '',
-    '- **A misspelled topic.** A word count reads its topic; restarted three times with only a misspelled topic it commits no txid; then, with the misspelled topic beside another one, it commits more txids than the metadata retention keeps (retention 2); back on the right topic, every record is counted once (before: the right topic was read again from the first poll, every count doubled).',
-    '- **Topics vanishing and returning** (a Hypothesis property over the coordinator, retention 2, with restarts): no position is ever forgotten or moves back, and at the end every record of every log is counted exactly once.',
-    "- **A topic deleted and re-created** with fewer records than the stored position: under `data_loss: fail` the pipeline stops for good (exit 1) naming the partition; under `skip` one data-loss event is counted, `/readyz` shows it, and the old and new records are each counted once (before: it waited, then skipped the new log's first records silently). The same under a txid frozen on offsets past the new log's end and never committed: its replay stops (fail) or stores an empty range at the new log's start and reads on (skip); before, it retried an out-of-range read for ever.",
-    '- **Limit:** a re-created log that has grown past the stored position before the pipeline looks again is not told apart by offsets (docs/operations.md, section 4).',
-    '',
-]
-
-
-#: The decoders' fuzzing (tests/kafka/formats/test_fuzz.py), not a chaos run: kept in every report.
-ODD_RECORDS = [
-    '## Odd records: no value crashes a decoder or stalls a txid',
-    '',
-    "Not part of the chaos runs: `tests/kafka/formats/test_fuzz.py` (in every test run) and `make fuzz`. Every record decoder (`string`, `bytes`, `json` with declared fields, and `avro`, `protobuf`, `json_schema` through the in-process Schema Registry test peer) gets generated batches: good values, the same values mutated (a byte-order mark, `null`, a quote, a brace or invalid UTF-8 inserted), random bytes, any JSON document, registry framing with the format's own schema id, another format's, or one the registry does not know, and nulls. The property: each value decodes or is a bad record with a reason, and it is judged the same alone as inside the batch, at any position beside good and bad values. The batches are decoded in a separate Python process, so a decoder that crashes its process fails the test (the harness has a test of its own that a process killed by an abort is reported). The test run's budget is 120 seeded examples per decoder (the same every run, about 25 s for all of them); `make fuzz` runs 2,000 unseeded examples per decoder (`FUZZ_EXAMPLES`). Last measured: 1,500 unseeded examples per decoder passed in 23 minutes on 2 cores shared with other work.",
-    '',
-    'Named cases, each first, in the middle, last and alone in a batch of good and bad values:',
-    '',
-    '| value | outcome |',
-    '|---|---|',
-    '| `null`, ` null ` | bad, `json_not_object` (the JSON reader ended the process with a segmentation fault on a document or parse block starting with `null`, and read a `null` beside objects as a row of nulls) |',
-    '| `42`, `"text"`, `true`, `[1]`, `[{"n": 1}]` | bad, `json_not_object` |',
-    '| empty, blank, a lone byte-order mark | bad, `json_invalid` |',
-    '| UTF-8 byte-order mark, then an object | the object, first in the batch or not (a mark not first failed the txid: "JSON values that parse one by one do not parse together", retried as transient for 30 minutes, then exit 1) |',
-    '| two marks, or whitespace before the mark | bad, `json_invalid` |',
-    "| nesting 5,000 deep: the whole value, in a declared field, in a field not declared | bad, bad, the row (Python's parser, which names the reason, raised RecursionError and failed the batch) |",
-    '| `1e400`, `99999999999999999999` in an `int`; `1e400` in a field not declared | bad, `json_type` |',
-    '| `NaN`, `Infinity` in a `double`; `NaN` in an `int` | the row; bad, `json_type` |',
-    '| a declared key twice; another key twice | bad, `json_invalid`; the row |',
-    '| invalid UTF-8 in a declared string; in a field not declared | bad, `json_invalid`; the row |',
-    '| `{"n": 1}` then `null`, `{..} null {..}`, `{..}{..}` in one value | bad, `json_invalid` |',
-    "| Avro framed with a JSON Schema's or a Protobuf schema's id | bad, `schema_type` (it failed the batch on every attempt) |",
-    "| Avro decimal wider than its column's precision | bad, `avro_invalid` (it failed the batch on every attempt) |",
-    '',
-    "Should Arrow's JSON reader refuse together values it reads one by one, the batch falls back to each value's own outcome (a test forces the disagreement), so a replay decides as the first attempt. End to end, `tests/spark/test_formats.py::test_json_null_and_byte_order_marks_on_a_real_kafka` runs `null`, non-objects, blank values and marked objects (first in a partition and not) through the pipeline on a real Kafka under `skip` and `dead_letter`: the store equals the truth computed with Python's parser, each bad record is counted once and dead-lettered once although every txid holding one fails once after its dead letters and is replayed.",
-    "",
-]
+# Behaviour tests, not chaos runs: sections written by hand beside the plots, appended as they are.
+KEPT_BY_HAND = ("positions.md", "odd-records.md", "state-and-keys.md")
 
 
 CLUSTER_RECORD = "spark-cluster.json"  # beside the plots: the last recorded run of the cluster kill test
