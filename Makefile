@@ -34,6 +34,7 @@ test-real: venv tools
 # The compatibility lane: the real-server suites on the older servers (Kafka 3.3.1, Cassandra 4.0.14), then
 # the Cassandra commit path on Cassandra 5.0 with Paxos v2 (docs/operations.md, "Supported versions").
 COMPAT_TESTS := tests/states tests/kafka tests/commands tests/schemaregistry tests/spark/test_real_servers.py \
+	tests/spark/test_state_refusals.py tests/spark/test_formats.py::test_json_null_and_byte_order_marks_on_a_real_kafka \
 	tests/service/test_secured.py::test_word_count_on_secured_servers_matches_the_ground_truth_across_a_sigkill
 PAXOS_TESTS  := tests/states/test_cassandra_paxos.py tests/states/test_backing_map_contract.py \
 	tests/states/test_txstate_contract.py tests/states/test_upsert_contract.py \
