@@ -279,6 +279,7 @@ class SparkExecutor:
             raise ValueError(f"commit of txid {batch.txid} given the result of txid {processed.txid}")
         try:
             with self._job(batch, "commit"):
+                self._create_tables(batch)
                 keys = sum(self._commit_sink(r, batch, processed.commit_partitions) for r in processed.sinks)
         finally:
             self._release(lambda txid, attempt: txid <= batch.txid)
@@ -561,6 +562,14 @@ class SparkExecutor:
         if not isinstance(c.sink, PartitionPersist):
             self._last_commit[c.sink.name] = batch.txid  # the cache files its next commit may trust
         return sum(row["keys"] for row in stats)
+
+    def _create_tables(self, batch: Batch) -> None:
+        """Create every sink's table (if absent) in a txid that may create them (none committed before it, or
+        none since a rewind emptied them), whatever it holds: a txid that reads nothing, or gives a sink no
+        key, is committed too, and no later txid may create a table (it would count as lost)."""
+        if self._committed_before(batch) == 0:
+            for c in self.sinks:
+                c.sink.factory.make_state(c.spec, committed_txid=0)
 
     def check_state(self, committed_txid: int, progress: Any) -> None:
         """Every sink's table is there if txids were committed into it since the tables were last emptied (a
