@@ -33,6 +33,12 @@ The coordinator reads and writes its progress only through this module. The docu
       {"ranges": [["events", 0, 100, 200]], "records": [["events", 0, 117, "transform",
                                                           "CAST_INVALID_INPUT", "..."]]}
 
+- ``tables/<where>`` (:data:`TABLES_NAMESPACE`), one per state table the pipeline created or found (``where``
+  as :meth:`states.factory.StateFactory.where` names it), with the txid that did: a recorded table that
+  is missing was lost, while one not recorded may still be created (a sink that has not had a txid yet)::
+
+      {"since_txid": 12}
+
 A txid at or below the marker is committed; a stored txid above it is frozen, not committed: its
 next attempt replays exactly its plan.
 """
@@ -51,6 +57,7 @@ COMMITTED_KEY = "coordinator"
 BATCHES_NAMESPACE = "batches"
 DEAD_LETTERS_NAMESPACE = "dead_letters"
 ISOLATED_NAMESPACE = "isolated"
+TABLES_NAMESPACE = "tables"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +149,14 @@ class ProgressLog:
                  if int(k.rsplit("/", 1)[1]) < txid - self.retention]
         if older:
             self._store.delete(older, epoch=self.epoch)
+
+    def tables(self) -> set[str]:
+        """The state tables recorded as created or found (by where they live)."""
+        return {k.split("/", 1)[1] for k in self._store.keys(f"{TABLES_NAMESPACE}/")}
+
+    def record_table(self, where: str, txid: int) -> None:
+        """Record (fenced) that the state table at ``where`` exists as of ``txid``: from now on it must stay."""
+        self._store.put(f"{TABLES_NAMESPACE}/{where}", {"since_txid": txid}, epoch=self.epoch)
 
     def state_reset_txid(self) -> int:
         """The txid of the last rewind that emptied the state tables (``--reset-state``); 0 when none did.

@@ -120,16 +120,23 @@ class StateFactory:
 
         return key_limits(RowLayout(spec))
 
+    def where(self, spec: MapSpec) -> str:
+        """Where ``spec``'s table lives, as messages and the progress log name it: ``keyspace.table`` or ``table``."""
+        return f"{self.cassandra.keyspace}.{spec.table}" if self.cassandra is not None else spec.table
+
+    def has_table(self, spec: MapSpec) -> bool:
+        """Whether ``spec``'s table exists now (the memory backend has no tables to lose: always)."""
+        if self.backend == "memory":
+            return True
+        from states.reader import open_reader
+
+        return bool(open_reader(self).column_types(spec.table))
+
     def check_table(self, spec: MapSpec, committed_txid: int) -> None:
         """Raise :class:`~states.errors.StateTableMissingError` if ``spec``'s table is missing though txid
         ``committed_txid`` (> 0) was committed into it; creates nothing (a pipeline's start checks this)."""
-        if committed_txid <= 0 or self.backend == "memory":
-            return
-        from states.reader import open_reader
-
-        if not open_reader(self).column_types(spec.table):
-            where = f"{self.cassandra.keyspace}.{spec.table}" if self.cassandra is not None else spec.table
-            raise StateTableMissingError(where, committed_txid)
+        if committed_txid > 0 and not self.has_table(spec):
+            raise StateTableMissingError(self.where(spec), committed_txid)
 
     def backing_map(self, spec: MapSpec, *, create: bool = True, committed_txid: int = 0) -> CasBackingMap[Any, Any]:
         """The storage of ``spec`` on this backend (every backend here supports compare-and-set).

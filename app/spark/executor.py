@@ -70,6 +70,7 @@ from app.spark import parallelism as parallelism_
 from app.spark.isolation import Isolation
 from app.spark.jvm import gateway, java_frame, java_session
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode, compile_sink, register_spec
+from app.spark.state_tables import StateTables
 from app.spark.tasks import (
     STATS_SCHEMA,
     CommitAggregates,
@@ -202,7 +203,7 @@ class SparkExecutor:
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
         self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
         self._last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit job finished
-        self._reset_txid: int | None = None  # the txid of the last rewind that emptied the tables, once read
+        self.tables = StateTables(self.sinks)  # which tables a txid may create, which must be there
 
     @property
     def problem(self) -> str | None:
@@ -279,7 +280,7 @@ class SparkExecutor:
             raise ValueError(f"commit of txid {batch.txid} given the result of txid {processed.txid}")
         try:
             with self._job(batch, "commit"):
-                self._create_tables(batch)
+                self.tables.create(batch)
                 keys = sum(self._commit_sink(r, batch, processed.commit_partitions) for r in processed.sinks)
         finally:
             self._release(lambda txid, attempt: txid <= batch.txid)
@@ -534,7 +535,7 @@ class SparkExecutor:
                 return 0
             assert c.aggregator is not None
             try:
-                state = SnapshottableMap(c.sink.factory.make_state(c.spec, committed_txid=self._committed_before(batch)))
+                state = SnapshottableMap(c.sink.factory.make_state(c.spec, committed_txid=self.tables.committed_into(c, batch)))
                 state.begin_commit(batch.txid)
                 state.update(combine_updater(c.aggregator, r.partial))
                 state.commit(batch.txid)
@@ -544,7 +545,7 @@ class SparkExecutor:
             return 1
         if not r.keys:
             return 0
-        committed = self._committed_before(batch)
+        committed = self.tables.committed_into(c, batch)
         if isinstance(c.sink, PartitionPersist):
             task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults,
                                     committed)
@@ -563,30 +564,10 @@ class SparkExecutor:
             self._last_commit[c.sink.name] = batch.txid  # the cache files its next commit may trust
         return sum(row["keys"] for row in stats)
 
-    def _create_tables(self, batch: Batch) -> None:
-        """Create every sink's table (if absent) in a txid that may create them (none committed before it, or
-        none since a rewind emptied them), whatever it holds: a txid that reads nothing, or gives a sink no
-        key, is committed too, and no later txid may create a table (it would count as lost)."""
-        if self._committed_before(batch) == 0:
-            for c in self.sinks:
-                c.sink.factory.make_state(c.spec, committed_txid=0)
-
     def check_state(self, committed_txid: int, progress: Any) -> None:
-        """Every sink's table is there if txids were committed into it since the tables were last emptied (a
-        rewind with ``--reset-state``): else :class:`~states.errors.StateTableMissingError`, naming the table and
-        ``committed_txid``. Checked before the first txid, so a pipeline with nothing new to read stops too."""
-        self._reset_txid = 0 if progress is None else progress.state_reset_txid()
-        if committed_txid <= self._reset_txid:
-            return
-        for c in self.sinks:
-            c.sink.factory.check_table(c.spec, committed_txid)
-
-    def _committed_before(self, batch: Batch) -> int:
-        """The last txid committed into the sinks' tables before ``batch`` (commits are in order): 0 when none,
-        or none since a rewind emptied them, so a table may be created only then (never again once lost)."""
-        if self._reset_txid is None:
-            self._reset_txid = 0 if batch.progress is None else batch.progress.state_reset_txid()
-        return 0 if batch.txid - 1 <= self._reset_txid else batch.txid - 1
+        """Every table that held committed state is there (see :mod:`app.spark.state_tables`); checked before the
+        first txid, so a pipeline with nothing new to read stops too."""
+        self.tables.check(committed_txid, progress)
 
     def _add_metrics(self, deltas: str) -> None:
         for attr, labels, delta in json.loads(deltas):

@@ -10,7 +10,7 @@ from cassandra.cluster import ResultSet
 from cassandra.query import PreparedStatement
 
 from states.cassandra.retry import Decision, decide
-from states.cassandra.schema import TableShape, ensure_table, table_exists
+from states.cassandra.schema import TableShape, ensure_table, schema_agreed, table_exists
 from states.cassandra.session import TUPLES, CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import resolve
@@ -81,8 +81,9 @@ class CassandraBackingMap:
     def refused(self, error: BaseException, key: Row | None = None) -> BaseException:
         """The typed error of a request the server refused as invalid (``InvalidRequest``): the table is gone
         (:class:`StateTableMissingError`; asked of the schema tables, never read from the message) or it
-        refused the row (:class:`RowRefusedError`). Any other error is returned as it is."""
-        if not isinstance(error, InvalidRequest):
+        refused the row (:class:`RowRefusedError`). Any other error is returned as it is, and so is this one while
+        the nodes disagree on the schema (a table still spreading to a node is no loss): it is retried."""
+        if not isinstance(error, InvalidRequest) or not schema_agreed(self.client):
             return error
         if not table_exists(self.client, self._shape, self.metrics):
             self.client.validated_tables.discard(self._shape)  # a later open checks again, and never creates it

@@ -93,6 +93,12 @@ def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetri
     client.validated_tables.add(shape)
 
 
+def schema_agreed(client: CassandraClient) -> bool:
+    """Whether every reachable node holds the same schema version now: until they do, a node may not know a
+    table yet (or still), and an answer about the table is no evidence of its loss."""
+    return bool(client.session.cluster.control_connection.wait_for_schema_agreement())
+
+
 def table_exists(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> bool:
     """Whether ``shape``'s table exists now (read from the schema tables, not from the driver's cache)."""
     return bool(_columns(client, shape, metrics))

@@ -115,3 +115,26 @@ def test_cassandra_refusing_a_row_is_a_typed_permanent_error(real: Any, key: str
         _commit(state, 2, [key])
     assert e.value.table == f"{real.keyspace}.word_counts"
     assert backing.multi_get([("a",)])[0].curr == 1
+
+
+@pytest.mark.real_cassandra
+def test_a_refusal_while_the_nodes_disagree_on_the_schema_stays_transient(real: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real Cassandra: while the nodes disagree on the schema, an "unconfigured table" refusal is no evidence
+    of a lost table (a node may not have it yet): the driver's InvalidRequest comes back as it is, to be retried,
+    neither StateTableMissingError nor RowRefusedError; once they agree it is the lost table it is."""
+    from cassandra import InvalidRequest
+
+    from states.cassandra import CassandraBackingMap, backing_map
+    from states.cassandra.session import shared_client
+
+    backing = CassandraBackingMap(real, SPEC)
+    state = OpaqueMap(backing)
+    _commit(state, 1, ["a"])
+    shared_client(real).session.execute(f"DROP TABLE {real.keyspace}.word_counts", timeout=60)
+    monkeypatch.setattr(backing_map, "schema_agreed", lambda client: False)
+    with pytest.raises(InvalidRequest):
+        backing.multi_get([("a",)])
+    monkeypatch.undo()
+    with pytest.raises(StateTableMissingError):
+        backing.multi_get([("a",)])

@@ -1,0 +1,74 @@
+"""Which state tables a txid may create, and which must be there: a lost table is never re-created empty.
+
+A table that the progress log records (:meth:`app.progress.ProgressLog.record_table`) held committed state,
+so finding it missing is :class:`~states.errors.StateTableMissingError`. A table not recorded has had no txid
+yet (a new pipeline, a sink added to an existing one, a sink no key has reached), so a txid creates it
+and records it before writing into it. A rewind with ``--reset-state`` empties the tables: until a txid
+commits after it, every table may be created again. A table made before tables were recorded is recorded
+when the pipeline starts and finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.batch import Batch
+from app.spark.plan import CompiledSink
+
+
+class StateTables:
+    """The executor's view of its sinks' tables: checked at start, created (and recorded) by the first txid."""
+
+    def __init__(self, sinks: Sequence[CompiledSink]) -> None:
+        self.sinks = sinks
+        self._reset_txid: int | None = None  # the txid of the last rewind that emptied the tables, once read
+        self._recorded: set[str] | None = None  # where the recorded tables live, once read
+
+    def check(self, committed_txid: int, progress: Any) -> None:
+        """Raise StateTableMissingError for a recorded table that is gone (``committed_txid`` committed into
+        it); record a table found but not recorded yet. Before the first txid, so an idle pipeline stops too."""
+        self._load(progress)
+        if progress is None or committed_txid <= self._reset():
+            return
+        for c in self.sinks:
+            factory, where = c.sink.factory, c.sink.factory.where(c.spec)
+            if where in self._tables():
+                factory.check_table(c.spec, committed_txid)
+            elif factory.backend != "memory" and factory.has_table(c.spec):
+                self._record(progress, where, committed_txid)
+
+    def committed_into(self, c: CompiledSink, batch: Batch) -> int:
+        """The last txid committed into ``c``'s table before ``batch``: 0 (it may be created) when the table is
+        not recorded, or when a rewind emptied the tables and no txid has committed since."""
+        self._load(batch.progress)
+        if batch.txid - 1 <= self._reset() or c.sink.factory.where(c.spec) not in self._tables():
+            return 0
+        return batch.txid - 1
+
+    def create(self, batch: Batch) -> None:
+        """Create (if absent) and record every table ``batch`` may create, whatever it holds: a txid that gives
+        a sink no key is committed too, and the table must be there for the txids after it."""
+        for c in self.sinks:
+            if self.committed_into(c, batch) == 0:
+                c.sink.factory.make_state(c.spec, committed_txid=0)
+                if batch.progress is not None and c.sink.factory.backend != "memory":
+                    self._record(batch.progress, c.sink.factory.where(c.spec), batch.txid)
+
+    def _record(self, progress: Any, where: str, txid: int) -> None:
+        if where not in self._tables():
+            progress.record_table(where, txid)
+            self._tables().add(where)
+
+    def _load(self, progress: Any) -> None:
+        if self._reset_txid is None or self._recorded is None:
+            self._reset_txid = 0 if progress is None else progress.state_reset_txid()
+            self._recorded = set() if progress is None else progress.tables()
+
+    def _reset(self) -> int:
+        assert self._reset_txid is not None
+        return self._reset_txid
+
+    def _tables(self) -> set[str]:
+        assert self._recorded is not None
+        return self._recorded
