@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             if refused is not None:
                 print(f"{args.command}: {refused.line}", file=sys.stderr)
                 return BAD_INPUT
+            wrong = _wrong_local_dc(args)
+            if wrong is not None:
+                print(f"{args.command}: {wrong}", file=sys.stderr)
+                return BAD_INPUT
             print(f"{args.command}: cannot reach a server: {describe(e)}", file=sys.stderr)
             return FAILED
         raise  # a bug: its traceback is the report
@@ -77,6 +81,21 @@ def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
         from app.commands.common import load_config
 
         return cassandra_tls_refusal(load_config(path).cassandra_settings())
+    except Exception:  # noqa: BLE001 - only for the message
+        return None
+
+
+def _wrong_local_dc(args: argparse.Namespace) -> str | None:
+    """Whether the config's ``cassandra.local_dc`` is a data centre the cluster does not have (then: one line)."""
+    from app.access import wrong_local_dc
+
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    try:
+        from app.commands.common import load_config
+
+        return wrong_local_dc(load_config(path).cassandra_settings())
     except Exception:  # noqa: BLE001 - only for the message
         return None
 

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.access import check_access
+from app.access import StartupError, check_access
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
 from app.coordinator import FATAL, Coordinator
@@ -63,8 +63,7 @@ WARM_RECORDS = 200  # per partition: what a standby's warm-up reads of the plan 
 ExecutorFactory = Callable[["SparkSession", Topology], BatchExecutor]
 
 
-class StartupError(Exception):
-    """The service cannot start (a port in use, ...): one line naming the setting, exit code 2."""
+__all__ = ["PipelineRunner", "Service", "StartupError"]
 
 
 class PipelineRunner:
@@ -145,6 +144,8 @@ class PipelineRunner:
     def _main(self) -> None:
         assert self._stop is not None
         try:
+            if self._stop.is_set():
+                return  # stopped before the first lease attempt: no lease is taken
             if not self.coordinator.start(self._stop, on_standby=self._standby):
                 return  # stopped while in standby
             self.leased, self.standby_since = True, None
@@ -238,9 +239,11 @@ class Service:
         self._install_signals()
         try:
             self._start_http()  # first: /healthz answers while Spark starts, and the port is ours
-            check_access(self.config, self.metrics)  # refused credentials or certificates: told in seconds, not after Spark
-            self._start_spark()
-            self._install_signals()  # PySpark replaced SIGINT's handler while starting
+            # refused credentials or certificates, a wrong setting, Cassandra away: told (or waited for) before Spark
+            check_access(self.config, self.metrics, self.stop)
+            if not self.stop.is_set():
+                self._start_spark()
+                self._install_signals()  # PySpark replaced SIGINT's handler while starting
             if not self.stop.is_set():
                 self._start_pipelines()
                 while not self.stop.wait(0.2):
@@ -249,12 +252,13 @@ class Service:
                         break
         except StartupError as e:
             log.error("start-up failed: %s", e)
-            self._exit_code = BAD_INPUT
+            self._exit_code = e.exit_code
             self._on_fatal()
         except Exception as e:
             refused = refusal(e, cassandra_role=self.config.cassandra.username if self.config.cassandra else None)
-            if refused is None:
-                log.exception("start-up failed")
+            if refused is None:  # one line; the traceback for whoever runs with --debug
+                log.error("start-up failed: %s", describe(e))
+                log.debug("start-up failed: the traceback", exc_info=True)
             else:  # a credential, grant or certificate a server refused (app.access): one line, no traceback
                 log.error("start-up failed: %s", refused.line)
                 self._exit_code = BAD_INPUT
@@ -320,6 +324,8 @@ class Service:
     def _start_pipelines(self) -> None:
         make = self._executor_factory or _spark_executor
         for p in self.config.pipelines:
+            if self.stop.is_set():
+                return  # a signal while starting: no lease is taken
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
             compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
             assert self.spark is not None
@@ -330,7 +336,8 @@ class Service:
                      ",".join(p.spout.topics) or f"/{p.spout.topic_pattern}/", p.state.backend,
                      compiled.topology.sinks[0][1].name, p.state.kind.value, compiled.coordinator.owner)
         for r in self.runners:
-            r.start(self.stop, self._on_pipeline_failed)
+            if not self.stop.is_set():
+                r.start(self.stop, self._on_pipeline_failed)
 
     def _on_pipeline_failed(self) -> None:
         """A pipeline stopped for good: the exit code will say so; ``on_pipeline_failure`` decides about the others."""

@@ -14,13 +14,14 @@ SUMMARY = "run the pipelines of a config until SIGTERM/SIGINT"
 def add(sub: Any) -> None:
     p = parser(sub, "run", SUMMARY, "python -m app run --config examples/wordcount.yaml")
     add_config(p)
+    p.add_argument("--debug", action="store_true", help="log at DEBUG (a start-up error's traceback included)")
     p.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     compile_all(config, args.config)  # a pipeline that does not compile is a config error, before Spark starts
-    logging.basicConfig(level=config.service.log_level, format=LOG_FORMAT)
+    logging.basicConfig(level="DEBUG" if args.debug else config.service.log_level, format=LOG_FORMAT)
     from app.service import Service
 
     return Service(config).run()
