@@ -82,6 +82,7 @@ class PipelineRunner:
         self.error: BaseException | None = None
         self._metrics = metrics
         self._wall_clock = time.time
+        self._problem_since: float | None = None  # when the current source problem was first seen
         metrics.set_pipeline_state(self.id, "standby")  # every state's series exists from the start
         metrics.precreate_failures(self.id)
         self.loop_done = threading.Event()
@@ -128,8 +129,14 @@ class PipelineRunner:
         if self.error is not None:
             error = c.stopped_by.reason if c.stopped_by is not None else describe(self.error)
         failing = None if c.degraded is None else (c.degraded.reason, c.degraded.since)
-        h = assess(active=self.role == "active", error=error, failing=failing, source_problem=c.source_problem,
-                   progress_age_s=age, window_s=window_s, now=self._wall_clock())
+        problem = c.source_problem
+        if problem is None:
+            self._problem_since = None
+        elif self._problem_since is None:
+            self._problem_since = self._wall_clock()  # first seen now: /readyz says since when
+        h = assess(active=self.role == "active", error=error, failing=failing, source_problem=problem,
+                   progress_age_s=age, window_s=window_s, now=self._wall_clock(),
+                   source_problem_since=self._problem_since)
         self._metrics.set_pipeline_state(self.id, h.state.value)
         return h
 

@@ -95,3 +95,36 @@ def test_a_creatable_sqlite_path_passes(tmp_path: Path, name: str) -> None:
 
     assert sqlite_path_problem(str(tmp_path / name)) is None
     assert sqlite_path_problem(str(tmp_path)) is not None  # a directory
+
+
+def test_sigterm_while_waiting_for_cassandra_exits_0_without_spark(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.firsthour.startup import ROOT
+
+    config = _config(tmp_path, state={"backend": "cassandra", "table": "wc"},
+                     cassandra={"contact_points": ["127.0.0.1"], "port": closed_port(), "connect_timeout_s": 1})
+    proc = subprocess.Popen([sys.executable, "-m", "app", "run", "--config", str(config)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "does not answer" in line or SPARK in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        rest, _ = proc.communicate(timeout=60)
+        lines.append(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(lines)
+    assert proc.returncode == 0 and time.monotonic() - t0 < 10, out
+    assert SPARK not in out and "Traceback" not in out, out
