@@ -73,6 +73,7 @@ def main(args: argparse.Namespace) -> int:
     from app.config import spout_config
 
     with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
+        _refuse_missing_topics(pipeline, kafka)
         audit = rewind(compiled, kafka, target, owner=args.owner, reset_state=args.reset_state)
     moved = ", ".join(f"{p} {audit['from'].get(p, '-')} -> {o}" for p, o in sorted(audit["to_offsets"].items()))
     print(f"pipeline {pipeline.id}: rewound as txid {audit['txid']}: {moved}")
@@ -168,6 +169,19 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
     finally:
         if done or not started:
             store.release_lease(owner, epoch)
+
+
+def _refuse_missing_topics(pipeline: Any, kafka: KafkaOffsets) -> None:
+    """A rewind onto a topic the cluster does not have would commit a txid that reads nothing: refused (exit 2)."""
+    try:
+        found = {p.topic for p in kafka.partitions()}
+    except Exception as e:  # noqa: BLE001 - Kafka could not answer: nothing was written yet
+        raise CommandError(f"cannot read the topics from Kafka: {kafka_reason(e)}", FAILED) from None
+    missing = [t for t in pipeline.spout.topics if t not in found]
+    if missing or not found:
+        named = ", ".join(missing) or f"/{pipeline.spout.topic_pattern}/"
+        raise CommandError(f"pipeline {pipeline.id!r}: topic {named} does not exist on the cluster: nothing to "
+                           "rewind (a misspelled topic, or not created yet: python -m app topics apply)", BAD_INPUT)
 
 
 def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partition, int]) -> dict[Partition, int]:
