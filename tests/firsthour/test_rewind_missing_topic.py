@@ -7,7 +7,7 @@ from pathlib import Path
 from app.config import compile_pipeline, load
 from app.progress import read_progress
 from tests.commands.helpers import cli, forget_opened, write_config
-from tests.kafka.fixtures import MockKafkaCluster, kafka_cluster, unique_topic  # noqa: F401  (fixture)
+from tests.kafka.fixtures import MockKafkaCluster, unique_topic
 
 
 def test_rewind_of_a_missing_topic_is_refused_and_commits_nothing(kafka_cluster: MockKafkaCluster,
