@@ -83,6 +83,7 @@ class PipelineRunner:
         self._metrics = metrics
         self._wall_clock = time.time
         self._problem_since: float | None = None  # when the current source problem was first seen
+        self._bad_seen: dict[str, int] = {}  # bad records by action at the last commit line
         metrics.set_pipeline_state(self.id, "standby")  # every state's series exists from the start
         metrics.precreate_failures(self.id)
         self.loop_done = threading.Event()
@@ -222,8 +223,23 @@ class PipelineRunner:
     def _committed(self, seconds: float) -> None:
         self._progressed()
         c = self.coordinator
-        log.info("pipeline %s committed txid %d: %d records, %d keys, %.0f ms", self.id, c.committed_txid,
-                 c.last_stats.records, c.last_stats.keys_updated, seconds * 1000)
+        bad = self._bad_records_so_far()
+        skipped, dead = (bad.get(a, 0) - self._bad_seen.get(a, 0) for a in ("skip", "dead_letter"))
+        self._bad_seen = bad
+        records = c.last_stats.records
+        log.info("pipeline %s committed txid %d: %d records (%d counted, %d skipped, %d dead-lettered), %d keys, "
+                 "%.0f ms", self.id, c.committed_txid, records, max(0, records - skipped - dead), skipped, dead,
+                 c.last_stats.keys_updated, seconds * 1000)
+
+    def _bad_records_so_far(self) -> dict[str, int]:
+        """This pipeline's bad records by action, as counted by ``trident_bad_records_total`` (once per txid)."""
+        out: dict[str, int] = {}
+        for metric in self._metrics.bad_records.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total") and sample.labels.get("pipeline") == self.id:
+                    action = sample.labels["action"]
+                    out[action] = out.get(action, 0) + int(sample.value)
+        return out
 
 
 class Service:
