@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 from app.access import StartupError, check_access
 from app.batch import BatchExecutor, WarmsUp
-from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
+from app.config import CompiledPipeline, ServiceConfig, compile_pipeline, spout_config
 from app.coordinator import FATAL, Coordinator
 from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
+from app.kafka_watch import KafkaWatch
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
 from app.pod_resources import sized_spark
@@ -70,8 +71,9 @@ class PipelineRunner:
     """One pipeline's coordinator loop, in its own thread, with the status ``/readyz`` reports."""
 
     def __init__(self, compiled: CompiledPipeline, executor: BatchExecutor, *, metrics: Metrics = METRICS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, kafka_watch: KafkaWatch | None = None) -> None:
         self.compiled, self._clock = compiled, clock
+        self.kafka_watch = kafka_watch  # asks Kafka on its own: an outage shows while a txid still waits on it
         self.id = compiled.id
         cfg = compiled.coordinator
         self.coordinator = Coordinator(self.id, compiled.topology.source(), executor, compiled.store(), cfg,
@@ -94,6 +96,8 @@ class PipelineRunner:
     def start(self, stop: threading.Event, on_fatal: Callable[[], None]) -> None:
         """Run the loop until ``stop``; ``on_fatal`` is called (from the loop's thread) if a permanent failure stops it."""
         self._stop, self._on_fatal = stop, on_fatal
+        if self.kafka_watch is not None:
+            self.kafka_watch.start(stop)
         self.thread.start()
 
     @property
@@ -130,11 +134,14 @@ class PipelineRunner:
         if self.error is not None:
             error = c.stopped_by.reason if c.stopped_by is not None else describe(self.error)
         failing = None if c.degraded is None else (c.degraded.reason, c.degraded.since)
-        problem = c.source_problem
+        problem, since = c.source_problem, None
+        watch = self.kafka_watch
+        if problem is None and watch is not None and watch.problem is not None:
+            problem, since = watch.problem, watch.since
         if problem is None:
             self._problem_since = None
         elif self._problem_since is None:
-            self._problem_since = self._wall_clock()  # first seen now: /readyz says since when
+            self._problem_since = since or self._wall_clock()  # first seen now: /readyz says since when
         h = assess(active=self.role == "active", error=error, failing=failing, source_problem=problem,
                    progress_age_s=age, window_s=window_s, now=self._wall_clock(),
                    source_problem_since=self._problem_since)
@@ -353,7 +360,8 @@ class Service:
             compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
             assert self.spark is not None
             executor = make(self.spark, compiled.topology)
-            runner = PipelineRunner(compiled, executor, metrics=self.metrics)
+            watch = KafkaWatch(spout_config(self.config, p), p.id)
+            runner = PipelineRunner(compiled, executor, metrics=self.metrics, kafka_watch=watch)
             self.runners.append(runner)
             log.info("pipeline %s: %s -> %s table %s (%s state), owner %s", p.id,
                      ",".join(p.spout.topics) or f"/{p.spout.topic_pattern}/", p.state.backend,
