@@ -262,6 +262,8 @@ class Service:
         self.runners: list[PipelineRunner] = []
         self.http: HttpServer | None = None
         self.spark: SparkSession | None = None
+        self.phase = "checking the servers"  # what start-up is doing, for /readyz until the pipelines run
+        self._began = time.time()
 
     # -- the whole lifecycle ------------------------------------------------------------------
 
@@ -272,9 +274,11 @@ class Service:
             # refused credentials or certificates, a wrong setting, Cassandra away: told (or waited for) before Spark
             check_access(self.config, self.metrics, self.stop)
             if not self.stop.is_set():
+                self.phase = "starting Spark"
                 self._start_spark()
                 self._install_signals()  # PySpark replaced SIGINT's handler while starting
             if not self.stop.is_set():
+                self.phase = "starting the pipelines"
                 self._start_pipelines()
                 while not self.stop.wait(0.2):
                     if self.runners and all(r.loop_done.is_set() for r in self.runners):
@@ -303,6 +307,10 @@ class Service:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         window = self.config.service.ready_window_s
         pipelines = {r.id: r.status(window) for r in self.runners}
+        for p in self.config.pipelines:  # not running yet: listed from the start, with what the service is doing
+            pipelines.setdefault(p.id, {"ready": False, "state": "starting", "reason": self.phase, "since": self._began,
+                                        "role": "starting", "lease_held": False, "committed_txid": None,
+                                        "seconds_since_progress": None, "error": None})
         standby_ok = self.config.service.standby_ready  # a standby is ready to take over
         ready = bool(pipelines) and not self.stop.is_set() and all(
             p["ready"] or (standby_ok and p["state"] == "standby") for p in pipelines.values())
