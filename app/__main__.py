@@ -21,7 +21,6 @@ import sys
 
 from app.commands import modules
 from app.commands.common import BAD_INPUT, FAILED, CommandError
-from app.failures import describe, refusal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.command}: {e}", file=sys.stderr)
         return e.code
     except Exception as e:
+        from app.failures import describe, refusal
+
         refused = refusal(e, cassandra_role=_cassandra_role(args))
         if refused is not None:
             print(f"{args.command}: {refused.line}", file=sys.stderr)
