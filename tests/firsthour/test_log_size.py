@@ -1,7 +1,8 @@
-"""A run with 1% bad records logs about as much as a clean run: no stack trace per bad record.
+"""A run with 1% bad records logs no stack trace per bad record: a few hundred bytes each, at most.
 
 The same 5,000 records twice, once clean and once with every 100th not a number (a transform fails on it,
-``errors: skip``); the service's whole output (stdout and stderr, Spark's included) is measured.
+``errors: skip``); the service's whole output (stdout and stderr, Spark's included) is measured. PySpark
+used to log each captured SQL error with its JVM stack trace (~16 KB a record).
 """
 
 from __future__ import annotations
@@ -63,12 +64,16 @@ def _stored(db: Path) -> int:
         return 0
 
 
-def test_one_percent_bad_logs_within_twice_a_clean_run(kafka: MockKafkaCluster, tmp_path: Path) -> None:
+PER_BAD_RECORD = 400  # bytes of log a bad record may add, on average (its line, its share of the txid's summary)
+
+
+def test_one_percent_bad_logs_no_stack_trace_per_record(kafka: MockKafkaCluster, tmp_path: Path) -> None:
     clean, _ = _run(kafka, tmp_path, "clean", bad=False)
     dirty, text = _run(kafka, tmp_path, "dirty", bad=True)
-    print(f"log bytes: clean {clean}, 1% bad {dirty} ({dirty / clean:.2f}x)")
-    assert "Traceback" not in text, text[-5000:]
-    assert dirty <= 2 * clean, f"clean {clean} B, 1% bad {dirty} B:\n{text[-5000:]}"
+    bad = RECORDS // BAD_EVERY
+    print(f"log bytes: clean {clean}, 1% bad {dirty} ({dirty / clean:.2f}x, {(dirty - clean) / bad:.0f} B a bad record)")
+    assert "Traceback" not in text and "at org.apache.spark" not in text, text[-5000:]
+    assert dirty - clean <= PER_BAD_RECORD * bad, f"clean {clean} B, 1% bad {dirty} B:\n{text[-5000:]}"
     # the commit lines tell the skipped records apart from the counted ones
     commits = re.findall(r"committed txid \d+: (\d+) records \((\d+) counted, (\d+) skipped, (\d+) dead-lettered\)",
                          text)
