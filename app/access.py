@@ -118,7 +118,10 @@ def _connect(config: ServiceConfig, settings: Any, stop: threading.Event | None)
     limit = None if any(x is None for x in limits) else min(x for x in limits if x is not None)
     began, attempt = time.monotonic(), 0
     where = ",".join(f"{h}:{settings.port}" for h in settings.contact_points)
+    driver = logging.getLogger("cassandra.cluster")
     while True:
+        level = driver.level
+        driver.setLevel(logging.CRITICAL)  # its lines of a failed attempt: the warning below says it once
         try:
             return shared_client(settings)  # connected once: the later claims reuse the session
         except Exception as e:
@@ -144,6 +147,8 @@ def _connect(config: ServiceConfig, settings: Any, stop: threading.Event | None)
                 return None
             if stop is None:
                 time.sleep(wait)
+        finally:
+            driver.setLevel(level)
 
 
 def wrong_local_dc(settings: Any) -> str | None:

@@ -49,6 +49,7 @@ def test_cassandra_away_is_waited_for_then_exit_1_before_spark(tmp_path: Path) -
     _one_line_before_spark(r, 1, f"127.0.0.1:{port}", "outage_limit_s")
     waits = lines_with(r.stderr, "does not answer")
     assert len(waits) >= 2 and all("WARNING" in w for w in waits), r.stderr
+    assert lines_with(r.stderr, "cassandra.") == [], r.stderr  # the driver's own lines of each attempt: not shown
 
 
 def test_wrong_local_dc_is_named_with_the_clusters_data_centres(tmp_path: Path) -> None:
