@@ -11,7 +11,8 @@
 Exit codes: 0 success; 1 a failed run, operation or demo mismatch (a server that cannot be reached
 included); 2 a bad config or bad arguments, or credentials, grants or a certificate a server refused;
 3 refused (unsafe change, lease held, confirmation missing); 4 partly done (the cluster could not
-answer part of it). A server's error is one line on stderr, never a traceback.
+answer part of it). A server's error is one line on stderr, never a traceback; so is any other error
+(``python -m app --debug COMMAND ...`` shows its traceback).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from app.commands.common import BAD_INPUT, FAILED, CommandError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", dest="traceback", action="store_true",
+                        help="an unexpected error's traceback instead of its one line (before the command)")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in modules():
         module.add(sub)  # type: ignore[attr-defined]
@@ -57,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
                 return BAD_INPUT
             print(f"{args.command}: cannot reach a server: {describe(e)}", file=sys.stderr)
             return FAILED
-        raise  # a bug: its traceback is the report
+        if args.traceback:
+            raise  # a bug: its traceback is the report
+        print(f"{args.command}: failed: {describe(e)} (python -m app --debug {args.command} ... shows where)",
+              file=sys.stderr)
+        return FAILED
 
 
 def _unreachable(e: BaseException) -> bool:

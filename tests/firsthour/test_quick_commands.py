@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.firsthour.startup import ROOT
 
 HEAVY = ("pyspark", "app.config", "pandas", "pyarrow", "sqlglot", "pydantic", "cassandra", "spouts.kafka")
@@ -31,3 +33,21 @@ def test_the_command_line_is_built_without_heavy_imports() -> None:
     loaded = [m for m in json.loads(r.stdout) if m.split(".")[0] in {h.split(".")[0] for h in HEAVY}
               and any(m == h or m.startswith(h + ".") for h in HEAVY)]
     assert loaded == [], loaded
+
+
+
+def _broken(args: object) -> int:
+    raise RuntimeError("something no check foresaw")
+
+
+def test_an_unexpected_error_is_one_line_and_its_traceback_only_with_debug(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from app import __main__ as cli
+    from app.commands import validate
+
+    monkeypatch.setattr(validate, "main", _broken)
+    assert cli.main(["validate", "--config", "x.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RuntimeError: something no check foresaw" in err and "--debug" in err, err
+    with pytest.raises(RuntimeError):
+        cli.main(["--debug", "validate", "--config", "x.yaml"])
