@@ -3,9 +3,11 @@
 Lifecycle of the process:
 
 1. Install SIGTERM/SIGINT handlers (a signal during start-up still exits cleanly) and serve
-   ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); check that Kafka and Cassandra accept
-   the service's principals (:mod:`app.access`: a refusal exits 2 at once); start Spark, then install
-   the handlers again (PySpark replaces SIGINT's handler while it starts).
+   ``/metrics``, ``/healthz`` and ``/readyz`` (every pipeline ``starting``); check that Kafka and
+   Cassandra accept the service's principals and settings (:mod:`app.access`: a refusal or a wrong
+   setting exits 2 at once, in one line; Cassandra away is waited for, under ``outage_limit_s``); start
+   Spark, then install the handlers again (PySpark replaces SIGINT's handler while it starts). A signal
+   before the pipelines start exits 0 without taking a lease.
 2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
    over a Spark executor and run it in its own thread: it takes the lease, or waits as a standby
    (not ready, ``role: standby``) while another instance holds it, and takes over when that lease
@@ -24,7 +26,8 @@ counts it by reason. What happens next is ``service.on_pipeline_failure``: ``iso
 default) lets the other pipelines go on and the process exits once every pipeline has stopped;
 ``exit`` stops every pipeline at once, as a process with one pipeline would. Either way the exit
 code is the failed pipelines' highest (1, or 2 for configuration), also after a later signal, so
-the orchestrator restarts the pod; a start-up error (e.g. the HTTP port in use) exits 2. Transient
+the orchestrator restarts the pod; a start-up error (e.g. the HTTP port in use) exits 2, any other
+error at start 1, each in one line (its traceback at DEBUG: ``run --debug``). Transient
 failures keep the process alive and ``/readyz`` says ``degraded`` (:mod:`app.health`).
 """
 
