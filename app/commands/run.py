@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
-from app.commands.common import LOG_FORMAT, add_config, compile_all, load_config, parser
-
-#: Libraries whose start-up and connection chatter the service says in its own lines (shown with --debug):
-#: the Cassandra driver's protocol negotiation and data-centre choice, py4j's connection closes.
-QUIET_UNLESS_DEBUG = {"cassandra": logging.ERROR, "py4j": logging.WARNING}
+from app.commands.common import add_config, compile_all, load_config, parser
 
 SUMMARY = "run the pipelines of a config until SIGTERM/SIGINT"
 
@@ -25,10 +20,9 @@ def add(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     compile_all(config, args.config)  # a pipeline that does not compile is a config error, before Spark starts
-    logging.basicConfig(level="DEBUG" if args.debug else config.service.log_level, format=LOG_FORMAT)
-    if not args.debug:
-        for name, level in QUIET_UNLESS_DEBUG.items():
-            logging.getLogger(name).setLevel(level)
+    from app.logs import configure
+
+    configure(config.service.log_level, debug=args.debug)
     from app.service import Service
 
     return Service(config).run()
