@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.firsthour.startup import app, closed_port, lines_with, real_cassandra, real_kafka, unique
+from tests.newuser.startup import app, closed_port, lines_with, real_cassandra, real_kafka, unique
 from tests.service.helpers import free_port, word_count_config
 
 SPARK = "starting Spark"
@@ -105,7 +105,7 @@ def test_sigterm_while_waiting_for_cassandra_exits_0_without_spark(tmp_path: Pat
     import sys
     import time
 
-    from tests.firsthour.startup import ROOT
+    from tests.newuser.startup import ROOT
 
     config = _config(tmp_path, state={"backend": "cassandra", "table": "wc"},
                      cassandra={"contact_points": ["127.0.0.1"], "port": closed_port(), "connect_timeout_s": 1})

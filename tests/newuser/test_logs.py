@@ -14,7 +14,7 @@ def test_a_pipelines_lines_name_it() -> None:
     handler = logging.StreamHandler(out)
     handler.setFormatter(logging.Formatter("%(message)s"))
     handler.addFilter(NamesItsPipeline())
-    logger = logging.getLogger("tests.firsthour.names")
+    logger = logging.getLogger("tests.newuser.names")
     logger.addHandler(handler)
     logger.propagate = False
     logger.setLevel(logging.INFO)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.firsthour.startup import ROOT
+from tests.newuser.startup import ROOT
 
 HEAVY = ("pyspark", "app.config", "pandas", "pyarrow", "sqlglot", "pydantic", "cassandra", "spouts.kafka")
 

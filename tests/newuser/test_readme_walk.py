@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.firsthour.startup import ROOT, real_cassandra, real_kafka, unique
+from tests.newuser.startup import ROOT, real_cassandra, real_kafka, unique
 from tests.service.helpers import free_port
 
 pytestmark = pytest.mark.slow

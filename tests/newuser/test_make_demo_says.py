@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.firsthour.startup import ROOT
+from tests.newuser.startup import ROOT
 
 
 def test_make_demo_names_each_install_step_before_it_runs() -> None:
