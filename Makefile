@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools docs demo test test-real test-compat test-fast bench lint clean chaos chaos-short chaos-short-real
+.PHONY: venv tools docs demo test test-real test-compat test-fast fuzz bench lint clean chaos chaos-short chaos-short-real
 
 venv: $(STAMP)
 
@@ -40,6 +40,7 @@ test-real: venv tools
 # The compatibility lane: the real-server suites on the older servers (Kafka 3.3.1, Cassandra 4.0.14), then
 # the Cassandra commit path on Cassandra 5.0 with Paxos v2 (docs/operations.md, "Supported versions").
 COMPAT_TESTS := tests/states tests/kafka tests/commands tests/schemaregistry tests/spark/test_real_servers.py \
+	tests/spark/test_state_refusals.py tests/spark/test_formats.py::test_json_null_and_byte_order_marks_on_a_real_kafka \
 	tests/service/test_secured.py::test_word_count_on_secured_servers_matches_the_ground_truth_across_a_sigkill
 PAXOS_TESTS  := tests/states/test_cassandra_paxos.py tests/states/test_backing_map_contract.py \
 	tests/states/test_txstate_contract.py tests/states/test_upsert_contract.py \
@@ -51,6 +52,12 @@ test-compat: venv tools
 
 test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest -m "not slow"
+
+# The record decoders' fuzz tests with a bigger budget, unseeded (minutes rather than seconds): every value of
+# every format decodes or is a bad record with a reason, judged alike alone and in a batch, in a process that may crash.
+FUZZ_EXAMPLES ?= 2000
+fuzz: venv
+	DECODER_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/kafka/formats/test_fuzz.py -k "values_decode"
 
 # ruff (style, imports, likely bugs, private access) and mypy (strict everywhere); config in pyproject.toml
 # the guide's field tables and the JSON Schema exports, written from the config models (tests fail when stale)

@@ -86,6 +86,16 @@ class BatchExecutor(Protocol):
 
 
 @runtime_checkable
+class ChecksState(Protocol):
+    """An executor that checks, before a pipeline's first txid, that the states it writes are all there."""
+
+    def check_state(self, committed_txid: int, progress: Any) -> None:
+        """Raise a permanent state error (a table gone though ``committed_txid`` was committed into it);
+        ``progress``: the coordinator's ProgressLog (None: no rewind to ask about)."""
+        ...
+
+
+@runtime_checkable
 class RunsTopology(Protocol):
     """An executor built from a topology: the topology's error policy says what its bad records do."""
 

@@ -28,7 +28,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from app.batch import Batch, BatchExecutor, BatchStatus, CommitStats, FindsBadRecords, Reports, RunsTopology
+from app.batch import (
+    Batch,
+    BatchExecutor,
+    BatchStatus,
+    ChecksState,
+    CommitStats,
+    FindsBadRecords,
+    Reports,
+    RunsTopology,
+)
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.errors import MissingBatchMetadataError
 from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, deterministic_spark_error, error_key
@@ -40,7 +49,8 @@ from app.progress import ProgressLog, StoredBatch
 from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import ArrowSpout, PartitionedSpout, SpoutKind
+from spouts.protocols import ArrowSpout, PartitionedSpout, ReportsDataLoss, SpoutKind
+from spouts.typed_failures import typed_read_failure
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, Json, LeaseInfo
 
@@ -112,6 +122,7 @@ class Coordinator:
         self._lease: LeaseKeeper | None = None
         self._progress: ProgressLog | None = None
         self.committed_txid = 0
+        self._state_checked = False
         self.last_stats = CommitStats()
         self.degraded: Degraded | None = None  # set while failures repeat; cleared by a commit or an idle step
         self.stopped_by: Decision | None = None  # the permanent decision that stopped the pipeline
@@ -204,6 +215,9 @@ class Coordinator:
         """Fill the pipeline, then finish the oldest txid."""
         self._check_lease()
         try:
+            if not self._state_checked and isinstance(self.executor, ChecksState):  # a lost table: before any txid
+                self.executor.check_state(self.committed_txid, self._progress)
+            self._state_checked = True
             self._fill()
             if not self._inflight:
                 self._healthy()
@@ -361,37 +375,23 @@ class Coordinator:
             reason = f"transactional spout stalled: txid {txid} keeps its ranges and waits ({reason})"
             log.warning("topology %s: %s", self.topology_id, reason)
         self.degraded = Degraded(reason, since, failures)
-        log.warning("txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s (failure %d in a "
-                    "row)", txid, attempt, describe(error), decision.retry_in_s, failures)
+        log.warning("topology %s: txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s "
+                    "(failure %d in a row)", self.topology_id, txid, attempt, describe(error), decision.retry_in_s,
+                    failures)
         return decision, error
 
     def _as_the_source_says(self, error: Exception, batch: Batch) -> Exception:
-        """For a failure that reached the driver only as a Spark task's text, the typed error reading ``batch``'s
-        first range here raises (a refused read, a partition away); else ``error`` itself.
-
-        A spout error raised in a task crosses Spark as text only, and text decides nothing: the read is asked
-        again on this machine, where the spout's own error is raised with its type.
-        """
+        """For a failure that reached the driver only as a Spark task's text, the typed error the source raises
+        here when one range of each of ``batch``'s topics is read (:mod:`spouts.typed_failures`); else ``error``."""
         if isinstance(error, (SpoutError, *FATAL)) or deterministic_spark_error(error) is not None \
                 or not isinstance(self.spout, ArrowSpout):
             return error
-        first = next((m for m in batch.plan if not m.empty), None)
-        if first is None:
+        typed = typed_read_failure(self.spout, batch.plan)
+        if typed is None:
             return error
-        records = self.spout.read_arrow(first, batch_size=1, on_bad=lambda _: None)
-        try:
-            next(iter(records), None)
-        except SpoutError as typed:
-            log.warning("topology %s: txid %d failed (%s, its text only); reading its first range here: %s",
-                        self.topology_id, batch.txid, type(error).__name__, typed)
-            return typed
-        except Exception:  # noqa: BLE001 - the read here says nothing typed: the failure stays as it came
-            return error
-        finally:
-            close = getattr(records, "close", None)
-            if callable(close):
-                close()
-        return error
+        log.warning("topology %s: txid %d failed (%s, its text only); reading its ranges here: %s",
+                    self.topology_id, batch.txid, type(error).__name__, typed)
+        return typed
 
     @property
     def source_problem(self) -> str | None:
@@ -401,6 +401,11 @@ class Coordinator:
             if isinstance(part, Reports) and isinstance(part.problem, str):
                 return part.problem
         return None
+
+    @property
+    def last_data_loss(self) -> str | None:
+        """The last data loss the spout skipped under policy ``skip`` (what, where, when), if any: for /readyz."""
+        return self._emitter.last_data_loss if isinstance(self._emitter, ReportsDataLoss) else None
 
     def _healthy(self) -> None:
         if self.degraded is not None:

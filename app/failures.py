@@ -149,13 +149,29 @@ def fatal_cause(e: BaseException) -> str:
         return "stale_batch"
     if isinstance(e, app_errors.BadRecordsGoneError):
         return "data_loss"
+    if isinstance(e, state_errors.RowRefusedError):  # a row no retry can store
+        return "bad_record"
     return "unexpected"
 
 
 def describe(e: BaseException) -> str:
-    """``Type: message`` on one line, cut to a readable length (Spark's messages carry whole stack traces)."""
-    text = " ".join(str(e).split())
+    """``Type: message`` on one line, cut to a readable length. A message carrying a Python traceback (a failed
+    Spark task's carries its worker's) keeps its first line and the traceback's own error line, not the frames."""
+    text = _condensed(str(e))
     return f"{type(e).__name__}: {text[:400]}{'...' if len(text) > 400 else ''}"
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _condensed(text: str) -> str:
+    """``text`` on one line; of a traceback in it, only the error line after its frames (for people to read)."""
+    if _TRACEBACK not in text:
+        return " ".join(text.split())
+    head, _, frames = text.partition(_TRACEBACK)
+    first = head.strip().splitlines()[0] if head.strip() else ""
+    error = next((line for line in frames.splitlines()[1:] if line.strip() and not line[0].isspace()), "")
+    return " ".join(f"{first} {error}".split())
 
 
 def error_key(e: BaseException) -> str:

@@ -143,6 +143,11 @@ class ProgressLog:
         if older:
             self._store.delete(older, epoch=self.epoch)
 
+    def state_reset_txid(self) -> int:
+        """The txid of the last rewind that emptied the state tables (``--reset-state``); 0 when none did.
+        Until a txid is committed after it, the tables hold nothing and may be created."""
+        return state_reset_txid(self._store)
+
     def batch_txids(self) -> list[int]:
         """The txids with stored plans, ascending."""
         return self._batches.txids
@@ -190,3 +195,8 @@ def record_rewind(store: TransactionalStateStore, *, epoch: int, txid: int, audi
 def read_rewinds(store: TransactionalStateStore) -> list[dict[str, Any]]:
     """Every rewind's audit line, oldest first."""
     return [dict(store.get(k) or {}) for k in store.keys(f"{REWINDS_NAMESPACE}/")]
+
+
+def state_reset_txid(store: TransactionalStateStore) -> int:
+    """The txid of the last completed rewind with ``--reset-state`` (0: none)."""
+    return max((int(a["txid"]) for a in read_rewinds(store) if a.get("reset_state") and a.get("done")), default=0)

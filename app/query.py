@@ -32,7 +32,7 @@ def query(sink: Sink, keys: Sequence[Any] | None = None, *, spec: MapSpec | None
     A global aggregate (no group-by) takes no keys and returns its single value.
     """
     spec = spec or registered_spec(sink) or stored_spec(sink)
-    state = sink.factory.make_state(spec)
+    state = sink.factory.make_state(spec, create=False)  # a reader never creates a table (nor again a lost one)
     if isinstance(sink, PersistentAggregate) and sink.is_global:
         if keys is not None:
             raise ValueError(f"sink {sink.name!r} is a global aggregate: query it without keys")

@@ -155,7 +155,7 @@ class PipelineRunner:
         age = None if self.last_progress is None else self._clock() - self.last_progress
         h = self.health(window_s)
         return {"ready": h.ready, **h.to_json(), "role": self.role, "lease_held": self.leased,
-                "committed_txid": self.coordinator.committed_txid,
+                "committed_txid": self.coordinator.committed_txid, "data_loss": self.coordinator.last_data_loss,
                 "seconds_since_progress": None if age is None else round(age, 3),
                 "error": h.reason if h.state.value == "failed" else None}
 

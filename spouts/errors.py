@@ -51,6 +51,21 @@ class DataLossError(SpoutError):
         )
 
 
+class LogRestartedError(DataLossError):
+    """A partition's log now ends below the position the pipeline stored for it: the topic was deleted and
+    re-created, or its log truncated (policy ``fail``). What the old log held past that position is gone."""
+
+    def __init__(self, partition: Partition, next_offset: int, log_start: int, log_end: int) -> None:
+        self.partition, self.next_offset, self.log_start, self.log_end = partition, next_offset, log_start, log_end
+        SpoutError.__init__(
+            self, f"data loss on {partition.id}: the stored next offset is {next_offset} but the log ends at "
+                  f"{log_end} (topic re-created or log truncated; it starts at {log_start}); set data_loss: skip to "
+                  f"continue from the new log's start, or rewind the pipeline")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (LogRestartedError, (self.partition, self.next_offset, self.log_start, self.log_end))
+
+
 #: The spout errors a coordinator must never retry: a replay cannot bring deleted offsets back.
 #: (PartitionUnavailableError is transient: the batch waits and retries.)
 FATAL: tuple[type[BaseException], ...] = (DataLossError,)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.errors import DataLossError, LogRestartedError, PartitionUnavailableError
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.protocols import DataLossPolicy, Record, SpoutKind
 
@@ -28,6 +28,7 @@ class MemorySource:
 
     def __init__(self, partitions: Iterable[Partition] = ()) -> None:
         self._logs: dict[Partition, _Log] = {p: _Log() for p in partitions}
+        self._unlisted: set[Partition] = set()
         self._lock = threading.Lock()
 
     def add_partition(self, p: Partition) -> None:
@@ -35,8 +36,25 @@ class MemorySource:
             self._logs.setdefault(p, _Log())
 
     def partitions(self) -> list[Partition]:
+        """The partitions listed now (a removed one is not, like a deleted or missing topic's)."""
         with self._lock:
-            return sorted(self._logs)
+            return sorted(p for p in self._logs if p not in self._unlisted)
+
+    def set_listed(self, p: Partition, listed: bool) -> None:
+        """List ``p`` or not (its records stay: a topic that is missing for a while, or no longer matched)."""
+        with self._lock:
+            if listed:
+                self._unlisted.discard(p)
+            else:
+                self._unlisted.add(p)
+
+    def recreate(self, p: Partition) -> list[Record]:
+        """Delete ``p``'s log and start it again empty at offset 0 (a topic deleted and re-created); returns
+        the records of the old log."""
+        with self._lock:
+            old, self._logs[p] = self._logs[p], _Log()
+            self._unlisted.discard(p)
+            return old.records
 
     def append(self, p: Partition, key: bytes | None, value: bytes | None) -> int:
         with self._lock:
@@ -68,6 +86,10 @@ class MemorySource:
         end = len(log.records) if log.visible is None else min(log.visible, len(log.records))
         return log.log_start, max(end, log.log_start)
 
+    def log_end(self, p: Partition) -> int:
+        """The offset after ``p``'s last record, visible or not (below a stored position only once re-created)."""
+        return len(self._logs[p].records)
+
     def read(self, p: Partition, first: int, next_: int) -> list[Record]:
         log = self._logs[p]
         if not log.available:
@@ -98,6 +120,7 @@ class MemoryEmitter:
                  data_loss: DataLossPolicy = DataLossPolicy.FAIL) -> None:
         self._source, self._kind, self._topology, self._data_loss = source, kind, topology_id, data_loss
         self.lost_offsets = 0
+        self.restarts = 0  # logs found restarted below a stored position
 
     def plan_partition(self, partition: Partition, last: PartitionMetadata | None,
                        max_records: int) -> PartitionMetadata | None:
@@ -108,6 +131,11 @@ class MemoryEmitter:
                 raise
             return last.empty_after() if last else None
         start = log_start if last is None else last.next_offset
+        if start > self._source.log_end(partition):  # the log restarted below the stored position (re-created)
+            self.restarts += 1
+            if self._data_loss is DataLossPolicy.FAIL:
+                raise LogRestartedError(partition, start, log_start, self._source.log_end(partition))
+            start = log_start
         if start < log_start:
             if self._data_loss is DataLossPolicy.FAIL:
                 raise DataLossError(partition, start, log_start)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
@@ -26,7 +26,10 @@ def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedE
     """The plan of ``txid``: each partition continues from its range in ``last`` (the last committed plan).
 
     Partitions are visited from a starting point that rotates with the txid, so a total cap
-    cannot starve the same partitions batch after batch. Partitions no longer listed leave.
+    cannot starve the same partitions batch after batch. A partition of ``last`` that is not
+    listed now (its topic missing or deleted, a pattern no longer matching it) keeps its position:
+    it is carried as an empty range at its next offset, so no number of txids without it ever
+    forgets where it stood (only a rewind does; docs/design.md).
     """
     ordered = sorted(partitions)
     if ordered:
@@ -47,4 +50,11 @@ def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedE
             raise AssertionError(f"emitter planned past its cap on {p.id}: {meta}")
         budget -= meta.next_offset - meta.first_offset
         metas[p] = meta
-    return BatchPlan(txid, metas)
+    return BatchPlan(txid, {**carried(last, metas), **metas})
+
+
+def carried(last: BatchPlan | None, planned: Mapping[Partition, PartitionMetadata]) -> dict[Partition, PartitionMetadata]:
+    """The partitions of ``last`` that ``planned`` leaves out, each as an empty range at its position."""
+    if last is None:
+        return {}
+    return {p: m.empty_after() for p, m in last.partitions.items() if p not in planned}

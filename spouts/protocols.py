@@ -95,6 +95,13 @@ class PartitionedEmitter(Protocol):
 
 
 @runtime_checkable
+class ReportsDataLoss(Protocol):
+    """An emitter that says what it skipped under data-loss policy ``skip`` (the last event, with when), or None."""
+
+    last_data_loss: str | None
+
+
+@runtime_checkable
 class PartitionedSpout(Protocol):
     """A spout: its kind, and factories for its two sides."""
 

@@ -84,10 +84,52 @@ class CommitProtocolError(StateError):
         super().__init__(message)
 
 
+class StateTableMissingError(StateError):
+    """A state table is gone though txids were committed into it (dropped, or its file replaced).
+
+    Permanent: creating it again empty would restart every key from zero while the store says those
+    txids are counted. ``committed_txid``: the pipeline's last committed txid (None: not known where
+    it was seen; the commit task fills it in)."""
+
+    def __init__(self, table: str, committed_txid: int | None = None) -> None:
+        self.table, self.committed_txid = table, committed_txid
+        if committed_txid == 0:  # asked by a reader, which never creates a table
+            super().__init__(f"state table {table} does not exist (a pipeline's first commit creates it)")
+            return
+        done = "txids were" if committed_txid is None else f"txid {committed_txid} was"
+        super().__init__(f"state table {table} is missing, but {done} committed into it: it is never created "
+                         "again empty (every key would restart from zero); restore it, or recount with "
+                         "`rewind --reset-state` (docs/operations.md, \"A state table is missing\")")
+
+    def after(self, committed_txid: int) -> StateTableMissingError:
+        """This error naming ``committed_txid`` as the last committed txid, unless it names one already."""
+        return self if self.committed_txid is not None else StateTableMissingError(self.table, committed_txid)
+
+
+class RowRefusedError(StateError):
+    """The database refused a request on an existing table as invalid (Cassandra's InvalidRequest: a key
+    empty or too long, a value the column cannot hold): no retry can store it. Keyed sinks leave the keys
+    a backend refuses out as bad records before their commit (:mod:`states.limits`); this is the rest,
+    e.g. a ``partition_persist`` updater's row."""
+
+    def __init__(self, table: str, key: object, message: str) -> None:
+        self.table, self.key, self.message = table, key, message
+        of = "a row" if key is None else f"the row of key {_short(key)}"
+        super().__init__(f"table {table} refused {of}: {message}")
+
+
+def _short(key: object) -> str:
+    text = repr(key)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 #: The state errors a coordinator must never retry: another coordinator leads, or the batch is
 #: behind the state (a zombie). Replaying would only repeat them.
-FATAL: tuple[type[BaseException], ...] = (LeaseLostError, LeaseHeldError, StaleBatchError, CommitProtocolError)
+FATAL: tuple[type[BaseException], ...] = (LeaseLostError, LeaseHeldError, StaleBatchError, CommitProtocolError,
+                                          RowRefusedError)
 
 #: The state errors that say the configuration does not fit the store (a table of another shape, a
-#: name that is no identifier): permanent, and reported as configuration (exit 2).
-CONFIGURATION: tuple[type[BaseException], ...] = (SchemaMismatchError, InvalidIdentifierError)
+#: name that is no identifier, a table that vanished after txids were committed into it): permanent,
+#: and reported as configuration (exit 2).
+CONFIGURATION: tuple[type[BaseException], ...] = (SchemaMismatchError, InvalidIdentifierError,
+                                                  StateTableMissingError)

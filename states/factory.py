@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from states.cached import CasCachedMap
+from states.errors import StateTableMissingError
+from states.layout import RowLayout
+from states.limits import KeyLimits
 from states.metrics import STATE_METRICS, StateMetrics
 from states.non_transactional import NonTransactionalMap
 from states.opaque import OpaqueMap
@@ -80,32 +83,60 @@ class StateFactory:
         machines would each open a copy of their own, so the state would split between them."""
         return on_one_machine(self.backend)
 
-    def make_state(self, spec: MapSpec) -> MapState[Any, Any]:
-        """The map state for ``spec`` in this process, opened once and reused."""
+    def make_state(self, spec: MapSpec, *, committed_txid: int = 0, create: bool | None = None) -> MapState[Any, Any]:
+        """The map state for ``spec`` in this process, opened once and reused.
+
+        ``committed_txid``: the last txid committed into the table (0: none, so it may be created if
+        absent); ``create`` overrides that (False: a reader, which never creates a table)."""
         if spec.kind is not self.kind:
             raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
-        return self._once(("state", spec), lambda: self._wrap(self.backing_map(spec)))
+        return self._once(("state", spec), lambda: self._wrap(self.backing_map(
+            spec, create=committed_txid == 0 if create is None else create, committed_txid=committed_txid)))
 
     def make_cached_state(self, spec: MapSpec, entries: Iterable[tuple[Any, Any]] = (), size: int = 0,
-                          absent_rate: float | None = 1.0,
+                          absent_rate: float | None = 1.0, *, committed_txid: int = 0, create: bool | None = None,
                           ) -> tuple[MapState[Any, Any], CasCachedMap[Any, Any] | None]:
         """A map state with a cache of its own over this process's backing map, and that cache.
 
         For a cache that outlives the state (one per commit partition, see ``app.spark.tasks``):
         seeded with ``entries`` and the estimate of absent misses it had (``absent_rate``, see
         :class:`~states.cached.CasCachedMap`), holding ``max(size, cache_size)`` values; no cache
-        when ``cache_size`` is 0.
+        when ``cache_size`` is 0. ``committed_txid`` and ``create`` as for :meth:`make_state`.
         """
         if spec.kind is not self.kind:
             raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
-        backing = self._once(("process backing", spec), lambda: self.backing_map(spec))
+        backing = self._once(("process backing", spec), lambda: self.backing_map(
+            spec, create=committed_txid == 0 if create is None else create, committed_txid=committed_txid))
         if not self.cache_size:
             return _MAPS[self.kind](backing, metrics=self.metrics), None
         cache = CasCachedMap(backing, max(size, self.cache_size), entries, absent_rate=absent_rate)
         return _MAPS[self.kind](cache, metrics=self.metrics), cache
 
-    def backing_map(self, spec: MapSpec) -> CasBackingMap[Any, Any]:
-        """The storage of ``spec`` on this backend (every backend here supports compare-and-set)."""
+    def key_limits(self, spec: MapSpec) -> KeyLimits | None:
+        """What this backend refuses in ``spec``'s keys (None: it stores any non-null key)."""
+        if self.backend != "cassandra":
+            return None
+        from states.cassandra.limits import key_limits
+
+        return key_limits(RowLayout(spec))
+
+    def check_table(self, spec: MapSpec, committed_txid: int) -> None:
+        """Raise :class:`~states.errors.StateTableMissingError` if ``spec``'s table is missing though txid
+        ``committed_txid`` (> 0) was committed into it; creates nothing (a pipeline's start checks this)."""
+        if committed_txid <= 0 or self.backend == "memory":
+            return
+        from states.reader import open_reader
+
+        if not open_reader(self).column_types(spec.table):
+            where = f"{self.cassandra.keyspace}.{spec.table}" if self.cassandra is not None else spec.table
+            raise StateTableMissingError(where, committed_txid)
+
+    def backing_map(self, spec: MapSpec, *, create: bool = True, committed_txid: int = 0) -> CasBackingMap[Any, Any]:
+        """The storage of ``spec`` on this backend (every backend here supports compare-and-set).
+
+        ``create``: create the table if absent; without it a missing table is
+        :class:`~states.errors.StateTableMissingError` naming ``committed_txid``, the last txid
+        committed into it (the memory backend has no tables to lose)."""
         check_identifier(spec.table, "table name")
         if self.backend == "memory":
             from states.memory import MemoryBackingMap
@@ -118,11 +149,13 @@ class StateFactory:
             from states.sqlite import SqliteBackingMap
 
             assert self.sqlite_path is not None  # checked in __post_init__
-            return SqliteBackingMap(self.sqlite_path, spec, metrics=self.metrics)
+            return SqliteBackingMap(self.sqlite_path, spec, metrics=self.metrics, create=create,
+                                    committed_txid=committed_txid)
         from states.cassandra.backing_map import CassandraBackingMap
 
         assert self.cassandra is not None  # checked in __post_init__
-        return CassandraBackingMap(self.cassandra, spec, metrics=self.metrics)
+        return CassandraBackingMap(self.cassandra, spec, metrics=self.metrics, create=create,
+                                   committed_txid=committed_txid)
 
     def txstate_store(self, topology_id: str) -> CoordinatorStore:
         """The transactional-state store (and lease) of ``topology_id`` on the same backend."""
@@ -153,6 +186,13 @@ class StateFactory:
     def metrics(self) -> StateMetrics:
         """The state metrics of this process, bound to :attr:`pipeline`."""
         return self._once(("metrics",), lambda: STATE_METRICS.bound(self.pipeline))
+
+    def forget(self, spec: MapSpec) -> None:
+        """Drop this process's opened state and backing maps of ``spec`` (its table is gone): the next open
+        checks the table again, and creates it only where it is asked to."""
+        with _lock:
+            for what in ("state", "process backing", "backing"):
+                _opened.pop((self, what, spec), None)
 
     def _wrap(self, backing: CasBackingMap[Any, Any]) -> MapState[Any, Any]:
         """``Kind(CasCachedMap(backing))``: the cache that keeps compare-and-set (no cache when size 0)."""

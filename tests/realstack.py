@@ -178,7 +178,8 @@ def start_instance() -> RealStack:
         print(f"realstack: {home.name} up in {time.monotonic() - t0:.0f} s: "
               + " ".join(f"{k}={v}" for k, v in exports.items()), file=sys.stderr, flush=True)
         return stack
-    raise FileNotFoundError("realstack: no realstack folder (set REALSTACK_DIR)")
+    raise FileNotFoundError("realstack: no usable realstack folder (start.sh and stop.sh) at "
+                            + " or ".join(str(c) for c in candidates()) + "; set REALSTACK_DIR")
 
 
 def run(command: list[str]) -> int:

@@ -8,6 +8,11 @@ expiry, otherwise), writes the plan, the committed marker and an audit line fenc
 and releases it. Stored aggregates are *not* rolled back: records read again count again, unless
 ``--reset-state --yes-i-know`` also empties the pipeline's tables for a full recount.
 
+A partition whose topic is missing, deleted or no longer in the config keeps its stored position
+(docs/design.md); a rewind leaves it there unless ``--forget TOPIC`` names its topic: then its
+positions leave the plan, and the topic, if it is read again, starts from the first-poll strategy.
+This is the only way a position is forgotten.
+
 A rewind interrupted after its first write (an error or a crash) keeps the lease for its TTL, so no
 service can start on a half-done rewind; run the same rewind again (as the same owner it takes over
 at once).
@@ -50,9 +55,12 @@ def add(sub: Any) -> None:
                "--to timestamp:2026-11-23T08:00:00Z --reset-state --yes-i-know")
     add_config(p)
     p.add_argument("--pipeline", required=True, metavar="ID", help="the pipeline to rewind")
-    p.add_argument("--to", required=True, metavar="TARGET",
+    p.add_argument("--to", metavar="TARGET",
                    help="earliest | latest | timestamp:ISO-8601 (UTC if no zone) | offsets:TOPIC:PARTITION=OFFSET,... "
                         "(partitions not named stay where they are)")
+    p.add_argument("--forget", action="append", default=[], metavar="TOPIC",
+                   help="forget the stored positions of TOPIC (repeatable): read again, it starts from the first-poll "
+                        "strategy; the only way a kept position (a topic missing or dropped from the config) goes")
     p.add_argument("--reset-state", action="store_true",
                    help="also empty the pipeline's state tables, for a full recount from the target")
     p.add_argument("--yes-i-know", action="store_true", help="confirm --reset-state (it deletes every stored value)")
@@ -65,7 +73,9 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_config(args.config)
     pipeline = pipeline_of(config, args.pipeline)
-    target = parse_target(args.to)
+    if args.to is None and not args.forget:
+        raise CommandError("name a target (--to) or topics to forget (--forget TOPIC)", BAD_INPUT)
+    target = parse_target(args.to) if args.to is not None else ("keep", None)
     if args.reset_state and not args.yes_i_know:
         raise CommandError("--reset-state deletes every stored value of the pipeline's tables: add --yes-i-know "
                            "to confirm", REFUSED)
@@ -73,10 +83,14 @@ def main(args: argparse.Namespace) -> int:
     from app.config import spout_config
 
     with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
-        _refuse_missing_topics(pipeline, kafka)
-        audit = rewind(compiled, kafka, target, owner=args.owner, reset_state=args.reset_state)
+        if args.to is not None:  # a target on a topic the cluster lacks reads nothing; forgetting it is fine
+            _refuse_missing_topics(pipeline, kafka, forget=tuple(args.forget))
+        audit = rewind(compiled, kafka, target, owner=args.owner, reset_state=args.reset_state,
+                       forget=tuple(args.forget))
     moved = ", ".join(f"{p} {audit['from'].get(p, '-')} -> {o}" for p, o in sorted(audit["to_offsets"].items()))
     print(f"pipeline {pipeline.id}: rewound as txid {audit['txid']}: {moved}")
+    if audit["forgotten"]:
+        print(f"positions forgotten: {', '.join(audit['forgotten'])} (read again, they start from the first poll)")
     if args.reset_state:
         print(f"tables emptied for a full recount: {', '.join(audit['truncated']) or '(none existed)'}")
     else:
@@ -115,7 +129,7 @@ def parse_target(text: str) -> tuple[str, Any]:
 
 
 def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner: str,
-           reset_state: bool) -> dict[str, Any]:
+           reset_state: bool, forget: tuple[str, ...] = ()) -> dict[str, Any]:
     """Take the lease, commit the rewind txid (and truncate if asked), release; returns the audit line."""
     from app.progress import ProgressLog, StoredBatch, read_progress, record_rewind
     from states.errors import LeaseHeldError
@@ -135,14 +149,19 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         prog = read_progress(store)
         before = {} if prog.committed_plan is None else \
             {m.partition_id: m.next_offset for m in prog.committed_plan.partitions.values()}
-        offsets = _targets(kafka, target, before)
+        unknown = sorted(set(forget) - {p.topic for p in before})
+        if unknown:
+            raise CommandError(f"--forget: no stored position of topic {', '.join(unknown)} (stored: "
+                               f"{', '.join(sorted({p.topic for p in before})) or 'none'})", BAD_INPUT)
+        offsets = {p: o for p, o in _targets(kafka, target, before).items() if p.topic not in forget}
+        forgotten = sorted(p.id for p in before if p.topic in forget)
         txid = max([prog.committed_txid, *prog.frozen_txids]) + 1
         plan = BatchPlan(txid, {p: PartitionMetadata(p.topic, p.partition, o, o, 0, compiled.id)
                                 for p, o in offsets.items()})
         audit = {"txid": txid, "who": owner, "user": os.environ.get("USER", ""), "when": time.time(),
                  "pipeline": compiled.id, "target": _describe(target),
                  "from": {p.id: o for p, o in before.items()}, "to_offsets": {p.id: o for p, o in offsets.items()},
-                 "from_txid": prog.committed_txid, "reset_state": reset_state, "truncated": [], "done": False}
+                 "from_txid": prog.committed_txid, "reset_state": reset_state, "forgotten": forgotten, "truncated": [], "done": False}
         started = True
         record_rewind(store, epoch=epoch, txid=txid, audit=audit)
         progress_log = ProgressLog(store, epoch=epoch, retention=compiled.coordinator.retention)
@@ -171,31 +190,37 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
             store.release_lease(owner, epoch)
 
 
-def _refuse_missing_topics(pipeline: Any, kafka: KafkaOffsets) -> None:
-    """A rewind onto a topic the cluster does not have would commit a txid that reads nothing: refused (exit 2)."""
+def _refuse_missing_topics(pipeline: Any, kafka: KafkaOffsets, *, forget: tuple[str, ...] = ()) -> None:
+    """A rewind onto a topic the cluster does not have would commit a txid that reads nothing: refused (exit 2),
+    unless ``--forget`` names it (its positions leave the plan)."""
     try:
         found = {p.topic for p in kafka.partitions()}
     except Exception as e:  # noqa: BLE001 - Kafka could not answer: nothing was written yet
         raise CommandError(f"cannot read the topics from Kafka: {kafka_reason(e)}", FAILED) from None
-    missing = [t for t in pipeline.spout.topics if t not in found]
-    if missing or not found:
+    missing = [t for t in pipeline.spout.topics if t not in found and t not in forget]
+    if missing or not (found or forget):
         named = ", ".join(missing) or f"/{pipeline.spout.topic_pattern}/"
         raise CommandError(f"pipeline {pipeline.id!r}: topic {named} does not exist on the cluster: nothing to "
-                           "rewind (a misspelled topic, or not created yet: python -m app topics apply)", BAD_INPUT)
+                           "rewind (a misspelled topic, or not created yet: python -m app topics apply; "
+                           "--forget TOPIC drops its stored positions)", BAD_INPUT)
 
 
 def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partition, int]) -> dict[Partition, int]:
+    """Where every partition goes: the ones the pipeline reads now to the target, every other stored one (its
+    topic missing or no longer configured) stays at its kept position."""
     kind, value = target
+    if kind == "keep":
+        return dict(before)
     try:
-        parts = sorted(set(kafka.partitions()) | set(before))
+        parts = sorted(kafka.partitions())
         marks = kafka.watermarks(parts)
         if kind == "earliest":
-            return {p: marks[p][0] for p in parts}
+            return {**before, **{p: marks[p][0] for p in parts}}
         if kind == "latest":
-            return {p: marks[p][1] for p in parts}
+            return {**before, **{p: marks[p][1] for p in parts}}
         if kind == "timestamp":
             progress(f"looking up offsets at {value} ms in {len(parts)} partition(s)")
-            return kafka.for_time(parts, value)
+            return {**before, **kafka.for_time(parts, value)}
     except CommandError:
         raise
     except Exception as e:  # noqa: BLE001 - Kafka could not answer: nothing was written yet

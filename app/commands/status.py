@@ -2,7 +2,8 @@
 
 Per pipeline: the lease holder, its epoch and expiry; the last committed txid and when; a frozen
 but uncommitted txid (the next start replays it exactly); per partition the committed next
-offset, the end offset and the lag. Standby instances hold no lease and leave nothing in the
+offset, the end offset and the lag, and whether the pipeline reads it now (a partition of a topic that is
+missing, deleted or no longer configured keeps its position: docs/design.md). Standby instances hold no lease and leave nothing in the
 store: their state is on each instance's ``/readyz``.
 """
 
@@ -70,17 +71,18 @@ def pipeline_status(config: Any, compiled: Any) -> dict[str, Any]:
     committed = {} if prog.committed_plan is None else \
         {m.partition_id: m.next_offset for m in prog.committed_plan.partitions.values()}
     ends: dict[Any, tuple[int, int]] = {}
+    listed: set[Any] | None = None
     try:
         with KafkaOffsets(spout_config(config, config.pipeline(compiled.id)), compiled.id) as kafka:
-            parts = sorted(set(kafka.partitions()) | set(committed))
-            ends = kafka.watermarks(parts)
+            listed = set(kafka.partitions())
+            ends = kafka.watermarks(sorted(listed))
     except Exception as e:  # noqa: BLE001 - Kafka away: the stored part of the status is still worth showing
         report["errors"].append(f"cannot read end offsets from Kafka: {kafka_reason(e)}")
-        parts = sorted(committed)
-    for p in parts:
+    for p in sorted(set(committed) | (listed or set())):
         nxt, end = committed.get(p), ends.get(p, (None, None))[1]
         report["partitions"].append({"partition": p.id, "committed_next_offset": nxt, "end_offset": end,
-                                     "lag": None if end is None else max(0, end - (nxt or ends[p][0]))})
+                                     "lag": None if end is None else max(0, end - (nxt or ends[p][0])),
+                                     "read_now": None if listed is None else p in listed})
     return report
 
 
@@ -102,4 +104,8 @@ def print_report(r: dict[str, Any]) -> None:
     if r["partitions"]:
         print()
         print_table(["partition", "committed_next_offset", "end_offset", "lag"], r["partitions"])
+        kept = [row["partition"] for row in r["partitions"] if row["read_now"] is False]
+        if kept:
+            print(f"  kept:      {', '.join(kept)}: not read now (topic missing, deleted, or no longer in the config); "
+                  "their positions are kept and used when they come back (rewind --forget TOPIC forgets them)")
     print()

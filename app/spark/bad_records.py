@@ -3,8 +3,10 @@
 * **decode**: the spout reports a record it cannot decode to ``on_bad`` and leaves it out; read tasks
   add ``{range: bad records}`` to an accumulator (:class:`SeenBadRecords`), so a recomputed task adds
   the same entry again and the set stays exact.
-* **aggregate**: a row with a null group-by key is left out by the process job itself and named by
-  its hidden source column (:func:`split_null_keys`, :func:`null_key_records`): no job, no error.
+* **aggregate**: a row with a null group-by key, or one the state cannot store (an empty or too long
+  Cassandra partition key: :mod:`states.limits`), is left out by the process job itself and named by
+  its hidden source column (:func:`split_null_keys`, :func:`null_key_records`): no job, no error, and
+  the commit never sends a key the database would refuse (it would be retried as an outage).
 * **transform**: a transform's expression that fails on a record (an ANSI ``CAST``, a division by
   zero, a ``raise_error``): where SQL transforms can run in the error-capturing form
   (:mod:`app.spark.capture`, :func:`split_transform_errors`) the process job always runs them so, and
@@ -37,9 +39,11 @@ from app.failures import describe, deterministic_spark_error, raised_message
 from app.spark.jvm import gateway, java_frame
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import PartitionMetadata
+from states.limits import KeyLimits, KeyProblem
 
 NULL_KEY = "NULL_KEY"  # the reason of a record whose group-by key is null
 _NULL_KEY_TEXT = "TRIDENT_NULL_KEY"
+_BAD_KEY_TEXT = "TRIDENT_BAD_KEY"  # + " <KeyProblem>": a key the state cannot store (guard_keys)
 Coordinates = tuple[str, int, int]
 #: A probe: run the transforms on these sub-ranges; the record error it met, or None.
 Probe = Callable[[Sequence[PartitionMetadata]], "RecordError | None"]
@@ -71,12 +75,16 @@ def record_error(e: BaseException) -> RecordError | None:
     raised = raised_message(e)  # what guard_keys' raise_error said, read from the error's parameters
     if raised is not None and raised.startswith(_NULL_KEY_TEXT):
         return RecordError(Stage.AGGREGATE, NULL_KEY, f"null group-by key ({raised[len(_NULL_KEY_TEXT):].strip(' :')})")
+    if raised is not None and raised.startswith(_BAD_KEY_TEXT):  # our own raise_error: "<prefix> <reason>: <message>"
+        reason, _, message = raised[len(_BAD_KEY_TEXT):].strip().partition(": ")
+        return RecordError(Stage.AGGREGATE, KeyProblem(reason).value, message)
     name = deterministic_spark_error(e)
     return None if name is None else RecordError(Stage.TRANSFORM, name, describe(e)[:1000])
 
 
-def guard_keys(df: Any, keys: Sequence[str], sink: str) -> Any:
-    """``df``, failing on a row whose key columns hold a null (no state can store that key)."""
+def guard_keys(df: Any, keys: Sequence[str], sink: str, limits: KeyLimits | None = None) -> Any:
+    """``df``, failing on a row whose key columns hold a null (no state can store that key), or a key the
+    state refuses (``limits``)."""
     if not keys:
         return df
     from pyspark.sql import functions as F
@@ -84,17 +92,47 @@ def guard_keys(df: Any, keys: Sequence[str], sink: str) -> Any:
     null = F.col(keys[0]).isNull()
     for k in keys[1:]:
         null = null | F.col(k).isNull()
-    raise_ = F.raise_error(F.lit(f"{_NULL_KEY_TEXT}: sink {sink}, key {', '.join(keys)}"))
-    return df.filter(F.when(null, raise_).otherwise(F.lit(True)))
+    check = F.when(null, F.raise_error(F.lit(f"{_NULL_KEY_TEXT}: sink {sink}, key {', '.join(keys)}")))
+    if limits is not None:
+        for problem, refused in _refusals(limits):
+            text = f"{_BAD_KEY_TEXT} {problem.value}: {key_message(problem, keys, sink, limits)}"
+            check = check.when(refused, F.raise_error(F.lit(text)))
+    return df.filter(check.otherwise(F.lit(True)))
 
 
 def null_key_message(keys: Sequence[str], sink: str) -> str:
     return f"null group-by key (sink {sink}, key {', '.join(keys)})"
 
 
-def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str) -> tuple[Any, str]:
-    """``df`` without its rows whose key columns hold a null, and the name of the observation that lists
-    their source records (column ``source``) as the job computing ``df`` runs: no job of its own.
+def key_message(problem: KeyProblem, keys: Sequence[str], sink: str, limits: KeyLimits) -> str:
+    """Why the state refuses a record's group-by key, for people (sink, key columns, table, limit)."""
+    return f"{limits.message(problem)} (sink {sink}, key {', '.join(keys)})"
+
+
+def _refusals(limits: KeyLimits) -> list[tuple[KeyProblem, Any]]:
+    """Per problem, the Spark column that is true for a (non-null) key ``limits`` refuses: the same rule as
+    :meth:`KeyLimits.problem`, evaluated in the process job."""
+    from pyspark.sql import functions as F
+
+    out: list[tuple[KeyProblem, Any]] = []
+    if limits.non_empty:
+        empty = F.lit(False)
+        for n in limits.non_empty:
+            empty = empty | (F.length(F.col(n)) == 0)  # characters of a string, bytes of a binary
+        out.append((KeyProblem.EMPTY, empty))
+    size: Any = F.lit(0)
+    for n, t in limits.columns:
+        fixed = limits.size_of(t)
+        size = size + (F.lit(fixed) if fixed is not None else F.octet_length(F.col(n))) + F.lit(limits.overhead)
+    out.append((KeyProblem.TOO_LONG, size > F.lit(limits.max_bytes)))
+    return out
+
+
+def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str,
+                    limits: KeyLimits | None = None) -> tuple[Any, str]:
+    """``df`` without its rows whose key columns hold a null or (``limits``) a key the state refuses, and the
+    name of the observation that lists their source records (column ``source``) and why, as the job
+    computing ``df`` runs: no job of its own.
 
     Spark's observed metrics are aggregated from the tasks of the job (a recomputed task may add its
     rows twice; :func:`null_key_records` keeps one entry per record).
@@ -104,9 +142,13 @@ def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str) -> tup
     null = F.col(keys[0]).isNull()
     for k in keys[1:]:
         null = null | F.col(k).isNull()
+    reason = F.when(null, F.lit(NULL_KEY))
+    for problem, refused in _refusals(limits) if limits is not None else []:
+        reason = reason.when(refused, F.lit(problem.value))
     name = f"null_keys_{sink}"
-    found = F.to_json(F.collect_list(F.when(null, F.col(source)))).alias("records")
-    return df.observe(name, found).filter(~null), name
+    found = F.to_json(F.collect_list(F.when(reason.isNotNull(), F.struct(F.col(source).alias("source"),
+                                                                        reason.alias("reason"))))).alias("records")
+    return df.observe(name, found).filter(reason.isNull()), name
 
 
 def split_transform_errors(df: Any, sink: str, source: str, error: str) -> tuple[Any, str]:
@@ -131,11 +173,19 @@ def observed(df: Any, name: str) -> list[Any]:
     return list(json.loads(got.get().getString(0) or "[]"))
 
 
-def null_key_records(frame: Any, name: str, keys: Sequence[str], sink: str) -> list[BadRecord]:
+def null_key_records(frame: Any, name: str, keys: Sequence[str], sink: str,
+                     limits: KeyLimits | None = None) -> list[BadRecord]:
     """The records observation ``name`` found in the (materialised) ``frame``, one entry each, in order."""
-    message = null_key_message(keys, sink)
-    coordinates = sorted({(d["topic"], int(d["partition"]), int(d["offset"])) for d in observed(frame, name)})
-    return [BadRecord(t, p, o, Stage.AGGREGATE, NULL_KEY, message) for t, p, o in coordinates]
+    found: dict[Coordinates, str] = {}
+    for d in observed(frame, name):
+        s = d["source"]
+        found[(s["topic"], int(s["partition"]), int(s["offset"]))] = d["reason"]
+    out = []
+    for (t, p, o), reason in sorted(found.items()):
+        message = null_key_message(keys, sink) if reason == NULL_KEY or limits is None else \
+            key_message(KeyProblem(reason), keys, sink, limits)
+        out.append(BadRecord(t, p, o, Stage.AGGREGATE, reason, message))
+    return out
 
 
 def failed_expressions(df: Any, name: str) -> dict[Coordinates, int]:

@@ -84,6 +84,7 @@ from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import BatchPlan, PartitionMetadata
 from spouts.protocols import ArrowSpout
 from states.aggregators import combine_updater
+from states.errors import StateTableMissingError
 from states.snapshottable import SnapshottableMap
 from states.spec import MapSpec, StateKind
 
@@ -143,7 +144,8 @@ class Found:
     def add(self, c: CompiledSink, df: Any, observed: Observed) -> None:
         """Take what ``observed`` saw while ``df`` (materialised or collected) ran."""
         if observed.null_keys is not None:
-            self.null_keys.extend(bad_records_.null_key_records(df, observed.null_keys, c.keys, c.sink.name))
+            self.null_keys.extend(bad_records_.null_key_records(df, observed.null_keys, c.keys, c.sink.name,
+                                                                c.sink.factory.key_limits(c.spec)))
         if observed.transform_errors is not None:
             for coords, k in bad_records_.failed_expressions(df, observed.transform_errors).items():
                 self.failed.setdefault(coords, (c, k))
@@ -200,6 +202,7 @@ class SparkExecutor:
         self._isolated: dict[tuple[Any, ...], list[BadRecord]] = {}  # ranges -> records the transforms fail on
         self.isolating: Isolation | None = None  # the isolation running now (its status is a /readyz reason)
         self._last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit job finished
+        self._reset_txid: int | None = None  # the txid of the last rewind that emptied the tables, once read
 
     @property
     def problem(self) -> str | None:
@@ -276,6 +279,7 @@ class SparkExecutor:
             raise ValueError(f"commit of txid {batch.txid} given the result of txid {processed.txid}")
         try:
             with self._job(batch, "commit"):
+                self._create_tables(batch)
                 keys = sum(self._commit_sink(r, batch, processed.commit_partitions) for r in processed.sinks)
         finally:
             self._release(lambda txid, attempt: txid <= batch.txid)
@@ -322,18 +326,20 @@ class SparkExecutor:
         return len(self.sinks) == 1 and self.sinks[0].one_row_per_record
 
     def keyed_rows(self, c: CompiledSink, records: Any, capture: bool = False) -> tuple[Any, Observed]:
-        """``c``'s transformed rows without null keys (and the observations naming the rows left out), or,
-        when its rows lost their source coordinates, rows that fail on a null key (then found by bisection).
+        """``c``'s transformed rows without null keys or keys the state refuses (and the observations naming the
+        rows left out), or, when its rows lost their source coordinates, rows that fail on such a key (then found
+        by bisection).
         ``capture``: the transforms in the error-capturing form, failed rows left out too."""
         if capture:
             rows, errors = bad_records_.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
                                                                SOURCE_COLUMN, capture_.ERROR_COLUMN)
         else:
             rows, errors = c.transform(records), None
+        limits = c.sink.factory.key_limits(c.spec) if c.keys else None  # keys the state refuses: bad records too
         if c.keys and c.carries_source:
-            rows, null_keys = bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN)
+            rows, null_keys = bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN, limits)
             return rows, Observed(null_keys, errors)
-        return bad_records_.guard_keys(rows, c.keys, c.sink.name), Observed(None, errors)
+        return bad_records_.guard_keys(rows, c.keys, c.sink.name, limits), Observed(None, errors)
 
     def _capturable(self) -> bool:
         """Whether every sink's transforms run in the error-capturing form (:mod:`app.spark.capture`)."""
@@ -527,20 +533,26 @@ class SparkExecutor:
             if r.partial is None:
                 return 0
             assert c.aggregator is not None
-            state = SnapshottableMap(c.sink.factory.make_state(c.spec))
-            state.begin_commit(batch.txid)
-            state.update(combine_updater(c.aggregator, r.partial))
-            state.commit(batch.txid)
+            try:
+                state = SnapshottableMap(c.sink.factory.make_state(c.spec, committed_txid=self._committed_before(batch)))
+                state.begin_commit(batch.txid)
+                state.update(combine_updater(c.aggregator, r.partial))
+                state.commit(batch.txid)
+            except StateTableMissingError as e:
+                c.sink.factory.forget(c.spec)  # opened on a table now gone: the next open checks again
+                raise e.after(batch.txid - 1) from e
             return 1
         if not r.keys:
             return 0
+        committed = self._committed_before(batch)
         if isinstance(c.sink, PartitionPersist):
-            task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults)
+            task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults,
+                                    committed)
         else:  # the frame is partitioned by key; each row names its commit partition, hence its cache
             assert c.aggregator is not None
             task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
                                     faults=self.faults, partitions=partitions,
-                                    previous=self._last_commit.get(c.sink.name))
+                                    previous=self._last_commit.get(c.sink.name), committed=committed)
         stats = r.frame.mapInArrow(task, self._stats_schema).collect()  # one stage: no shuffle after process
         for row in stats:
             self._add_metrics(row["metrics"])
@@ -550,6 +562,31 @@ class SparkExecutor:
         if not isinstance(c.sink, PartitionPersist):
             self._last_commit[c.sink.name] = batch.txid  # the cache files its next commit may trust
         return sum(row["keys"] for row in stats)
+
+    def _create_tables(self, batch: Batch) -> None:
+        """Create every sink's table (if absent) in a txid that may create them (none committed before it, or
+        none since a rewind emptied them), whatever it holds: a txid that reads nothing, or gives a sink no
+        key, is committed too, and no later txid may create a table (it would count as lost)."""
+        if self._committed_before(batch) == 0:
+            for c in self.sinks:
+                c.sink.factory.make_state(c.spec, committed_txid=0)
+
+    def check_state(self, committed_txid: int, progress: Any) -> None:
+        """Every sink's table is there if txids were committed into it since the tables were last emptied (a
+        rewind with ``--reset-state``): else :class:`~states.errors.StateTableMissingError`, naming the table and
+        ``committed_txid``. Checked before the first txid, so a pipeline with nothing new to read stops too."""
+        self._reset_txid = 0 if progress is None else progress.state_reset_txid()
+        if committed_txid <= self._reset_txid:
+            return
+        for c in self.sinks:
+            c.sink.factory.check_table(c.spec, committed_txid)
+
+    def _committed_before(self, batch: Batch) -> int:
+        """The last txid committed into the sinks' tables before ``batch`` (commits are in order): 0 when none,
+        or none since a rewind emptied them, so a table may be created only then (never again once lost)."""
+        if self._reset_txid is None:
+            self._reset_txid = 0 if batch.progress is None else batch.progress.state_reset_txid()
+        return 0 if batch.txid - 1 <= self._reset_txid else batch.txid - 1
 
     def _add_metrics(self, deltas: str) -> None:
         for attr, labels, delta in json.loads(deltas):

@@ -36,6 +36,7 @@ from app.spark.fatal import CARRIED, encode
 from app.spark.plan import COMMIT_PARTITION_COLUMN
 from spouts.metadata import PartitionMetadata
 from states.aggregators import CombinerAggregator, combine_updater
+from states.errors import StateTableMissingError
 from states.factory import StateFactory
 from states.spec import MapSpec
 
@@ -267,6 +268,7 @@ class CommitAggregates:
     ``partitions``: the number of commit partitions; > 0 keeps :class:`PartitionCaches`.
     ``previous``: the txid of the sink's previous commit by this driver (None: unknown, ``txid - 1``
     assumed); a cache file saved after another is older than the partition's state.
+    ``committed``: the last txid committed into the table (0: none, the table may be created).
     """
 
     factory: StateFactory
@@ -277,6 +279,7 @@ class CommitAggregates:
     faults: TaskFaults | None = field(default=None, kw_only=True)
     partitions: int = field(default=0, kw_only=True)
     previous: int | None = field(default=None, kw_only=True)
+    committed: int = field(default=0, kw_only=True)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
@@ -298,7 +301,8 @@ class CommitAggregates:
             previous = self.txid - 1 if self.previous is None else self.previous
             seed = files.load({previous, self.txid}) if files else Seed([], None)
             state, cache = self.factory.make_cached_state(self.spec, seed.entries,
-                                                          max(len(keys), len(seed.entries)), seed.absent_rate)
+                                                          max(len(keys), len(seed.entries)), seed.absent_rate,
+                                                          committed_txid=self.committed)
             state.begin_commit(self.txid)
             if keys:
                 state.multi_update(keys, [combine_updater(self.aggregator, v) for v in values])
@@ -311,7 +315,7 @@ class CommitAggregates:
                 files.save(self.txid, cache.entries(), dict(zip(keys, parts.to_pylist()))
                            if parts is not None and len(files.paths) > 1 else {}, cache.absent_rate)
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
-            fatal = encode(e)
+            fatal = encode(_carried(e, self.factory, self.spec, self.txid))
         yield _stats(written, before, fatal)
 
 
@@ -325,13 +329,14 @@ class PersistRows:
     txid: int
     attempt: int
     faults: TaskFaults | None = None
+    committed: int = 0  # the last txid committed into the table (0: none, the table may be created)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
         rows = [r for rb in batches for r in rb.to_pylist()]
         fatal = None
         try:
-            state = self.factory.make_state(self.spec)
+            state = self.factory.make_state(self.spec, committed_txid=self.committed)
             state.begin_commit(self.txid)
             if rows:
                 self.updater(state, rows)
@@ -339,8 +344,17 @@ class PersistRows:
                 self.faults("commit", self.txid, self.attempt)
             state.commit(self.txid)
         except CARRIED as e:  # stop; the driver raises it again (app.spark.fatal)
-            fatal = encode(e)
+            fatal = encode(_carried(e, self.factory, self.spec, self.txid))
         yield _stats(len(rows), before, fatal)
+
+
+def _carried(error: BaseException, factory: StateFactory, spec: MapSpec, txid: int) -> BaseException:
+    """``error`` as the driver gets it: a missing table names the last committed txid (``txid - 1``: commits are
+    in order), and this process forgets the state opened on it (the next open checks the table again)."""
+    if not isinstance(error, StateTableMissingError):
+        return error
+    factory.forget(spec)
+    return error.after(txid - 1)
 
 
 def _values(rb: pa.RecordBatch, names: Sequence[str]) -> list[Any]:

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from app.batch import Batch
 from spouts.metadata import BatchPlan
+from states.errors import StateTableMissingError
 from states.factory import StateFactory
 from states.spec import MapSpec
 
@@ -38,7 +39,10 @@ class OpenState:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:
             pass
-        self.factory.make_cached_state(self.spec)  # opens this process's backing map once; writes nothing
+        try:  # opens this process's backing map once; writes nothing, and never creates the table
+            self.factory.make_cached_state(self.spec, create=False)
+        except StateTableMissingError:  # not created yet (or gone): the leader's commit says which
+            return
         yield pa.record_batch([pa.array([1], pa.int64())], schema=OPENED)
 
 

@@ -139,8 +139,10 @@ class KafkaCoordinator:
         self.problem = problem
 
     def committed(self, plan: BatchPlan) -> None:
-        """Publish ``plan``'s next offsets to the monitoring consumer group (asynchronously)."""
-        self._publisher.publish({m.partition_id: m.next_offset for m in plan})
+        """Publish ``plan``'s next offsets to the monitoring consumer group (asynchronously): those of the
+        partitions discovered now (a kept position of a missing topic has no partition to commit to)."""
+        known = None if self._known is None else set(self._known)
+        self._publisher.publish({m.partition_id: m.next_offset for m in plan if known is None or m.partition_id in known})
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until published offsets reached Kafka (or failed); False on timeout."""

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from confluent_kafka import KafkaException, Message, TopicPartition
 
-from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.errors import DataLossError, LogRestartedError, PartitionUnavailableError
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
@@ -44,13 +44,14 @@ class KafkaEmitter:
         self.metrics = metrics
         self._skips: dict[Partition, tuple[float, int]] = {}  # last warning (monotonic), skips since
         self._seen: set[Partition] = set()  # partitions whose metric series exist
+        self.last_data_loss: str | None = None  # the last loss skipped under policy skip, for /readyz
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._skips, self._seen = {}, set()
+        self._skips, self._seen, self.last_data_loss = {}, set(), None
 
     def __repr__(self) -> str:
         return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
@@ -81,10 +82,7 @@ class KafkaEmitter:
                 start = self._first_offset(partition, low, end)
             else:
                 assert last is not None
-                start = self._checked_resume(partition, last.next_offset, low)
-            if start > end:
-                log.warning("%s: stored next offset %d is past the log end %d (log truncated or topic recreated); "
-                            "waiting for the log to reach it", partition.id, start, end)
+                start = self._checked_resume(partition, last.next_offset, low, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
             self._publish_lag(partition, max(0, end - start))
@@ -153,12 +151,35 @@ class KafkaEmitter:
             raise PartitionUnavailableError(p, f"offsets_for_times failed: {tp.error.str()}")
         return int(tp.offset)
 
-    def _checked_resume(self, p: Partition, next_offset: int, low: int) -> int:
-        """``next_offset``, unless retention removed it: then fail or skip to ``low`` by policy."""
+    def _checked_resume(self, p: Partition, next_offset: int, low: int, end: int) -> int:
+        """``next_offset``, unless retention removed it, or the log restarted below it: then fail, or skip to
+        ``low`` (the log's start), by policy.
+
+        A log end below a stored position means the log restarted (a topic deleted and re-created, a log
+        truncated): a stored position is never past the end it was planned against, and Kafka's list-offsets
+        answers never go backwards across a leader change (KIP-207), so this is no transient state.
+        """
+        if next_offset > end:
+            self._restarted(p, next_offset, low, end)
+            return low
         if next_offset >= low:
             return next_offset
         self._lost(p, next_offset, low, low)
         return low
+
+    def _restarted(self, p: Partition, next_offset: int, low: int, end: int, *, frozen: bool = False) -> None:
+        """Count (and under policy fail raise) a log that now ends below the stored ``next_offset``."""
+        policy = self.config.data_loss
+        metrics = self.metrics or SPOUT_METRICS
+        metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
+        if policy is DataLossPolicy.FAIL:
+            raise LogRestartedError(p, next_offset, low, end)
+        where = "inside a frozen, uncommitted txid" if frozen else "resuming"
+        self.last_data_loss = (f"{_now()}: {p.id} restarted below the stored next offset {next_offset} (log end {end}); "
+                               f"read from the new log's start {low} (data_loss: skip)")
+        log.warning("data loss on %s: the stored next offset is %d but the log ends at %d (topic re-created or log "
+                    "truncated); what the old log held past %d was never read; %s at the new log's start %d",
+                    p.id, next_offset, end, next_offset, where, low)
 
     def replan_frozen(self, meta: PartitionMetadata) -> PartitionMetadata:
         """``meta``, or what retention left of it (see :class:`spouts.protocols.PartitionedEmitter`)."""
@@ -166,9 +187,12 @@ class KafkaEmitter:
             return meta
         p = meta.partition_id
         try:
-            low, _ = self._watermarks(p)
+            low, end = self._watermarks(p)
         except PartitionUnavailableError:
             return meta  # the read waits for the partition
+        if meta.next_offset > end:  # the log restarted below the frozen range: nothing of it is left
+            self._restarted(p, meta.next_offset, low, end, frozen=True)
+            return PartitionMetadata(meta.topic, meta.partition, low, low, 0, self.topology_id)
         if meta.first_offset >= low:
             return meta
         first = min(low, meta.next_offset)
@@ -185,6 +209,8 @@ class KafkaEmitter:
             raise DataLossError(p, start, low)
         metrics.data_loss_offsets.labels(self.topology_id, p.topic, str(p.partition)).inc(resume - start)
         where = "inside a frozen, uncommitted txid; replaying what is left" if frozen else f"continuing at {resume}"
+        self.last_data_loss = (f"{_now()}: {p.id} offsets [{start}, {low}) gone (retention); {resume - start} "
+                               "skipped (data_loss: skip)")
         log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, %s",
                     p.id, start, low, resume - start, where)
 
@@ -210,6 +236,10 @@ class KafkaEmitter:
 
     def close(self) -> None:
         pass  # pooled consumers outlive emitters
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def to_record(m: Message) -> Record:

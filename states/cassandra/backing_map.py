@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cassandra import InvalidRequest
 from cassandra.cluster import ResultSet
 from cassandra.query import PreparedStatement
 
 from states.cassandra.retry import Decision, decide
-from states.cassandra.schema import TableShape, ensure_table
+from states.cassandra.schema import TableShape, ensure_table, table_exists
 from states.cassandra.session import TUPLES, CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import resolve
+from states.errors import RowRefusedError, StateTableMissingError
 from states.layout import Row, RowLayout
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
@@ -38,15 +40,21 @@ class CassandraBackingMap:
     LWT, which carries the current row) and for keys guessed new (``INSERT ... IF NOT EXISTS``
     first): the warm steady state and new keys are one request per key.
     Pickles as settings and spec; an executor reconnects through its process's shared client.
+
+    The table is created if absent only with ``create`` (nothing committed into it yet); otherwise a
+    missing table is :class:`~states.errors.StateTableMissingError`, and so is a request that the
+    server refuses as invalid (``InvalidRequest``, by type) once the table is gone; a refusal on a table
+    that is there is :class:`~states.errors.RowRefusedError`. Both are permanent, never retried.
     """
 
     def __init__(self, settings: CassandraSettings, spec: MapSpec, *, client: CassandraClient | None = None,
-                 metrics: StateMetrics = STATE_METRICS) -> None:
+                 metrics: StateMetrics = STATE_METRICS, create: bool = True, committed_txid: int = 0) -> None:
         self.settings, self.spec, self.metrics = settings, spec, metrics
+        self.create, self.committed_txid = create, committed_txid
         self.client = client or shared_client(settings)
         self._layout = layout = RowLayout(spec)
-        shape = TableShape.of(settings.keyspace, layout)
-        ensure_table(self.client, shape, metrics)
+        self._shape = shape = TableShape.of(settings.keyspace, layout)
+        ensure_table(self.client, shape, metrics, create=create, committed_txid=committed_txid)
         self._stored = [n for n, _ in layout.stored_columns]
         names = [n for n, _ in layout.columns]
         where = " AND ".join(f"{n} = ?" for n, _ in layout.key_columns)
@@ -62,31 +70,56 @@ class CassandraBackingMap:
                                   idempotent=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"settings": self.settings, "spec": self.spec}
+        return {"settings": self.settings, "spec": self.spec, "create": self.create,
+                "committed_txid": self.committed_txid}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
-        self.__init__(state["settings"], state["spec"])  # type: ignore[misc]
+        self.__init__(state["settings"], state["spec"], create=state.get("create", True),  # type: ignore[misc]
+                      committed_txid=state.get("committed_txid", 0))
+
+    def refused(self, error: BaseException, key: Row | None = None) -> BaseException:
+        """The typed error of a request the server refused as invalid (``InvalidRequest``): the table is gone
+        (:class:`StateTableMissingError`; asked of the schema tables, never read from the message) or it
+        refused the row (:class:`RowRefusedError`). Any other error is returned as it is."""
+        if not isinstance(error, InvalidRequest):
+            return error
+        if not table_exists(self.client, self._shape, self.metrics):
+            self.client.validated_tables.discard(self._shape)  # a later open checks again, and never creates it
+            return StateTableMissingError(self._shape.name)
+        return RowRefusedError(self._shape.name, key, " ".join(str(error).split())[:300])
 
     def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         key_rows = [self._layout.key_row(k) for k in keys]
         unique = list(dict.fromkeys(key_rows))
-        results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics,
-                                  profile=TUPLES)
-        found = dict(zip(unique, (self.decode_read(_ok(rs)) for rs in results), strict=True))
+        try:
+            results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics,
+                                      profile=TUPLES)
+        except InvalidRequest as e:
+            raise self.refused(e) from e
+        found = dict(zip(unique, (self.decode_read(self._ok(rs, kr)) for rs, kr in zip(results, unique)),
+                         strict=True))
         return [found[kr] for kr in key_rows]
 
     def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         """Unconditional upserts, e.g. to seed a table; the map states write with :meth:`multi_cas`."""
         rows = [self._layout.key_row(k) + self._value_row(v) for k, v in zip(keys, values, strict=True)]
-        for rs in self.client.run([(self._put, r) for r in rows], kind="write", metrics=self.metrics):
-            _ok(rs)
+        try:
+            results = self.client.run([(self._put, r) for r in rows], kind="write", metrics=self.metrics)
+        except InvalidRequest as e:
+            raise self.refused(e) from e
+        width = len(self._layout.key_columns)
+        for rs, r in zip(results, rows, strict=True):
+            self._ok(rs, r[:width])
 
     def multi_cas(self, keys: Sequence[Hashable], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
         """One LWT per key conditioned on ``expected`` (None: absent); unknown outcomes resolved."""
         requests = [self.cas_request(k, e, v) for k, e, v in zip(keys, expected, values, strict=True)]
-        results = self.client.run([(stmt, row) for stmt, row, _, _ in requests], kind="cas", metrics=self.metrics,
-                                  lwt=True, profile=TUPLES)
+        try:
+            results = self.client.run([(stmt, row) for stmt, row, _, _ in requests], kind="cas",
+                                      metrics=self.metrics, lwt=True, profile=TUPLES)
+        except InvalidRequest as e:
+            raise self.refused(e) from e
         out: list[CasResult[Any] | None] = [None] * len(keys)
         unknown = []
         for i, rs in enumerate(results):
@@ -150,6 +183,14 @@ class CassandraBackingMap:
             raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
         return row
 
+    def _ok(self, result: ResultSet | BaseException, key: Row) -> ResultSet:
+        if isinstance(result, BaseException):
+            typed = self.refused(result, key)
+            if typed is result:
+                raise result
+            raise typed from result
+        return result
+
     def _lwt_row(self, rs: ResultSet, row: tuple[Any, ...]) -> Row | None:
         """The stored columns a failed LWT returned (absent row: only ``[applied]`` comes back)."""
         at = {c: i for i, c in enumerate(rs.column_names)}
@@ -157,8 +198,3 @@ class CassandraBackingMap:
             return None
         return tuple(row[at[c]] if c in at else None for c in self._stored)
 
-
-def _ok(result: ResultSet | BaseException) -> ResultSet:
-    if isinstance(result, BaseException):
-        raise result
-    return result

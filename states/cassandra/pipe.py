@@ -93,8 +93,12 @@ class CassandraPipe:
                 return i, CasResult(True)
             return i, CasResult(False, self.backing.value_of_row(current))
         decision = decide(value, lwt=kind == "cas")
-        if decision is Decision.RAISE:
-            raise value
+        if decision is Decision.RAISE:  # an invalid request: the table is gone, or it refuses the row
+            key_row = self._lwts[i][0] if kind != "read" else values
+            typed = self.backing.refused(value, None if key_row is None else tuple(key_row))
+            if typed is value:
+                raise value
+            raise typed from value
         if decision is Decision.RESOLVE:  # an LWT of unknown outcome: read its row at SERIAL
             self._send(("serial_read", i), serial(self.client, self.backing.select, self._lwts[i][0]), None)
             return None

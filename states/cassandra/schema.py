@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from states.cassandra.session import BACKEND, CassandraClient
-from states.errors import InvalidIdentifierError, SchemaMismatchError
+from states.errors import InvalidIdentifierError, SchemaMismatchError, StateTableMissingError
 from states.layout import RowLayout
 from states.metrics import StateMetrics
 from states.spec import check_identifier
@@ -73,28 +73,38 @@ def replication_cql(replication: Sequence[tuple[str, str]]) -> str:
     return "{" + ", ".join(f"'{k}': '{v}'" for k, v in replication) + "}"
 
 
-def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> None:
-    """Create the keyspace (if the settings say so) and table if absent, then validate the table.
+def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics, *, create: bool = True,
+                 committed_txid: int = 0) -> None:
+    """Create the keyspace (if the settings say so) and table if absent (``create``), then validate the table.
 
-    Done once per session and table: a backing map built per Spark task costs no DDL round trips.
+    Without ``create`` (txids were committed into the table: ``committed_txid``) a missing table is
+    :class:`StateTableMissingError`, never created again empty. Done once per session and table: a
+    backing map built per Spark task costs no DDL round trips.
     """
     if shape in client.validated_tables:
         return
     s = client.settings
-    if s.create_keyspace:
-        _ddl(client, f"CREATE KEYSPACE IF NOT EXISTS {shape.keyspace} WITH replication = "
-                     f"{replication_cql(s.replication)}", metrics)
-    _ddl(client, shape.create_cql(), metrics)
-    validate_table(client, shape, metrics)
+    if create:
+        if s.create_keyspace:
+            _ddl(client, f"CREATE KEYSPACE IF NOT EXISTS {shape.keyspace} WITH replication = "
+                         f"{replication_cql(s.replication)}", metrics)
+        _ddl(client, shape.create_cql(), metrics)
+    validate_table(client, shape, metrics, committed_txid=None if create else committed_txid)
     client.validated_tables.add(shape)
 
 
-def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> None:
-    """Raise SchemaMismatchError, naming table, column and both types, if the table differs from ``shape``."""
-    stmt = client.prepare("SELECT column_name, type, kind, position FROM system_schema.columns "
-                          "WHERE keyspace_name = ? AND table_name = ?", idempotent=True)
-    rows = list(client.run_one(stmt, (shape.keyspace, shape.table), kind="schema", metrics=metrics))
-    found = {r["column_name"]: r for r in rows}
+def table_exists(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> bool:
+    """Whether ``shape``'s table exists now (read from the schema tables, not from the driver's cache)."""
+    return bool(_columns(client, shape, metrics))
+
+
+def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMetrics, *,
+                   committed_txid: int | None = None) -> None:
+    """Raise SchemaMismatchError, naming table, column and both types, if the table differs from ``shape``;
+    StateTableMissingError if it is absent where txids were committed into it (``committed_txid`` not None)."""
+    found = _columns(client, shape, metrics)
+    if not found and committed_txid is not None:
+        raise StateTableMissingError(shape.name, committed_txid)
     if not found:
         raise SchemaMismatchError(f"table {shape.name} does not exist (and could not be created)")
     for name, type_ in shape.columns:
@@ -109,6 +119,13 @@ def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMet
     for name in shape.static:
         if found[name]["kind"] != "static":
             raise SchemaMismatchError(f"table {shape.name} column {name!r} is {found[name]['kind']}, expected static")
+
+
+def _columns(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> dict[str, dict[str, Any]]:
+    stmt = client.prepare("SELECT column_name, type, kind, position FROM system_schema.columns "
+                          "WHERE keyspace_name = ? AND table_name = ?", idempotent=True)
+    rows = list(client.run_one(stmt, (shape.keyspace, shape.table), kind="schema", metrics=metrics))
+    return {r["column_name"]: r for r in rows}
 
 
 def _check_key(shape: TableShape, found: dict[str, dict[str, Any]], kind: str, expected: tuple[str, ...]) -> None:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from states.errors import StateTableMissingError
 from states.layout import Convert, Row, RowLayout
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
 from states.spec import MapSpec
 from states.sqlite.connection import Connections, quote
-from states.sqlite.schema import ensure_table
+from states.sqlite.schema import ensure_table, table_exists
 
 _CHUNK = 500  # keys per SELECT: well under SQLite's bound-parameter limit
 
@@ -31,10 +33,13 @@ class SqliteBackingMap:
     (and ``prev_<value>`` for opaque state), like the Cassandra table. ``multi_cas`` runs in one
     ``BEGIN IMMEDIATE`` transaction: safe against other threads and processes on the machine.
     Pickles as its path and spec (an executor reopens the file); metrics fall back to the default.
+    The table is created if absent only with ``create`` (nothing committed into it yet); otherwise a
+    missing table, at the open or later, is :class:`~states.errors.StateTableMissingError`.
     """
 
     def __init__(self, path: str | Path, spec: MapSpec, *, busy_timeout_s: float = 30.0,
-                 synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS) -> None:
+                 synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS, create: bool = True,
+                 committed_txid: int = 0) -> None:
         if spec.ttl_s is not None:
             raise ValueError(f"table {spec.table}: ttl_s needs the cassandra backend (SQLite rows do not expire)")
         self.path, self.spec, self.metrics = str(path), spec, metrics
@@ -49,12 +54,13 @@ class SqliteBackingMap:
         self._upsert = (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
                         f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
                         + ", ".join(f"{c} = excluded.{c}" for c in stored))
+        self.create, self.committed_txid = create, committed_txid
         with self._conns.immediate() as conn:
-            ensure_table(conn, self._layout)
+            ensure_table(conn, self._layout, create=create, committed_txid=committed_txid)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "spec": self.spec, "busy_timeout_s": self._conns.busy_timeout_s,
-                "synchronous": self._conns.synchronous}
+                "synchronous": self._conns.synchronous, "create": self.create, "committed_txid": self.committed_txid}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickling re-runs __init__ so connections are reopened here (mypy flags calls of __init__ on an instance).
@@ -69,7 +75,8 @@ class SqliteBackingMap:
         conn = self._conns.get()
         conn.execute("BEGIN")  # one snapshot for every chunk
         try:
-            found = self._read(conn, key_rows)
+            with self._table_there():
+                found = self._read(conn, key_rows)
         finally:
             conn.execute("COMMIT")
         return [self._layout.value_of(found.get(kr)) for kr in key_rows]
@@ -77,7 +84,7 @@ class SqliteBackingMap:
     def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         rows = [self._row(k, v) for k, v in zip(keys, values, strict=True)]
         self._count("write")
-        with self._conns.immediate() as conn:
+        with self._table_there(), self._conns.immediate() as conn:
             conn.executemany(self._upsert, rows)
 
     def multi_cas(self, keys: Sequence[Hashable], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
@@ -86,7 +93,7 @@ class SqliteBackingMap:
         results: list[CasResult[Any]] = []
         writes: list[Row] = []
         self._count("cas")
-        with self._conns.immediate() as conn:
+        with self._table_there(), self._conns.immediate() as conn:
             current = self._read(conn, key_rows)
             for kr, e, v in zip(key_rows, expected, values, strict=True):
                 now = current.get(kr)
@@ -99,6 +106,17 @@ class SqliteBackingMap:
                 results.append(CasResult(True))
             conn.executemany(self._upsert, writes)
         return results
+
+    @contextmanager
+    def _table_there(self) -> Iterator[None]:
+        """Raise :class:`StateTableMissingError` for an error met because the table is gone (dropped while open):
+        told by asking the file, never by the error's text."""
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            if table_exists(self._conns.get(), self.spec.table):
+                raise
+            raise StateTableMissingError(self.spec.table) from e
 
     def _read(self, conn: sqlite3.Connection, key_rows: list[Row]) -> dict[Row, Row]:
         n = len(self._layout.key_columns)

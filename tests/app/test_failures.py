@@ -246,11 +246,13 @@ class ReadsRefusedHere(MemorySpout):
         super().__init__(*args, **kwargs)
         self.refuse, self.reads = refuse, 0
 
+    refused_topics: frozenset[str] | None = None  # None: every topic is refused (when ``refuse``)
+
     def read_arrow(self, meta: Any, batch_size: int = 65_536, on_bad: Any = None) -> Iterator[pa.RecordBatch]:
         self.reads += 1
-        if self.refuse:
+        if self.refuse and (self.refused_topics is None or meta.topic in self.refused_topics):
             raise AccessRefusedError("authorization", "b:9093", "User:trident", "the ACLs of User:trident",
-                                     "topic words: Broker: Topic authorization failed")
+                                     f"topic {meta.topic}: Broker: Topic authorization failed")
         yield pa.record_batch([], schema=self.arrow_schema)
 
 
@@ -281,6 +283,20 @@ class TestErrorsThatCrossedSparkAsText:
         stopped = world.coordinator.stopped_by
         assert stopped is not None and stopped.exit_code == BAD_INPUT and stopped.cause == "authorization"
         assert spout.reads == 1
+
+    def test_a_refusal_on_the_second_topic_of_a_batch_is_named_too(self) -> None:
+        """A Read ACL missing on the second of two topics: one range of each topic is read here, so the refusal
+        is typed (exit 2 at once), not retried as an outage for the outage limit."""
+        world, spout = self.world(spout_refuses=True)
+        second = Partition("words", 0)
+        world.source.add_partition(second)
+        world.source.append(second, None, b"w")
+        spout.refused_topics = frozenset({"words"})
+        with pytest.raises(AccessRefusedError, match="topic words"):
+            world.coordinator.step()
+        stopped = world.coordinator.stopped_by
+        assert stopped is not None and stopped.exit_code == BAD_INPUT and stopped.cause == "authorization"
+        assert spout.reads == 2  # one range of each topic
 
     def test_a_read_that_goes_through_here_leaves_the_failure_as_it_came(self) -> None:
         """Nothing typed to learn: the task's failure stays transient, and the source is asked once per txid."""

@@ -284,7 +284,14 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         lines += ["", f"![{title}](reliability/{image.name})", "",
                   f"Reproduce: `{command(summary, lane.name)}`", ""]
     lines += cluster_section(images / CLUSTER_RECORD)
+    for name in KEPT_BY_HAND:
+        kept = images / name
+        lines += ["", *kept.read_text().splitlines()] if kept.exists() else []
     path.write_text("\n".join(lines))
+
+
+# Behaviour tests, not chaos runs: sections written by hand beside the plots, appended as they are.
+KEPT_BY_HAND = ("positions.md", "odd-records.md", "state-and-keys.md")
 
 
 CLUSTER_RECORD = "spark-cluster.json"  # beside the plots: the last recorded run of the cluster kill test

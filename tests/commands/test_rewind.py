@@ -232,3 +232,39 @@ def test_an_interrupted_rewind_keeps_the_lease_until_it_is_run_again(kafka_clust
     assert read_progress(store).committed_txid == 3  # the interrupted rewind's txid 2 stays below the retry's
     run_pipeline(path)
     assert _counts(path) == {"x": 3}
+
+
+def test_a_topic_dropped_from_the_config_keeps_its_position_until_a_rewind_forgets_it(
+        kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:
+    """Status shows the dropped topic's partition as kept, not read now; the same config back reads nothing twice;
+    only ``rewind --forget`` takes the position away (and then the topic starts from the first poll again)."""
+    old, new = unique_topic("rw"), unique_topic("rw")
+    for t in (old, new):
+        kafka_cluster.create_topic(t, 1)
+    produce(kafka_cluster.bootstrap_servers(), old, [(0, b"x")] * 3)
+    produce(kafka_cluster.bootstrap_servers(), new, [(0, b"y")] * 2)
+    state = {"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")}
+    before = write_config(tmp_path / "old.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=old, state=state)
+    after = write_config(tmp_path / "new.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=new, state=state)
+    run_pipeline(before)
+    run_pipeline(after)
+    r = cli("status", "--config", str(after), "--json")
+    assert r.code == 0, r.err
+    [s] = json.loads(r.out)
+    assert sorted(s["partitions"], key=lambda row: row["partition"] != f"{old}:0") == [
+        {"partition": f"{old}:0", "committed_next_offset": 3, "end_offset": None, "lag": None, "read_now": False},
+        {"partition": f"{new}:0", "committed_next_offset": 2, "end_offset": 2, "lag": 0, "read_now": True}]
+    assert f"kept:      {old}:0: not read now" in cli("status", "--config", str(after)).out
+    run_pipeline(before)
+    assert _counts(before) == {"x": 3, "y": 2}  # the old topic continued from its kept position
+
+    r = cli("rewind", "--config", str(after), "--pipeline", "wc", "--forget", "nope")
+    assert r.code == 2 and "no stored position of topic nope" in r.err
+    r = cli("rewind", "--config", str(after), "--pipeline", "wc", "--forget", old)
+    assert r.code == 0, r.err
+    assert f"positions forgotten: {old}:0" in r.out
+    plan = read_progress(_store(after)).committed_plan
+    assert plan is not None and set(plan.partitions) == {Partition(new, 0)}
+    assert read_rewinds(_store(after))[-1]["forgotten"] == [f"{old}:0"]
+    run_pipeline(before)
+    assert _counts(before) == {"x": 6, "y": 2}  # forgotten: read again from the first poll (earliest)

@@ -35,8 +35,8 @@ def test_status_shows_lease_txids_and_lag(kafka_peer: KafkaPeer, backend: str, r
     assert s["pipeline"] == "wc" and s["lease"] is None and s["frozen_txid"] is None
     assert s["committed_txid"] == committed and s["committed_at"] is not None
     assert s["partitions"] == [
-        {"partition": f"{topic}:0", "committed_next_offset": 5, "end_offset": 9, "lag": 4},
-        {"partition": f"{topic}:1", "committed_next_offset": 5, "end_offset": 5, "lag": 0}]
+        {"partition": f"{topic}:0", "committed_next_offset": 5, "end_offset": 9, "lag": 4, "read_now": True},
+        {"partition": f"{topic}:1", "committed_next_offset": 5, "end_offset": 5, "lag": 0, "read_now": True}]
 
     forget_opened()
     store = compile_pipeline(load(path), "wc").store()
@@ -67,7 +67,8 @@ def test_status_without_kafka_still_shows_the_store(kafka_cluster: MockKafkaClus
     assert r.code == 4, r.err
     [s] = json.loads(r.out)
     assert s["committed_txid"] == 1 and s["errors"][0].startswith("cannot read end offsets from Kafka")
-    assert s["partitions"] == [{"partition": f"{topic}:0", "committed_next_offset": 3, "end_offset": None, "lag": None}]
+    assert s["partitions"] == [{"partition": f"{topic}:0", "committed_next_offset": 3, "end_offset": None, "lag": None,
+                                "read_now": None}]
 
 
 def test_status_of_a_pipeline_never_run(tmp_path: Path) -> None:

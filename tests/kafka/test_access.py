@@ -225,3 +225,24 @@ def test_a_refusal_seen_before_a_success_is_no_verdict_on_a_later_outage(monkeyp
     coordinator._watch(TLS)  # told while no request was failing
     assert coordinator.refresh() == [Partition("words", 0)]  # a success forgets it
     assert coordinator.refresh() == [Partition("words", 0)]  # the next failure: the known partitions, no refusal
+
+
+class RefusedOnceClient(RefusingClient):
+    """A client told of a refusal once (a handshake cut short while a broker restarted), then never again."""
+
+    def poll(self, timeout: float = 0) -> None:
+        super().poll(timeout)
+        self.told = None
+
+
+def test_a_pooled_reader_forgets_a_refusal_once_a_read_went_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal told before a successful read is no verdict on a later outage: the outage stays transient."""
+    monkeypatch.setattr(consumers, "Consumer", lambda conf: RefusedOnceClient(conf, told=SASL))
+    pool = consumers.ConsumerPool()
+    conf = spout_config().consumer_config("topo")
+    with pool.lease(conf) as first:
+        first.poll(0)  # the refusal reaches the error callback; the read itself then goes through
+    with pytest.raises(KafkaException) as raised, pool.lease(conf) as second:
+        assert second is first  # the same pooled client, told nothing since
+        raise KafkaException(TRANSPORT)
+    assert not isinstance(raised.value, AccessRefusedError)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from prometheus_client import CollectorRegistry
 
 from app.spark import SparkExecutor
 from app.topology import Agg, Topology
@@ -27,6 +28,7 @@ from spouts.kafka.formats import RecordFormat, RegistrySettings
 from spouts.planner import Caps
 from states import Count, Max, Sum
 from states.factory import StateFactory
+from tests.kafka.fixtures import RealKafkaPeer
 from tests.kafka.helpers import config, produce
 from tests.schemaregistry.fixtures import registry_settings
 from tests.schemaregistry.server import SchemaRegistryServer
@@ -144,3 +146,76 @@ def test_json_with_declared_types(spark: Any, spark_kafka: Any, tmp_path: Path) 
     db = tmp_path / "state.db"
     assert sqlite_table(db, "json_users", ["user"], ["total", "cents", "last_day"]) == expected
     assert sqlite_table(db, "json_words", ["word"], ["count"]) == dict(Counter(w for d in docs for w in d["text"].split()))
+
+
+@pytest.mark.real_kafka
+@pytest.mark.parametrize("policy", ["skip", "dead_letter"])
+def test_json_null_and_byte_order_marks_on_a_real_kafka(spark: Any, real_kafka: RealKafkaPeer, tmp_path: Path,
+                                                        policy: str) -> None:
+    """JSON values ``null``, other non-objects, blank ones and objects behind a UTF-8 byte-order mark (first in
+    a partition and not) through the pipeline on a real Kafka: the store holds the good records (a marked object
+    is good, as for Python's parser), each bad one is skipped or dead-lettered exactly once, although each txid
+    holding one fails once after its dead letters and is replayed; nothing crashes, no txid stalls."""
+    from app.dead_letters import coordinates_of
+    from app.error_policy import ErrorPolicy
+    from app.metrics import Metrics
+    from tests.spark.test_bad_records import dead_letters
+
+    topic, partitions, bom = f"json-odd-{uuid.uuid4().hex[:8]}", 3, "\ufeff".encode()
+    real_kafka.create_topic(topic, partitions)
+    rng = random.Random(23)
+    values = [(i % partitions, json.dumps({"user": f"u{rng.randrange(4)}", "amount": rng.randint(-9, 99)}).encode())
+              for i in range(300)]
+    odd = [b"null", bom + b'{"user": "u9", "amount": 5}', b" null ", b"[1]", b"", b"42", bom + b"null",
+           bom + b' {"user": "u8", "amount": 7}', b'{"user": "u1", "amount": 1}{"user": "u2", "amount": 2}']
+    values.insert(0, (0, bom + b'{"user": "u7", "amount": 3}'))  # the first record of partition 0
+    for j, v in enumerate(odd):
+        values.insert(40 + j * 29, (j % partitions, v))
+    produced = produce(real_kafka.bootstrap_servers(), topic, values)
+    truth: dict[str, tuple[int, int]] = {}
+    bad: set[tuple[str, int, int]] = set()
+    for r in produced:  # Python's parser, which drops a leading byte-order mark from bytes
+        try:
+            doc = json.loads(r.value)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            bad.add((r.topic, r.partition, r.offset))
+            continue
+        total, n = truth.get(doc["user"], (0, 0))
+        truth[doc["user"]] = (total + doc["amount"], n + 1)
+    assert len(bad) == 7 and {"u7", "u8", "u9"} <= set(truth)
+    dlq = f"dead-{uuid.uuid4().hex[:8]}"
+    if policy == "dead_letter":
+        real_kafka.create_topic(dlq, 1)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    name = f"json-odd-{policy.replace('_', '-')}"
+    topology = Topology(name, errors=ErrorPolicy.skip() if policy == "skip" else ErrorPolicy.dead_letter(dlq))
+    spout = KafkaSpout(replace(config(real_kafka.bootstrap_servers(), topics=[topic]), value_format=RecordFormat.of(
+        {"type": "json", "fields": {"user": "string", "amount": "bigint"}})), topology.name)
+    (topology.new_stream(spout).each("value.user AS user", "value.amount AS amount").group_by("user")
+     .persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")], name="odd_json"))
+    metrics = Metrics(CollectorRegistry())
+    executor = SparkExecutor(spark, topology, metrics=metrics)
+    coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=CAPS, metrics=metrics)
+    failed: set[int] = set()
+
+    def fail_once_after_dead_letters(point: str, txid: int) -> None:
+        if policy == "dead_letter" and point == "commit" and txid not in failed:
+            failed.add(txid)
+            raise ConnectionError("injected: the state is away")
+
+    coord._faults = fail_once_after_dead_letters
+    try:
+        assert coord.run_until_idle() >= 2
+    finally:
+        coord.close()
+        executor.close()
+    assert sqlite_table(tmp_path / "state.db", "odd_json", ["user"], ["total", "n"]) == truth
+    counted = sum(metrics.value("trident_bad_records_total", pipeline=name, stage="decode", reason=reason,
+                                action=policy) for reason in ("json_invalid", "json_not_object", "json_type"))
+    assert counted == len(bad)
+    if policy == "dead_letter":
+        assert failed, "no txid was replayed"
+        letters = [coordinates_of(m.headers())[1] for m in dead_letters(real_kafka.bootstrap_servers(), dlq)]
+        assert sorted(c for c in letters if c is not None) == sorted(bad)  # each exactly once

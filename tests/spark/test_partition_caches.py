@@ -86,3 +86,46 @@ def test_a_partition_that_moved_mid_key_set_fails_no_lwt_on_the_keys_it_never_sa
         files.save(txid, cache.entries(), {}, cache.absent_rate)
     assert counts(backing) == {(w,): 2 for w in words}
     assert (backing.reads, backing.cas, backing.failed) == ((40, 40, 0) if hand_on else (20, 60, 20))
+
+
+def _seeded_by_a_commit_task(root: Path, monkeypatch: pytest.MonkeyPatch, txid: int, previous: int | None) -> Seed:
+    """What a commit task of ``txid`` (told the sink's ``previous`` commit) seeds its cache with, from a partition
+    file saved after txid 4: its own code path (CommitAggregates), no Spark task around it."""
+    from typing import Any
+
+    import pyarrow as pa
+
+    from app.spark.tasks import CommitAggregates
+    from states import Count
+
+    factory = StateFactory(backend="memory", pipeline=f"p-{txid}-{previous}")  # a memory table of its own
+    files = PartitionCaches(factory, WORDS, 4, [1])
+    files.save(4, [(("a",), None)], {}, 0.5)
+    monkeypatch.setattr(PartitionCaches, "of", classmethod(lambda cls, *args: files))
+    seeds: list[Seed] = []
+    make = StateFactory.make_cached_state
+
+    def recording(self: StateFactory, spec: MapSpec, entries: Any = (), size: int = 0,
+                  absent_rate: float | None = 1.0, **kw: Any) -> Any:
+        seeds.append(Seed(list(entries), absent_rate))
+        return make(self, spec, entries, size, absent_rate, **kw)
+
+    monkeypatch.setattr(StateFactory, "make_cached_state", recording)
+    task = CommitAggregates(factory, WORDS, Count(), txid, 1, partitions=4, previous=previous)
+    rows = list(task(iter([pa.record_batch({"word": ["b"], "count": pa.array([1], pa.int64())})])))
+    assert rows[0].column("fatal").to_pylist() == [None]
+    return seeds[0]
+
+
+@pytest.mark.parametrize(("txid", "previous", "warm"), [
+    (5, None, True),  # saved by txid - 1, the previous commit assumed
+    (7, 4, True),  # the driver says the sink's previous commit was txid 4 (txids 5 and 6 wrote nothing here)
+    (7, None, False),  # txid 6 assumed: a file of txid 4 is older than the partition's last commit
+    (5, 3, False),  # the driver's previous commit was 3: the file of 4 is another driver's (a takeover)
+])
+def test_a_commit_task_trusts_a_file_only_from_the_sink_s_previous_commit(
+        root: Path, monkeypatch: pytest.MonkeyPatch, txid: int, previous: int | None, warm: bool) -> None:
+    """A commit task seeds its cache from a partition's file only when the file was saved by the commit the
+    driver names as the sink's previous one (``txid - 1`` when it names none), or by this txid; else cold."""
+    seed = _seeded_by_a_commit_task(root, monkeypatch, txid, previous)
+    assert seed == (Seed([(("a",), None)], 0.5) if warm else Seed([], None))

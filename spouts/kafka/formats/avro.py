@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spouts.kafka.formats.registry import RegistrySettings, framing, reader_schema
+from spouts.kafka.formats.registry import RegistrySettings, framing, reader_schema, rows_to_array
 from spouts.kafka.formats.spec import Decoded, Failure, RecordFormat
 
 _PARSED: dict[str, Any] = {}
@@ -55,7 +55,6 @@ class AvroDecoder:
 
         raw_ids, bad = framing(values, self.registry)
         reader = _parsed(self.schema)
-        client = self.registry.client()
         writers: dict[bytes, Any] = {}
         rows: list[Any] = []
         for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist())):
@@ -64,7 +63,11 @@ class AvroDecoder:
                 continue
             writer = writers.get(raw)
             if writer is None:
-                writer = writers[raw] = _parsed(client.get_schema(int.from_bytes(raw, "big")).schema_str)
+                writer = writers[raw] = self._writer(int.from_bytes(raw, "big"))
+            if isinstance(writer, Failure):
+                bad[i] = writer
+                rows.append(None)
+                continue
             payload = io.BytesIO(v)
             payload.seek(5)
             try:
@@ -72,7 +75,18 @@ class AvroDecoder:
             except Exception as e:  # noqa: BLE001 - whatever fastavro raises, the payload is not this schema
                 bad[i] = Failure("avro_invalid", f"{type(e).__name__}: {e}")
                 rows.append(None)
-        return Decoded(pa.array(rows, self.arrow_type), bad)
+        return Decoded(rows_to_array(rows, self.arrow_type, bad, "avro_invalid"), bad)
+
+    def _writer(self, schema_id: int) -> Any:
+        """The parsed writer schema of ``schema_id``, or why records framed with it are bad (a schema of
+        another type, e.g. a JSON Schema's id on an Avro topic: a bad record, not a batch that never decodes)."""
+        schema = self.registry.client().get_schema(schema_id)
+        if (schema.schema_type or "AVRO") != "AVRO":
+            return Failure("schema_type", f"schema id {schema_id} is a {schema.schema_type} schema, not AVRO")
+        try:
+            return _parsed(schema.schema_str)
+        except Exception as e:  # noqa: BLE001 - whatever fastavro raises, the registered text is no Avro schema
+            return Failure("schema_type", f"schema id {schema_id} is no Avro schema: {type(e).__name__}: {e}")
 
 
 def _parsed(schema: str) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spouts.kafka.formats.registry import RegistrySettings, framing, reader_schema
+from spouts.kafka.formats.registry import RegistrySettings, framing, reader_schema, rows_to_array
 from spouts.kafka.formats.spec import Decoded, Failure, RecordFormat
 
 _CLASSES: dict[tuple[str, str | None], Any] = {}
@@ -70,7 +70,7 @@ class ProtobufDecoder:
             except (DecodeError, IndexError, ValueError) as e:
                 bad[i] = Failure("protobuf_invalid", f"{type(e).__name__}: {e}")
                 rows.append(None)
-        return Decoded(pa.array(rows, self.arrow_type), bad)
+        return Decoded(rows_to_array(rows, self.arrow_type, bad, "protobuf_invalid"), bad)
 
 
 def _message_class(schema: str, message: str | None) -> Any:

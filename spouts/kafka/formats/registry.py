@@ -135,3 +135,26 @@ def framing(values: Any, settings: RegistrySettings) -> tuple[Any, dict[int, Fai
             for i in pc.indices_nonzero(hit).to_pylist():
                 bad[i] = Failure("schema_unknown", f"schema registry: {e.error_message} (id {schema_id})")
     return raw_ids, bad
+
+
+def rows_to_array(rows: list[Any], arrow_type: Any, bad: dict[int, Failure], reason: str) -> Any:
+    """The decoded rows as one Arrow array; a row Arrow cannot hold in ``arrow_type`` (a decimal wider than its
+    precision) becomes a bad record (``reason``) instead of failing the batch. ``bad`` is updated."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(rows, arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        first = e
+    for i, row in enumerate(rows):
+        if row is None:
+            continue
+        try:
+            pa.array([row], arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            bad[i] = Failure(reason, f"a value does not fit its column: {e}")
+            rows[i] = None
+    try:
+        return pa.array(rows, arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        raise first from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -178,3 +179,22 @@ def test_a_value_of_two_objects_beside_a_blank_one_is_not_taken_for_two_good_rec
         raw_batch([b'{"n": 1}{"n": 2}', b"  ", b'{"n": 3}']), bad)
     assert bad.by_offset() == {100: "json_invalid", 101: "json_invalid"}
     assert out.column("value").to_pylist() == [{"n": 3}]
+
+
+def test_values_the_reader_refuses_together_but_reads_alone_are_each_taken_as_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should Arrow's reader refuse good values together that it reads one by one, the batch is not failed
+    (a failure would be retried for ever): each value is taken as it is alone, the same on every replay."""
+    from spouts.kafka.formats import json_fields
+
+    alone = json_fields.JsonObjects._try
+
+    def refuses_runs(self: json_fields.JsonObjects, dense: pa.Array) -> Any:
+        return alone(self, dense) if len(dense) == 1 else (None, json_fields._Refused("refused together", False))
+
+    monkeypatch.setattr(json_fields.JsonObjects, "_try", refuses_runs)
+    values = [b'{"n": 1}', b"{oops", b'{"n": 2}', None, b'{"n": "x"}', b'{"n": 3}']
+    bad = Collected()
+    out = decoder(RecordFormat.of({"type": "json", "fields": {"n": "int"}})).decode(raw_batch(values), bad)
+    assert bad.by_offset() == {101: "json_invalid", 104: "json_type"}
+    assert out.column("value").to_pylist() == [{"n": 1}, {"n": 2}, None, {"n": 3}]

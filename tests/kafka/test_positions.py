@@ -1,0 +1,194 @@
+"""Positions through ordinary mistakes, on a real Kafka: a misspelled topic, a topic dropped from the config for
+longer than the metadata retention, a topic deleted and re-created under the stored position.
+
+The coordinator is driven in-process (LocalExecutor, state in memory): what is under test is where each txid
+starts reading, which Spark does not decide. Stored counts are compared with what the producer was acknowledged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import KafkaException
+from prometheus_client import CollectorRegistry
+
+from app.coordinator import Coordinator, CoordinatorConfig
+from app.failures import FAILED
+from app.local import LocalExecutor, Sink
+from app.metrics import Metrics
+from app.progress import read_progress
+from spouts.errors import LogRestartedError
+from spouts.kafka import FirstPoll, KafkaSpout
+from spouts.metadata import Partition
+from spouts.planner import Caps
+from spouts.protocols import DataLossPolicy
+from states import Count, OpaqueMap
+from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
+from tests.kafka.fixtures import KafkaPeer, unique_topic
+from tests.kafka.helpers import config, produce, spread, truth
+
+RETENTION = 2  # txids of metadata kept: the smallest the coordinator accepts
+
+
+class Runs:
+    """One pipeline id whose config changes between runs; its store and state outlive every run."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.store = MemoryTransactionalStateStore("words")
+        self.backing = MemoryBackingMap()
+        self.metrics = Metrics(CollectorRegistry())
+        self.coord: Coordinator | None = None
+
+    def start(self, topics: list[str], *, data_loss: DataLossPolicy = DataLossPolicy.FAIL,
+              per_partition: int = 100, faults: Callable[[str, int], None] | None = None) -> Coordinator:
+        self.close()
+        cfg = config(self.bootstrap, topics=topics, first_poll=FirstPoll.EARLIEST, data_loss=data_loss)
+        spout = KafkaSpout(cfg, "words", metrics=self.metrics.spouts)
+        executor = LocalExecutor(spout.emitter(), [Sink(OpaqueMap(self.backing), Count(),
+                                                        key=lambda r: (r.value.decode(),))])
+        settings = CoordinatorConfig(caps=Caps(per_partition=per_partition, per_batch=1000), retention=RETENTION,
+                                     retry_backoff_s=(0.01, 0.05), idle_sleep_s=0.01, owner="test")
+        self.coord = Coordinator("words", spout, executor, self.store, settings, metrics=self.metrics, faults=faults)
+        self.coord.start()
+        return self.coord
+
+    def counts(self) -> Counter[str]:
+        return Counter({k[0]: v.curr for k, v in self.backing.data.items()})
+
+    def positions(self) -> dict[Partition, int]:
+        plan = read_progress(self.store).committed_plan
+        return {} if plan is None else {p: m.next_offset for p, m in plan.partitions.items()}
+
+    def close(self) -> None:
+        if self.coord is not None:
+            self.coord.close()
+            self.coord = None
+
+
+@pytest.fixture
+def runs(kafka_peer: KafkaPeer) -> Iterator[Runs]:
+    made = Runs(kafka_peer.bootstrap_servers())
+    yield made
+    made.close()
+
+
+def test_a_misspelled_topic_never_makes_the_right_one_count_again(kafka_peer: KafkaPeer, runs: Runs) -> None:
+    """The right topic, then a misspelled one (no txid commits), then the misspelled one beside another topic for
+    more txids than the retention keeps, then the right topic again: every record counted once."""
+    sentences, other = unique_topic("sentences"), unique_topic("other")
+    kafka_peer.create_topic(sentences, 2)
+    kafka_peer.create_topic(other, 1)
+    first = produce(runs.bootstrap, sentences, spread(40, 2, tag="s"))
+    runs.start([sentences]).run_until_idle()
+    assert runs.counts() == truth(first)
+    stored = runs.positions()
+    assert stored == {Partition(sentences, 0): 20, Partition(sentences, 1): 20}
+    committed = read_progress(runs.store).committed_txid
+
+    typo = unique_topic("no_such_topic")
+    for _ in range(3):  # restarts with the typo: it waits, and commits nothing
+        assert runs.start([typo]).run_until_idle() == 0
+    assert read_progress(runs.store).committed_txid == committed
+
+    meanwhile = produce(runs.bootstrap, other, spread(12, 1, tag="o"))
+    assert runs.start([typo, other], per_partition=3).run_until_idle() > RETENTION  # 4 txids without sentences
+    assert {p: o for p, o in runs.positions().items() if p.topic == sentences} == stored
+
+    later = produce(runs.bootstrap, sentences, spread(10, 2, tag="s"))
+    runs.start([sentences, other]).run_until_idle()
+    assert runs.counts() == truth(first) + truth(meanwhile) + truth(later)
+
+
+def recreate(kafka_peer: KafkaPeer, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
+    """Delete ``topic`` and create it again (deletion finishes asynchronously: retry the creation)."""
+    kafka_peer.delete_topic(topic)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            kafka_peer.create_topic(topic, partitions)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
+def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
+        kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy) -> None:
+    """Read to offset 30, then the topic is re-created with 20 records: under fail the pipeline stops for good
+    naming the partition; under skip the loss is counted and the new log is read from its start, every record once."""
+    topic = unique_topic("recreated")
+    kafka_peer.create_topic(topic, 1)
+    old = produce(runs.bootstrap, topic, spread(30, 1, tag="old"))
+    coord = runs.start([topic], data_loss=policy)
+    coord.run_until_idle()
+    assert runs.counts() == truth(old)
+    recreate(kafka_peer, topic, 1)
+    new = produce(runs.bootstrap, topic, spread(20, 1, tag="new"))
+    events = {"pipeline": "words", "topic": topic, "partition": "0", "policy": policy.value}
+    deadline = time.monotonic() + 60
+    if policy is DataLossPolicy.FAIL:
+        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 30 but the "
+                                                    "log ends at 20"):
+            while time.monotonic() < deadline:  # until the spout's metadata sees the new topic
+                coord.step()
+                time.sleep(0.05)
+        stopped = coord.stopped_by
+        assert stopped is not None and stopped.exit_code == FAILED and stopped.cause == "data_loss"
+        assert f"{topic}:0" in stopped.reason
+        assert runs.counts() == truth(old)
+    else:
+        while runs.counts() != truth(old) + truth(new) and time.monotonic() < deadline:
+            if coord.step() != "committed":  # one step at a time: a replay failing for ever must not hang the test
+                time.sleep(0.05)
+        assert runs.counts() == truth(old) + truth(new)
+        more = produce(runs.bootstrap, topic, spread(5, 1, tag="more"))
+        coord.run_until_idle()
+        assert runs.counts() == truth(old) + truth(new) + truth(more)
+        assert runs.positions() == {Partition(topic, 0): 25}
+        said = coord.last_data_loss  # what /readyz shows beside the pipeline's state
+        assert said is not None and f"{topic}:0 restarted below the stored next offset 30 (log end 20)" in said
+    assert runs.metrics.value("trident_data_loss_events_total", **events) == 1
+
+
+def fail_commit_once(point: str, txid: int) -> None:
+    """Fails the first commit (after the freeze, before any state write), like a crash there."""
+    if point == "commit" and txid == 2:
+        raise RuntimeError("crash before the commit of txid 2")
+
+
+@pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
+def test_a_topic_recreated_under_a_frozen_txid_is_data_loss(kafka_peer: KafkaPeer, runs: Runs,
+                                                           policy: DataLossPolicy) -> None:
+    """Txid 2 is frozen on [30, 40) and never committed; the topic is then re-created with 20 records: the replay
+    stops for good (fail), or stores an empty range at the new log's start and reads the new log (skip)."""
+    topic = unique_topic("frozen")
+    kafka_peer.create_topic(topic, 1)
+    old = produce(runs.bootstrap, topic, spread(30, 1, tag="old"))
+    runs.start([topic], data_loss=policy).run_until_idle()
+    produce(runs.bootstrap, topic, spread(10, 1, tag="lost"))
+    coord = runs.start([topic], data_loss=policy, faults=fail_commit_once)
+    assert coord.step() == "failed"
+    frozen = read_progress(runs.store).frozen
+    assert frozen is not None and frozen.txid == 2
+    recreate(kafka_peer, topic, 1)
+    new = produce(runs.bootstrap, topic, spread(20, 1, tag="new"))
+    coord = runs.start([topic], data_loss=policy)
+    deadline = time.monotonic() + 60
+    if policy is DataLossPolicy.FAIL:
+        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 40 but the "
+                                                    "log ends at 20"):
+            while time.monotonic() < deadline:
+                coord.step()
+        assert runs.counts() == truth(old)
+    else:
+        while runs.counts() != truth(old) + truth(new) and time.monotonic() < deadline:
+            if coord.step() != "committed":  # one step at a time: a replay failing for ever must not hang the test
+                time.sleep(0.05)
+        assert runs.counts() == truth(old) + truth(new)
+        assert runs.positions() == {Partition(topic, 0): 20}

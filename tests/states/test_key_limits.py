@@ -1,0 +1,67 @@
+"""The key limits a backend reports (states.limits) say exactly what a real Cassandra refuses: checked key by
+key against the server, so the pre-commit check and the database agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from states.factory import StateFactory
+from states.limits import KeyProblem
+from states.spec import Column, MapSpec, StateKind
+from states.values import OpaqueValue
+from tests.states.backends import cassandra_settings
+
+ONE = MapSpec("one_key", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
+BLOB = MapSpec("blob_key", StateKind.OPAQUE, (Column("k", "blob"),), (Column("count", "bigint"),))
+TWO = MapSpec("two_keys", StateKind.OPAQUE, (Column("a", "text"), Column("b", "bigint"), Column("c", "text")),
+              (Column("count", "bigint"),))
+
+CASES: list[tuple[MapSpec, tuple[Any, ...], KeyProblem | None]] = [
+    (ONE, ("",), KeyProblem.EMPTY),
+    (ONE, ("a",), None),
+    (ONE, ("x" * 65535,), None),
+    (ONE, ("x" * 65536,), KeyProblem.TOO_LONG),
+    (ONE, ("é" * 32767,), None),  # 65534 bytes of UTF-8
+    (ONE, ("é" * 32768,), KeyProblem.TOO_LONG),  # 65536 bytes, 32768 characters
+    (BLOB, (b"",), KeyProblem.EMPTY),
+    (BLOB, (b"\0" * 65535,), None),
+    (BLOB, (b"\0" * 65536,), KeyProblem.TOO_LONG),
+    (TWO, ("", 1, ""), None),  # empty parts of a composite key are stored
+    (TWO, ("x" * 65515, 1, ""), None),  # 65515+3 + 8+3 + 0+3 = 65532
+    (TWO, ("x" * 65518, 1, ""), None),  # 65535: the bound itself
+    (TWO, ("x" * 65519, 1, ""), KeyProblem.TOO_LONG),
+]
+
+
+def test_sqlite_and_memory_have_no_key_limits(tmp_path: Any) -> None:
+    """Only Cassandra refuses keys: an empty or long key is an ordinary key in SQLite."""
+    assert StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "s.db")).key_limits(ONE) is None
+    assert StateFactory(backend="memory").key_limits(ONE) is None
+
+
+@pytest.mark.real_cassandra
+def test_cassandra_limits_match_what_the_server_refuses(request: pytest.FixtureRequest) -> None:
+    """For each key, the factory's limits find the problem we expect, and a real Cassandra refuses the
+    key's row exactly when they find one."""
+    from cassandra import InvalidRequest
+
+    from states.cassandra import CassandraBackingMap
+
+    settings = cassandra_settings(request, "real")
+    factory = StateFactory(backend="cassandra", cassandra=settings)
+    maps = {spec: CassandraBackingMap(settings, spec) for spec in (ONE, BLOB, TWO)}
+    for spec, key, expected in CASES:
+        limits = factory.key_limits(spec)
+        assert limits is not None
+        assert limits.problem(key) is expected, (spec.table, len(key[0]), expected)
+        backing = maps[spec]
+        stmt, values, _, _ = backing.cas_request(key, None, OpaqueValue(1, 1, None))
+        try:
+            backing.client.session.execute(stmt, values)
+            refused = False
+        except InvalidRequest:
+            refused = True
+        assert refused is (expected is not None), (spec.table, len(key[0]), expected)
+
