@@ -9,16 +9,22 @@ STAMP  := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "[1/3] creating the virtual environment $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "[2/3] upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	@echo "[3/3] installing trident-stream and its dependencies (PySpark, about 400 MB with pyarrow and pandas;"
+	@echo "      a few minutes on a slow link): each package is named as pip collects it"
+	$(PY) -m pip install --progress-bar off -e '.[test]'
+	@touch $(STAMP)
+	@echo "installed: $(VENV)"
 
 # Debian's prometheus (server + promtool) for the deployment tests; installed only when missing.
 tools:
 	bash tests/deploy/install_tools.sh
 
 demo: venv
+	@echo "running the demo: an in-process Kafka, a generated stream, word count on Spark (Spark takes a while to start)"
 	$(PY) -m app demo
 
 test: venv tools

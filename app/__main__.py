@@ -11,7 +11,8 @@
 Exit codes: 0 success; 1 a failed run, operation or demo mismatch (a server that cannot be reached
 included); 2 a bad config or bad arguments, or credentials, grants or a certificate a server refused;
 3 refused (unsafe change, lease held, confirmation missing); 4 partly done (the cluster could not
-answer part of it). A server's error is one line on stderr, never a traceback.
+answer part of it). A server's error is one line on stderr, never a traceback; so is any other error
+(``python -m app --debug COMMAND ...`` shows its traceback).
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import sys
 
 from app.commands import modules
 from app.commands.common import BAD_INPUT, FAILED, CommandError
-from app.failures import describe, refusal
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", dest="traceback", action="store_true",
+                        help="an unexpected error's traceback instead of its one line (before the command)")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in modules():
         module.add(sub)  # type: ignore[attr-defined]
@@ -40,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.command}: {e}", file=sys.stderr)
         return e.code
     except Exception as e:
+        from app.failures import describe, refusal
+
         refused = refusal(e, cassandra_role=_cassandra_role(args))
         if refused is not None:
             print(f"{args.command}: {refused.line}", file=sys.stderr)
@@ -50,9 +54,17 @@ def main(argv: list[str] | None = None) -> int:
             if refused is not None:
                 print(f"{args.command}: {refused.line}", file=sys.stderr)
                 return BAD_INPUT
+            wrong = _wrong_local_dc(args)
+            if wrong is not None:
+                print(f"{args.command}: {wrong}", file=sys.stderr)
+                return BAD_INPUT
             print(f"{args.command}: cannot reach a server: {describe(e)}", file=sys.stderr)
             return FAILED
-        raise  # a bug: its traceback is the report
+        if args.traceback:
+            raise  # a bug: its traceback is the report
+        print(f"{args.command}: failed: {describe(e)} (python -m app --debug {args.command} ... shows where)",
+              file=sys.stderr)
+        return FAILED
 
 
 def _unreachable(e: BaseException) -> bool:
@@ -77,6 +89,21 @@ def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
         from app.commands.common import load_config
 
         return cassandra_tls_refusal(load_config(path).cassandra_settings())
+    except Exception:  # noqa: BLE001 - only for the message
+        return None
+
+
+def _wrong_local_dc(args: argparse.Namespace) -> str | None:
+    """Whether the config's ``cassandra.local_dc`` is a data centre the cluster does not have (then: one line)."""
+    from app.access import wrong_local_dc
+
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    try:
+        from app.commands.common import load_config
+
+        return wrong_local_dc(load_config(path).cassandra_settings())
     except Exception:  # noqa: BLE001 - only for the message
         return None
 

@@ -37,11 +37,12 @@ class Health:
 
 
 def assess(*, active: bool, error: str | None, failing: tuple[str, float] | None, source_problem: str | None,
-           progress_age_s: float | None, window_s: float, now: float) -> Health:
+           progress_age_s: float | None, window_s: float, now: float,
+           source_problem_since: float | None = None) -> Health:
     """The health of a pipeline from what its runner knows.
 
     ``failing`` is the current transient failure (reason, since); ``source_problem`` what the
-    spout reports (e.g. a topic that does not exist); ``progress_age_s`` the seconds since the
+    spout reports (e.g. a topic that does not exist), first seen at ``source_problem_since``; ``progress_age_s`` the seconds since the
     last commit or idle step (None: none yet).
     """
     if error is not None:
@@ -51,7 +52,7 @@ def assess(*, active: bool, error: str | None, failing: tuple[str, float] | None
     if failing is not None:
         return Health(PipelineState.DEGRADED, failing[0], failing[1])
     if source_problem is not None:
-        return Health(PipelineState.DEGRADED, source_problem)
+        return Health(PipelineState.DEGRADED, source_problem, source_problem_since)
     if progress_age_s is None:
         return Health(PipelineState.DEGRADED, "no step has finished yet")
     if progress_age_s > window_s:

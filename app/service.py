@@ -3,9 +3,11 @@
 Lifecycle of the process:
 
 1. Install SIGTERM/SIGINT handlers (a signal during start-up still exits cleanly) and serve
-   ``/metrics``, ``/healthz`` and ``/readyz`` (not ready yet); check that Kafka and Cassandra accept
-   the service's principals (:mod:`app.access`: a refusal exits 2 at once); start Spark, then install
-   the handlers again (PySpark replaces SIGINT's handler while it starts).
+   ``/metrics``, ``/healthz`` and ``/readyz`` (every pipeline ``starting``); check that Kafka and
+   Cassandra accept the service's principals and settings (:mod:`app.access`: a refusal or a wrong
+   setting exits 2 at once, in one line; Cassandra away is waited for, under ``outage_limit_s``); start
+   Spark, then install the handlers again (PySpark replaces SIGINT's handler while it starts). A signal
+   before the pipelines start exits 0 without taking a lease.
 2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
    over a Spark executor and run it in its own thread: it takes the lease, or waits as a standby
    (not ready, ``role: standby``) while another instance holds it, and takes over when that lease
@@ -24,7 +26,8 @@ counts it by reason. What happens next is ``service.on_pipeline_failure``: ``iso
 default) lets the other pipelines go on and the process exits once every pipeline has stopped;
 ``exit`` stops every pipeline at once, as a process with one pipeline would. Either way the exit
 code is the failed pipelines' highest (1, or 2 for configuration), also after a later signal, so
-the orchestrator restarts the pod; a start-up error (e.g. the HTTP port in use) exits 2. Transient
+the orchestrator restarts the pod; a start-up error (e.g. the HTTP port in use) exits 2, any other
+error at start 1, each in one line (its traceback at DEBUG: ``run --debug``). Transient
 failures keep the process alive and ``/readyz`` says ``degraded`` (:mod:`app.health`).
 """
 
@@ -37,12 +40,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.access import check_access
+from app.access import StartupError, check_access
 from app.batch import BatchExecutor, WarmsUp
-from app.config import CompiledPipeline, ServiceConfig, compile_pipeline
+from app.config import CompiledPipeline, ServiceConfig, compile_pipeline, spout_config
 from app.coordinator import FATAL, Coordinator
 from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
 from app.health import Health, assess
+from app.kafka_watch import KafkaWatch
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
 from app.pod_resources import sized_spark
@@ -63,16 +67,16 @@ WARM_RECORDS = 200  # per partition: what a standby's warm-up reads of the plan 
 ExecutorFactory = Callable[["SparkSession", Topology], BatchExecutor]
 
 
-class StartupError(Exception):
-    """The service cannot start (a port in use, ...): one line naming the setting, exit code 2."""
+__all__ = ["PipelineRunner", "Service", "StartupError"]
 
 
 class PipelineRunner:
     """One pipeline's coordinator loop, in its own thread, with the status ``/readyz`` reports."""
 
     def __init__(self, compiled: CompiledPipeline, executor: BatchExecutor, *, metrics: Metrics = METRICS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, kafka_watch: KafkaWatch | None = None) -> None:
         self.compiled, self._clock = compiled, clock
+        self.kafka_watch = kafka_watch  # asks Kafka on its own: an outage shows while a txid still waits on it
         self.id = compiled.id
         cfg = compiled.coordinator
         self.coordinator = Coordinator(self.id, compiled.topology.source(), executor, compiled.store(), cfg,
@@ -83,6 +87,8 @@ class PipelineRunner:
         self.error: BaseException | None = None
         self._metrics = metrics
         self._wall_clock = time.time
+        self._problem_since: float | None = None  # when the current source problem was first seen
+        self._bad_seen: dict[str, int] = {}  # bad records by action at the last commit line
         metrics.set_pipeline_state(self.id, "standby")  # every state's series exists from the start
         metrics.precreate_failures(self.id)
         self.loop_done = threading.Event()
@@ -93,6 +99,8 @@ class PipelineRunner:
     def start(self, stop: threading.Event, on_fatal: Callable[[], None]) -> None:
         """Run the loop until ``stop``; ``on_fatal`` is called (from the loop's thread) if a permanent failure stops it."""
         self._stop, self._on_fatal = stop, on_fatal
+        if self.kafka_watch is not None:
+            self.kafka_watch.start(stop)
         self.thread.start()
 
     @property
@@ -129,8 +137,17 @@ class PipelineRunner:
         if self.error is not None:
             error = c.stopped_by.reason if c.stopped_by is not None else describe(self.error)
         failing = None if c.degraded is None else (c.degraded.reason, c.degraded.since)
-        h = assess(active=self.role == "active", error=error, failing=failing, source_problem=c.source_problem,
-                   progress_age_s=age, window_s=window_s, now=self._wall_clock())
+        problem, since = c.source_problem, None
+        watch = self.kafka_watch
+        if problem is None and watch is not None and watch.problem is not None:
+            problem, since = watch.problem, watch.since
+        if problem is None:
+            self._problem_since = None
+        elif self._problem_since is None:
+            self._problem_since = since or self._wall_clock()  # first seen now: /readyz says since when
+        h = assess(active=self.role == "active", error=error, failing=failing, source_problem=problem,
+                   progress_age_s=age, window_s=window_s, now=self._wall_clock(),
+                   source_problem_since=self._problem_since)
         self._metrics.set_pipeline_state(self.id, h.state.value)
         return h
 
@@ -145,6 +162,8 @@ class PipelineRunner:
     def _main(self) -> None:
         assert self._stop is not None
         try:
+            if self._stop.is_set():
+                return  # stopped before the first lease attempt: no lease is taken
             if not self.coordinator.start(self._stop, on_standby=self._standby):
                 return  # stopped while in standby
             self.leased, self.standby_since = True, None
@@ -214,8 +233,23 @@ class PipelineRunner:
     def _committed(self, seconds: float) -> None:
         self._progressed()
         c = self.coordinator
-        log.info("pipeline %s committed txid %d: %d records, %d keys, %.0f ms", self.id, c.committed_txid,
-                 c.last_stats.records, c.last_stats.keys_updated, seconds * 1000)
+        bad = self._bad_records_so_far()
+        skipped, dead = (bad.get(a, 0) - self._bad_seen.get(a, 0) for a in ("skip", "dead_letter"))
+        self._bad_seen = bad
+        records = c.last_stats.records
+        log.info("pipeline %s committed txid %d: %d records (%d counted, %d skipped, %d dead-lettered), %d keys, "
+                 "%.0f ms", self.id, c.committed_txid, records, max(0, records - skipped - dead), skipped, dead,
+                 c.last_stats.keys_updated, seconds * 1000)
+
+    def _bad_records_so_far(self) -> dict[str, int]:
+        """This pipeline's bad records by action, as counted by ``trident_bad_records_total`` (once per txid)."""
+        out: dict[str, int] = {}
+        for metric in self._metrics.bad_records.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total") and sample.labels.get("pipeline") == self.id:
+                    action = sample.labels["action"]
+                    out[action] = out.get(action, 0) + int(sample.value)
+        return out
 
 
 class Service:
@@ -231,6 +265,8 @@ class Service:
         self.runners: list[PipelineRunner] = []
         self.http: HttpServer | None = None
         self.spark: SparkSession | None = None
+        self.phase = "checking the servers"  # what start-up is doing, for /readyz until the pipelines run
+        self._began = time.time()
 
     # -- the whole lifecycle ------------------------------------------------------------------
 
@@ -238,10 +274,14 @@ class Service:
         self._install_signals()
         try:
             self._start_http()  # first: /healthz answers while Spark starts, and the port is ours
-            check_access(self.config, self.metrics)  # refused credentials or certificates: told in seconds, not after Spark
-            self._start_spark()
-            self._install_signals()  # PySpark replaced SIGINT's handler while starting
+            # refused credentials or certificates, a wrong setting, Cassandra away: told (or waited for) before Spark
+            check_access(self.config, self.metrics, self.stop)
             if not self.stop.is_set():
+                self.phase = "starting Spark"
+                self._start_spark()
+                self._install_signals()  # PySpark replaced SIGINT's handler while starting
+            if not self.stop.is_set():
+                self.phase = "starting the pipelines"
                 self._start_pipelines()
                 while not self.stop.wait(0.2):
                     if self.runners and all(r.loop_done.is_set() for r in self.runners):
@@ -249,12 +289,13 @@ class Service:
                         break
         except StartupError as e:
             log.error("start-up failed: %s", e)
-            self._exit_code = BAD_INPUT
+            self._exit_code = e.exit_code
             self._on_fatal()
         except Exception as e:
             refused = refusal(e, cassandra_role=self.config.cassandra.username if self.config.cassandra else None)
-            if refused is None:
-                log.exception("start-up failed")
+            if refused is None:  # one line; the traceback for whoever runs with --debug
+                log.error("start-up failed: %s", describe(e))
+                log.debug("start-up failed: the traceback", exc_info=True)
             else:  # a credential, grant or certificate a server refused (app.access): one line, no traceback
                 log.error("start-up failed: %s", refused.line)
                 self._exit_code = BAD_INPUT
@@ -269,6 +310,10 @@ class Service:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         window = self.config.service.ready_window_s
         pipelines = {r.id: r.status(window) for r in self.runners}
+        for p in self.config.pipelines:  # not running yet: listed from the start, with what the service is doing
+            pipelines.setdefault(p.id, {"ready": False, "state": "starting", "reason": self.phase, "since": self._began,
+                                        "role": "starting", "lease_held": False, "committed_txid": None,
+                                        "seconds_since_progress": None, "error": None})
         standby_ok = self.config.service.standby_ready  # a standby is ready to take over
         ready = bool(pipelines) and not self.stop.is_set() and all(
             p["ready"] or (standby_ok and p["state"] == "standby") for p in pipelines.values())
@@ -320,17 +365,21 @@ class Service:
     def _start_pipelines(self) -> None:
         make = self._executor_factory or _spark_executor
         for p in self.config.pipelines:
+            if self.stop.is_set():
+                return  # a signal while starting: no lease is taken
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
             compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
             assert self.spark is not None
             executor = make(self.spark, compiled.topology)
-            runner = PipelineRunner(compiled, executor, metrics=self.metrics)
+            watch = KafkaWatch(spout_config(self.config, p), p.id)
+            runner = PipelineRunner(compiled, executor, metrics=self.metrics, kafka_watch=watch)
             self.runners.append(runner)
             log.info("pipeline %s: %s -> %s table %s (%s state), owner %s", p.id,
                      ",".join(p.spout.topics) or f"/{p.spout.topic_pattern}/", p.state.backend,
                      compiled.topology.sinks[0][1].name, p.state.kind.value, compiled.coordinator.owner)
         for r in self.runners:
-            r.start(self.stop, self._on_pipeline_failed)
+            if not self.stop.is_set():
+                r.start(self.stop, self._on_pipeline_failed)
 
     def _on_pipeline_failed(self) -> None:
         """A pipeline stopped for good: the exit code will say so; ``on_pipeline_failure`` decides about the others."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.config import ConfigError, ServiceConfig, load
+if TYPE_CHECKING:  # the config models import pydantic, sqlglot and the spouts: not for --help
+    from app.config import ServiceConfig
 
 OK = 0  # done (or nothing to do)
 FAILED = 1  # the operation failed at run time (a fatal pipeline error, a demo mismatch, a cluster error)
@@ -46,6 +47,8 @@ def add_config(p: argparse.ArgumentParser) -> None:
 
 
 def load_config(path: str) -> ServiceConfig:
+    from app.config import ConfigError, load
+
     try:
         return load(path)
     except ConfigError as e:
@@ -72,7 +75,7 @@ def warn(message: str) -> None:
 
 def compile_all(config: ServiceConfig, path: str) -> list[Any]:
     """Every pipeline compiled (a ConfigError from compiling is a config error too)."""
-    from app.config import compile_pipeline
+    from app.config import ConfigError, compile_pipeline
 
     try:
         return [compile_pipeline(config, p) for p in config.pipelines]

@@ -8,19 +8,22 @@ level: in ``read_committed`` mode the end offset is the last stable offset, as t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from spouts.kafka.access import refused, watched
-from spouts.kafka.config import KafkaSpoutConfig
-from spouts.kafka.discovery import select_topics
 from spouts.metadata import Partition
+
+if TYPE_CHECKING:  # the spout's modules load Arrow and pandas: imported when a command queries, not for --help
+    from spouts.kafka.config import KafkaSpoutConfig
 
 
 class KafkaOffsets:
     """One short-lived consumer for a pipeline's offset queries; ``close`` it (or use ``with``)."""
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str) -> None:
+        from spouts.kafka.access import watched
+
         self.config = config
         conf, self._watch = watched(config.consumer_config(topology_id, role="ops"))
         self._consumer = Consumer(conf)
@@ -33,6 +36,8 @@ class KafkaOffsets:
         except KafkaException as e:
             self._raise_refusal(e)
             raise
+        from spouts.kafka.discovery import select_topics
+
         topics = select_topics(self.config, list(md.topics))
         return sorted(Partition(t, p) for t in topics for p in md.topics[t].partitions)
 
@@ -51,6 +56,8 @@ class KafkaOffsets:
 
     def _raise_refusal(self, e: KafkaException) -> None:
         """Raise the refusal behind ``e`` (credentials, certificate, ACL) if there is one."""
+        from spouts.kafka.access import refused
+
         found = refused(e.args[0] if e.args else None, self._watch.conf)
         if found is not None:
             raise found from None

@@ -83,6 +83,8 @@ def main(args: argparse.Namespace) -> int:
     from app.config import spout_config
 
     with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
+        if args.to is not None:  # a target on a topic the cluster lacks reads nothing; forgetting it is fine
+            _refuse_missing_topics(pipeline, kafka, forget=tuple(args.forget))
         audit = rewind(compiled, kafka, target, owner=args.owner, reset_state=args.reset_state,
                        forget=tuple(args.forget))
     moved = ", ".join(f"{p} {audit['from'].get(p, '-')} -> {o}" for p, o in sorted(audit["to_offsets"].items()))
@@ -186,6 +188,21 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
     finally:
         if done or not started:
             store.release_lease(owner, epoch)
+
+
+def _refuse_missing_topics(pipeline: Any, kafka: KafkaOffsets, *, forget: tuple[str, ...] = ()) -> None:
+    """A rewind onto a topic the cluster does not have would commit a txid that reads nothing: refused (exit 2),
+    unless ``--forget`` names it (its positions leave the plan)."""
+    try:
+        found = {p.topic for p in kafka.partitions()}
+    except Exception as e:  # noqa: BLE001 - Kafka could not answer: nothing was written yet
+        raise CommandError(f"cannot read the topics from Kafka: {kafka_reason(e)}", FAILED) from None
+    missing = [t for t in pipeline.spout.topics if t not in found and t not in forget]
+    if missing or not (found or forget):
+        named = ", ".join(missing) or f"/{pipeline.spout.topic_pattern}/"
+        raise CommandError(f"pipeline {pipeline.id!r}: topic {named} does not exist on the cluster: nothing to "
+                           "rewind (a misspelled topic, or not created yet: python -m app topics apply; "
+                           "--forget TOPIC drops its stored positions)", BAD_INPUT)
 
 
 def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partition, int]) -> dict[Partition, int]:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
-from app.commands.common import LOG_FORMAT, add_config, compile_all, load_config, parser
+from app.commands.common import add_config, compile_all, load_config, parser
 
 SUMMARY = "run the pipelines of a config until SIGTERM/SIGINT"
 
@@ -14,13 +13,16 @@ SUMMARY = "run the pipelines of a config until SIGTERM/SIGINT"
 def add(sub: Any) -> None:
     p = parser(sub, "run", SUMMARY, "python -m app run --config examples/wordcount.yaml")
     add_config(p)
+    p.add_argument("--debug", action="store_true", help="log at DEBUG (a start-up error's traceback included)")
     p.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     compile_all(config, args.config)  # a pipeline that does not compile is a config error, before Spark starts
-    logging.basicConfig(level=config.service.log_level, format=LOG_FORMAT)
+    from app.logs import configure
+
+    configure(config.service.log_level, debug=args.debug)
     from app.service import Service
 
     return Service(config).run()

@@ -31,6 +31,7 @@ def schema_text() -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    from app.access import sqlite_path_problem
     from app.config import describe, retention_warnings
 
     if args.schema:
@@ -40,6 +41,11 @@ def main(args: argparse.Namespace) -> int:
         raise CommandError("validate needs --config FILE (or --schema)", BAD_INPUT)
     config = load_config(args.config)
     compiled = compile_all(config, args.config)
+    for i, p in enumerate(config.pipelines):
+        problem = sqlite_path_problem(p.state.sqlite_path) if p.state.backend == "sqlite" else None
+        if problem is not None:
+            raise CommandError(f"config error in {args.config}: pipelines[{i}].state.sqlite_path: {problem}",
+                               BAD_INPUT)
     plan = {"spark": {"master": config.spark.master, "conf": sorted(config.spark.conf)},
             "http": {"enabled": config.http.enabled, "host": config.http.host, "port": config.http.port},
             "pipelines": [describe(c.topology, c.coordinator) for c in compiled],

@@ -63,6 +63,9 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
     """Validate a parsed document (mappings, lists, scalars) into a :class:`ServiceConfig`."""
     env = os.environ if env is None else env
     doc = _with_secrets(_interpolate(doc, "", env), env)
+    missing = missing_secrets(doc)
+    if len(missing) > 1:  # one at a time would take a run per secret: every one is named at once
+        raise ConfigError("", "secrets not set: " + "; ".join(f"{path} (set {name})" for path, name in missing))
     try:
         m = Document.model_validate(doc)
     except ValidationError as e:
@@ -111,6 +114,29 @@ def _with_secrets(doc: Any, env: Mapping[str, str]) -> Any:
                 and isinstance(doc["kafka"].get("schema_registry"), dict):
             doc["kafka"]["schema_registry"][key] = env[name]
     return doc
+
+
+def missing_secrets(doc: Any) -> list[tuple[str, str]]:
+    """Every password a config needs but has not: ``(setting, environment variable)``, in config order.
+
+    Each of them alone is also refused by the models below; this lists all of them in one message.
+    """
+    if not isinstance(doc, dict):
+        return []
+    out: list[tuple[str, str]] = []
+    kafka: dict[str, Any] = doc["kafka"] if isinstance(doc.get("kafka"), dict) else {}
+    props: dict[str, Any] = kafka["properties"] if isinstance(kafka.get("properties"), dict) else {}
+    mechanism = str(props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI"))).upper()
+    if str(props.get("security.protocol", "")).upper().startswith("SASL") and mechanism in _PASSWORD_MECHANISMS \
+            and not props.get("sasl.password"):
+        out.append(("kafka.properties.sasl.password", "TRIDENT_KAFKA_SASL_PASSWORD"))
+    registry = kafka.get("schema_registry")
+    if isinstance(registry, dict) and registry.get("username") and registry.get("password") is None:
+        out.append(("kafka.schema_registry.password", "TRIDENT_SCHEMA_REGISTRY_PASSWORD"))
+    cassandra = doc.get("cassandra")
+    if isinstance(cassandra, dict) and cassandra.get("username") and cassandra.get("password") is None:
+        out.append(("cassandra.password", "TRIDENT_CASSANDRA_PASSWORD"))
+    return out
 
 
 # -- what the models alone cannot tell ------------------------------------------------------------------

@@ -354,7 +354,9 @@ class CassandraModel(Section):
     keyspace: Annotated[StrictStr, AfterValidator(_keyspace)] = Field(default=_C.keyspace, description=(
         "lower-case identifier, not `system` or `system_*`"))
     local_dc: Text | None = Field(default=None, description="for DC-aware load balancing (none: the first "
-                                                            "contact point's data centre)")
+                                                            "contact point's data centre); one the cluster does not "
+                                                            "have stops `run` and the commands with exit 2, naming "
+                                                            "the data centres it reports")
     consistency: _choice(*sorted(CONSISTENCY_LEVELS), upper=True) = Field(  # type: ignore[valid-type]
         default=_C.consistency, description="reads, plain writes and the commit phase of LWTs")
     serial_consistency: _choice(*sorted(SERIAL_LEVELS), upper=True) = Field(  # type: ignore[valid-type]
@@ -381,7 +383,7 @@ class CassandraModel(Section):
         "the native protocol version (none: negotiated)"))
     create_keyspace: Bool = Field(default=_C.create_keyspace, description=(
         "`CREATE KEYSPACE IF NOT EXISTS` with `replication` at start-up; set `false` in production and create "
-        "the keyspace yourself"))
+        "the keyspace yourself (then a keyspace that does not exist stops `run` before Spark starts, exit 2)"))
     replication: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default=dict(_C.replication), description=(
         "the keyspace's replication, when `create_keyspace` creates it"))
 
@@ -576,7 +578,8 @@ class StateModel(Section):
         "lower-case identifier (none: `<id>_<group_by...>`, `-` as `_`): `word_counts`; not `trident_state`, "
         "`trident_state_lease` or `trident_table_owners`; written by this pipeline only"))
     sqlite_path: Text = Field(default="data/trident.db", description=(
-        "relative to the working directory; its directory is created"))
+        "relative to the working directory; its directory is created. `validate` and `run` refuse a path that "
+        "cannot be (a file where a directory should be, no write permission)"))
     cache_size: Annotated[Int, Field(ge=0)] = Field(default=10_000, description=(
         "keys cached in front of the table per process; a Spark commit partition caches at least this many and "
         "always every key of its last txid (0 disables; see \"The commit path\" in design.md)"))

@@ -104,4 +104,22 @@ def spark_session(master: str = "local[*]", app_name: str = "trident-stream",
     spark = builder.getOrCreate()
     if active is None:
         spark.sparkContext.setLogLevel(log_level)
+    quiet_query_context_loggers()
     return spark
+
+
+#: PySpark's loggers that log every captured SQL error with its whole JVM stack trace (~16 KB), whether or
+#: not anyone handles it: each bad record a transform fails on would write one. The service logs its own
+#: line per bad record (coordinates and reason); these are for whoever runs at DEBUG.
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def quiet_query_context_loggers() -> None:
+    """Let PySpark's query-context loggers through only when the service logs at DEBUG."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    debug = logging.getLogger().isEnabledFor(logging.DEBUG)
+    for name in QUERY_CONTEXT_LOGGERS:  # created as PySpark's own class, which a plain logger would replace
+        PySparkLogger.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)

@@ -156,6 +156,9 @@ class TestRunnerHealth:
             wait_for(lambda: runner.last_progress is not None)  # idle steps: nothing to read
             status = runner.status(60.0)
             assert status["state"] == "degraded" and not status["ready"] and "'wrods'" in status["reason"]
+            assert status["since"] is not None and status["since"] <= time.time()
+            time.sleep(0.1)
+            assert runner.status(60.0)["since"] == status["since"]  # since the problem was first seen
         finally:
             stop.set()
             runner.thread.join(10)

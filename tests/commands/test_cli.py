@@ -64,7 +64,7 @@ def test_a_server_error_is_one_line_and_its_exit_code_never_a_traceback(
     assert r.err.startswith(line) and r.err.count("\n") == 1 and "Traceback" not in r.err, r.err
 
 
-def test_a_bug_still_shows_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bug_shows_its_traceback_with_debug(monkeypatch: pytest.MonkeyPatch) -> None:
     from app.commands import status
 
     def bug(args: Any) -> int:
@@ -72,7 +72,9 @@ def test_a_bug_still_shows_its_traceback(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(status, "main", bug)
     with pytest.raises(ZeroDivisionError):
-        cli("status", "--config", "missing.yaml")
+        cli("--debug", "status", "--config", "missing.yaml")
+    r = cli("status", "--config", "missing.yaml")  # without --debug: one line naming the error
+    assert r.code == 1 and "ZeroDivisionError: a bug" in r.err and "Traceback" not in r.err
 
 
 def test_the_drivers_log_of_a_failed_connection_has_no_traceback(caplog: pytest.LogCaptureFixture) -> None:

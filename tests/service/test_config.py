@@ -191,14 +191,19 @@ def test_defaults_fill_a_minimal_pipeline() -> None:
     assert c.topology.sinks[0][1].name == "p" and c.topology.sinks[0][1].group_by == ()  # a global aggregate
 
 
+PLAIN_TEXT = {"wordcount-local.yaml"}  # no password anywhere: a secret in the environment would be a mistake
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_validate(path: Path) -> None:
-    """Every shipped example parses, compiles, and passes ``python -m app validate``."""
-    cfg = load(path, SECRETS)
+    """Every shipped example parses, compiles, and passes ``python -m app validate`` (a plain-text one with no
+    secret in the environment, as a new user runs it)."""
+    secrets = {} if path.name in PLAIN_TEXT else SECRETS
+    cfg = load(path, secrets)
     for p in cfg.pipelines:
         compile_pipeline(cfg, p)
     out = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(path)], cwd=ROOT,
-                         env={"PATH": "/usr/bin:/bin", **SECRETS}, capture_output=True, text=True, timeout=60)
+                         env={"PATH": "/usr/bin:/bin", **secrets}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "valid" in out.stderr and "kafka-s3cret" not in out.stdout + out.stderr
 

@@ -121,7 +121,7 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
     text = log.read_text()
     assert f"resuming after txid {first}" in text
     assert f"committed txid {first + 1}:" in text
-    assert re.search(r"committed txid 1: \d+ records, \d+ keys, \d+ ms", text)
+    assert re.search(r"committed txid 1: \d+ records \(\d+ counted, 0 skipped, 0 dead-lettered\), \d+ keys, \d+ ms", text)
     assert CANARY not in text
     assert text.count("stopped") >= 2
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands.common import BAD_INPUT, FAILED, OK, PARTIAL, REFUSED, CommandError, load_config, parser, progress
 from app.commands.output import print_json
-from app.commands.topics.cluster import KafkaTopicCluster, TopicCluster
-from app.commands.topics.plan import Change, Plan, diff
-from app.config.topics import TopicSettings
+
+if TYPE_CHECKING:  # the Kafka admin client and the config models: imported when the command runs, not for --help
+    from app.commands.topics.cluster import TopicCluster
+    from app.commands.topics.plan import Change, Plan
+    from app.config.topics import TopicSettings
 
 SUMMARY = "compare the declared Kafka topics with the cluster (plan) and make it so (apply)"
 
@@ -39,6 +41,8 @@ def main(args: argparse.Namespace) -> int:
     declared = config.declared_topics()
     if not declared:
         raise CommandError(f"{args.config}: topics: no topics declared (add a topics: section)", BAD_INPUT)
+    from app.commands.topics.cluster import KafkaTopicCluster
+
     k = config.kafka
     cluster = KafkaTopicCluster(k.bootstrap_servers, dict(k.properties), timeout_s=k.request_timeout_s)
     progress(f"reading {len(declared)} topic(s) from {k.bootstrap_servers}")
@@ -52,6 +56,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def plan_topics(declared: Sequence[TopicSettings], cluster: TopicCluster) -> Plan:
+    from app.commands.topics.plan import diff
+
     try:
         return diff(declared, cluster.describe([t.name for t in declared]))
     except ConnectionError as e:
