@@ -27,15 +27,20 @@ demo: venv
 	@echo "running the demo: an in-process Kafka, a generated stream, word count on Spark (Spark takes a while to start)"
 	$(PY) -m app demo
 
+# Two workers by default: most of the suite's time is spent waiting on service processes, Spark and the
+# servers, so a second worker shortens the run even on two cores (PYTEST_WORKERS=0 runs in one process).
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
+
 test: venv tools
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL) --durations=20
 
 # The same suite against real Apache Kafka, Cassandra and a Schema Registry started on loopback from a
 # realstack folder (REALSTACK_DIR, or shared/realstack-next beside the clone, else shared/realstack; see
 # tests/realstack.py), with REQUIRE_REAL_PEERS=1; the servers are stopped and wiped afterwards. Your own
 # clusters: see the README.
 test-real: venv tools
-	python3 -m tests.realstack run -- $(PY) -m pytest
+	python3 -m tests.realstack run -- $(PY) -m pytest $(PYTEST_PARALLEL) --durations=20
 
 # The compatibility lane: the real-server suites on the older servers (Kafka 3.3.1, Cassandra 4.0.14), then
 # the Cassandra commit path on Cassandra 5.0 with Paxos v2 (docs/operations.md, "Supported versions").
@@ -51,7 +56,7 @@ test-compat: venv tools
 	CASSANDRA_PAXOS_VARIANT=v2 python3 -m tests.realstack run --folder realstack-next -- $(PY) -m pytest $(PAXOS_TESTS)
 
 test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow"
 
 # The record decoders' fuzz tests with a bigger budget, unseeded (minutes rather than seconds): every value of
 # every format decodes or is a bad record with a reason, judged alike alone and in a batch, in a process that may crash.

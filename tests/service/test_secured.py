@@ -331,7 +331,7 @@ def test_a_missing_read_acl_refused_in_a_spark_task_stops_run_with_exit_2(secure
                          pipeline="noread", table="word_counts_noread")
     line = _stopped_line(log)
     assert "authorization refused by Kafka" in line and "User:noread" in line, line
-    assert "reading its first range here" in log  # named by the read on the driver, not by the task's text
+    assert "reading its ranges here" in log  # named by the read on the driver, not by the task's text
 
 
 @pytest.mark.timeout(300)
