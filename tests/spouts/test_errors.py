@@ -13,6 +13,7 @@ from states.errors import (
     CommitProtocolError,
     LeaseHeldError,
     LeaseLostError,
+    RowRefusedError,
     StaleBatchError,
     StateError,
     UnknownOutcomeError,
@@ -33,8 +34,8 @@ def test_every_error_has_its_package_base() -> None:
 
 
 def test_fatal_sets_hold_what_a_replay_cannot_fix() -> None:
-    """Data loss, a lost or held lease, a batch behind the state and a map written outside a commit are fatal;
-    an unavailable partition is not."""
+    """Data loss, a lost or held lease, a batch behind the state, a map written outside a commit and a row the
+    database refuses for itself are fatal; an unavailable partition is not."""
     assert set(SPOUT_FATAL) == {DataLossError}
-    assert set(STATE_FATAL) == {LeaseLostError, LeaseHeldError, StaleBatchError, CommitProtocolError}
+    assert set(STATE_FATAL) == {LeaseLostError, LeaseHeldError, StaleBatchError, CommitProtocolError, RowRefusedError}
     assert not issubclass(PartitionUnavailableError, SPOUT_FATAL)
