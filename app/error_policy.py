@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 KINDS_SHOWN = 3  # stage/reason pairs named in a txid's skip line (all are counted)
 MESSAGE_CHARS = 160  # of an error's text in a log line (the full text is in the dead letter's headers)
+_REPEATED = re.compile(r"^\w+(Exception|Error): ")  # Spark's text starts with the Java exception's class
 
 
 class Action(enum.StrEnum):
@@ -86,9 +88,12 @@ def kinds(records: Sequence[BadRecord]) -> str:
     return shown + (f", {len(counts) - KINDS_SHOWN} more kinds" if len(counts) > KINDS_SHOWN else "")
 
 
-def brief(message: str) -> str:
-    """An error's text in one short line: its first sentence, at most :data:`MESSAGE_CHARS` characters."""
+def brief(message: str, reason: str = "") -> str:
+    """An error's text in one short line: its first sentence, at most :data:`MESSAGE_CHARS` characters, without
+    the exception class and ``[reason]`` in front that the line says already (for people; nothing decides on it)."""
     line = " ".join(message.split())
+    if reason:
+        line = _REPEATED.sub("", line, count=1).removeprefix(f"[{reason}] ")
     end = line.find(". ")
     if 0 < end < MESSAGE_CHARS:
         return line[:end + 1]
@@ -135,7 +140,8 @@ class BadRecordHandler:
                           r.coordinates, r.stage, r.reason, r.message)
             first = bad[0]
             log.warning("pipeline %s txid %d: skipped %d bad records (%s); first %s (%s): %s: %s", self.pipeline,
-                        txid, len(bad), kinds(bad), first.coordinates, first.stage, first.reason, brief(first.message))
+                        txid, len(bad), kinds(bad), first.coordinates, first.stage, first.reason,
+                        brief(first.message, first.reason))
         self._count(txid, bad)
 
     def close(self) -> None:

@@ -30,14 +30,16 @@ def test_skipping_a_txids_bad_records_is_one_line_naming_the_first(caplog: Any) 
     handler.settle(4, [cast_error(o) for o in range(99, 20_000, 100)], progress=None)  # type: ignore[arg-type]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert warnings == ["pipeline sales txid 4: skipped 200 bad records (transform CAST_INVALID_INPUT 200); first "
-                        "t[1]@99 (transform): CAST_INVALID_INPUT: NumberFormatException: [CAST_INVALID_INPUT] The "
-                        "value 'x99' of the type \"STRING\" cannot be cast to \"INT\" because it is malformed."]
+                        "t[1]@99 (transform): CAST_INVALID_INPUT: The value 'x99' of the type \"STRING\" cannot be "
+                        "cast to \"INT\" because it is malformed."]
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert len(debug) == 200 and "t[1]@19999" in debug[-1]
 
 
 def test_an_error_text_without_a_short_first_sentence_is_cut() -> None:
     assert brief("a\n  b") == "a b"
+    assert brief("SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero. Use `try_divide`.",
+                 "DIVIDE_BY_ZERO") == "Division by zero."
     assert len(brief("x" * 500)) == 160 and brief("x" * 500).endswith("...")
 
 
