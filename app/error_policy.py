@@ -139,9 +139,9 @@ class BadRecordHandler:
                 log.debug("pipeline %s txid %d: skipping bad record %s (%s): %s: %s", self.pipeline, txid,
                           r.coordinates, r.stage, r.reason, r.message)
             first = bad[0]
-            log.warning("pipeline %s txid %d: skipped %d bad records (%s); first %s (%s): %s: %s", self.pipeline,
-                        txid, len(bad), kinds(bad), first.coordinates, first.stage, first.reason,
-                        brief(first.message, first.reason))
+            kind = "" if len({(r.stage, r.reason) for r in bad}) == 1 else f" ({first.stage}): {first.reason}"
+            log.warning("pipeline %s txid %d: skipped %d bad records (%s); first %s%s: %s", self.pipeline, txid,
+                        len(bad), kinds(bad), first.coordinates, kind, brief(first.message, first.reason))
         self._count(txid, bad)
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 
 An isolation that ends within :data:`SLOW_S` logs at DEBUG only (start, rounds, summary): the txid's
 skip, dead-letter or stop line (:mod:`app.error_policy`) names its bad records. One slower than that
-says each further round and its summary at INFO, so a person waiting sees what the txid is doing. The
+says each further round (but the last) and its summary at INFO, so a person waiting sees what the txid
+is doing. The
 Java stack traces of probes that fail on purpose are kept out of the log (:func:`app.spark.bad_records.quiet`).
 """
 
@@ -17,7 +18,7 @@ from spouts.bad_records import BadRecord
 
 log = logging.getLogger(__name__)
 
-SHOWN = 3  # bad records named in the summary line
+SHOWN = 3  # bad records named at DEBUG after the summary
 SLOW_S = 5.0  # an isolation running longer than this says its rounds and summary at INFO
 
 
@@ -42,7 +43,8 @@ class Isolation:
         self.metrics.isolation_probes.labels(self.pipeline, self.stage).inc(probes)
         self.status = (f"isolating bad records in txid {self.txid}: {self.stage}, round {self.rounds}, "
                        f"{slices_left} slices left, {found} bad records found")
-        log.log(self._level(), "pipeline %s txid %d: isolation round %d (%s): %d slices left, %d bad records found "
+        level = self._level() if slices_left else logging.DEBUG  # the last round: the summary follows at once
+        log.log(level, "pipeline %s txid %d: isolation round %d (%s): %d slices left, %d bad records found "
                 "(%.1f s)", self.pipeline, self.txid, self.rounds, what, slices_left, found, self._elapsed())
 
     def probed(self) -> None:
@@ -52,13 +54,15 @@ class Isolation:
         self.status = f"isolating bad records in txid {self.txid}: {self.stage}, bisection probe {self.probes}"
 
     def done(self, found: Sequence[BadRecord]) -> None:
-        """The summary line, with the first few bad records' coordinates and reasons."""
+        """The summary line (the records themselves are named by the txid's skip, dead-letter or stop line; the
+        first few here too at DEBUG)."""
         self.metrics.isolated_records.labels(self.pipeline, self.stage).inc(len(found))
-        first = ", ".join(f"{b.coordinates} {b.reason}" for b in found[:SHOWN])
-        log.log(self._level(), "pipeline %s txid %d: isolated %d bad records of %d in %d rounds (%d jobs, %.1f s); "
-                "the txid runs without them%s%s", self.pipeline, self.txid, len(found), self.records, self.rounds,
-                self.probes, self._elapsed(), f"; first: {first}" if first else "",
-                f" (and {len(found) - SHOWN} more)" if len(found) > SHOWN else "")
+        log.log(self._level(), "pipeline %s txid %d: isolated %d bad records of %d in %d rounds (%d jobs, %.1f s)",
+                self.pipeline, self.txid, len(found), self.records, self.rounds, self.probes, self._elapsed())
+        if found:
+            log.debug("pipeline %s txid %d: first bad records isolated: %s%s", self.pipeline, self.txid,
+                      ", ".join(f"{b.coordinates} {b.reason}" for b in found[:SHOWN]),
+                      f" (and {len(found) - SHOWN} more)" if len(found) > SHOWN else "")
 
     def _elapsed(self) -> float:
         return self._clock() - self._started

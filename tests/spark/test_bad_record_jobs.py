@@ -221,10 +221,10 @@ app.spark.isolation); the rounds and jobs
     assert reasons and all(r is not None and r.startswith("isolating bad records in txid 1: transform") for r in reasons)
     assert coord.source_problem is None
     lines = [r.getMessage() for r in caplog.records if r.name == "app.spark.isolation"]
-    assert len(lines) == 4, lines  # start, the capturing round, the naming round, the summary
+    assert len(lines) == 5, lines  # start, the capturing round, the naming round, the summary, the first records
     assert "isolating bad records (transform stage, 400 records)" in lines[0]
     first = min(data.bad)
-    assert f"isolated {len(data.bad)} bad records of 400" in lines[-1]
+    assert f"isolated {len(data.bad)} bad records of 400" in lines[-2]
     assert f"{first[0]}[{first[1]}]@{first[2]} CAST_INVALID_INPUT" in lines[-1]
     assert metrics.value("trident_isolation_rounds_total", pipeline=name, stage="transform") == 2
     assert metrics.value("trident_isolated_records_total", pipeline=name, stage="transform") == len(data.bad)
