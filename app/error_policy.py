@@ -135,7 +135,7 @@ class BadRecordHandler:
             log.info("pipeline %s txid %d: %d bad records in dead-letter topic %s (%d written now, the rest by an "
                      "earlier attempt)", self.pipeline, txid, len(bad), self.policy.topic, written)
         else:
-            for r in bad:
+            for r in bad if log.isEnabledFor(logging.DEBUG) else ():
                 log.debug("pipeline %s txid %d: skipping bad record %s (%s): %s: %s", self.pipeline, txid,
                           r.coordinates, r.stage, r.reason, r.message)
             first = bad[0]
