@@ -22,9 +22,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 __all__ = ["FATAL", "Coordinator", "CoordinatorConfig", "Degraded"]
 
 FaultHook = Callable[[str, int], None]
+SLOW_PHASE_S = 5.0  # a phase of a txid that takes this long or longer says so when it ends
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -169,7 +170,7 @@ class Coordinator:
         m.lease_held.labels(self.topology_id).set(1)
         m.lease_epoch.labels(self.topology_id).set(self._epoch)
         m.committed_txid.labels(self.topology_id).set(self.committed_txid)
-        log.info("topology %s: lease epoch %d, resuming after txid %d", self.topology_id, self._epoch,
+        log.info("pipeline %s: lease epoch %d, resuming after txid %d", self.topology_id, self._epoch,
                  self.committed_txid)
         return True
 
@@ -188,8 +189,9 @@ class Coordinator:
         if release and self._epoch is not None and not lost:  # the release is conditional on owner and epoch anyway
             try:
                 self.store.release_lease(self.config.owner, self._epoch)
-            except Exception:
-                log.warning("could not release the lease of %s", self.topology_id, exc_info=True)
+            except Exception as e:
+                log.warning("pipeline %s: could not release the lease: %s", self.topology_id, describe(e))
+                log.debug("pipeline %s: releasing the lease failed", self.topology_id, exc_info=True)
         self._metrics.lease_held.labels(self.topology_id).set(0)
 
     def run(self, stop: threading.Event | None = None, *, max_batches: int | None = None,
@@ -243,7 +245,7 @@ class Coordinator:
             if batch is None:
                 return
             self._faults("process", batch.txid)
-            batch.future = self._pool.submit(self._timed, "process", self.executor.process, batch)
+            batch.future = self._pool.submit(self._timed, "process", batch.txid, self.executor.process, batch)
             self._inflight.append(batch)
             self._metrics.current_txid.labels(self.topology_id).set(batch.txid)
 
@@ -258,18 +260,28 @@ class Coordinator:
         if stored is not None:
             replay = StoredBatch(self._replan_frozen(stored.plan), stored.attempt + 1)
             self._progress.store_batch(replay)
+            self._planned(replay.plan, replay.attempt)
             return self._new_batch(txid, replay.attempt, replay.plan, frozen=True)
         attempt = self._attempts.get(txid, 0) + 1
         self._faults("plan", txid)
         last = self._inflight[-1].plan if self._inflight else self._committed_plan()
-        with self._phase("plan"):
+        with self._phase("plan", txid):
             plan = plan_batch(txid, self._partitions.partitions(), self._emitter, last, self.config.caps)
         if _same_position(plan, last):
             return None
+        self._planned(plan, attempt)
         if self.spout.kind is SpoutKind.TRANSACTIONAL:
             self._freeze(txid, plan, attempt)
             return self._new_batch(txid, attempt, plan, frozen=True)
         return self._new_batch(txid, attempt, plan, frozen=False)
+
+    def _planned(self, plan: BatchPlan, attempt: int) -> None:
+        """The txid's line as it is planned: records and partitions (a replay: its first one at INFO, later at
+        DEBUG, each failure having its own line)."""
+        read = sum(1 for m in plan.partitions.values() if m.next_offset > m.first_offset)
+        replay = f" (attempt {attempt}, its frozen plan)" if attempt > 1 else ""
+        log.log(logging.DEBUG if attempt > 2 else logging.INFO, "pipeline %s txid %d: planned %d records from %d of "
+                "%d partitions%s", self.topology_id, plan.txid, plan.offset_count, read, len(plan.partitions), replay)
 
     def _replan_frozen(self, plan: BatchPlan) -> BatchPlan:
         """``plan``, unless retention removed offsets of it: then policy fail raises DataLossError and
@@ -278,7 +290,7 @@ class Coordinator:
         if checked == dict(plan.partitions):
             return plan
         lost = plan.offset_count - sum(m.next_offset - m.first_offset for m in checked.values())
-        log.warning("topology %s: retention removed %d offsets of frozen txid %d before it committed; replaying "
+        log.warning("pipeline %s: retention removed %d offsets of frozen txid %d before it committed; replaying "
                     "what is left (the lost records are counted once, if an earlier attempt wrote them, or not "
                     "at all)", self.topology_id, lost, plan.txid)
         return BatchPlan(plan.txid, checked)
@@ -308,7 +320,7 @@ class Coordinator:
         self._bad_records.settle(batch.txid, found, self._progress)
         self._faults("commit", batch.txid)  # step 4
         self._check_lease()
-        stats = self._timed("commit", self.executor.commit, batch, batch.result)
+        stats = self._timed("commit", batch.txid, self.executor.commit, batch, batch.result)
         self._mark_committed(batch)
         batch.advance(BatchStatus.COMMITTED)
         self._inflight.popleft()
@@ -325,7 +337,7 @@ class Coordinator:
     def _freeze(self, txid: int, plan: BatchPlan, attempt: int) -> None:
         assert self._progress is not None
         self._faults("freeze", txid)
-        with self._phase("freeze"):
+        with self._phase("freeze", txid):
             self._progress.store_batch(StoredBatch(plan, attempt))
 
     def _after_commit(self, batch: Batch, stats: CommitStats) -> None:
@@ -336,8 +348,9 @@ class Coordinator:
         m.keys_updated.labels(t).inc(stats.keys_updated)
         try:
             self._partitions.committed(batch.plan)
-        except Exception:
-            log.warning("could not publish offsets of txid %d", batch.txid, exc_info=True)
+        except Exception as e:  # noqa: BLE001 - best effort: the positions are committed in the store
+            log.warning("pipeline %s: could not publish the offsets of txid %d: %s", self.topology_id, batch.txid,
+                        describe(e))
 
     # -- failures, lease, timing ------------------------------------------------------------
 
@@ -366,16 +379,16 @@ class Coordinator:
         self._fail_inflight()
         if decision.permanent:
             self.stopped_by = decision
-            log.error("topology %s: txid %d attempt %d failed permanently (%s); stopping", self.topology_id, txid,
+            log.error("pipeline %s: txid %d attempt %d failed permanently (%s); stopping", self.topology_id, txid,
                       attempt, decision.reason)
             return decision, error
         since = self._wall_clock() if self.degraded is None else self.degraded.since
         reason = decision.reason
         if self.spout.kind is SpoutKind.TRANSACTIONAL and isinstance(error, PartitionUnavailableError):
             reason = f"transactional spout stalled: txid {txid} keeps its ranges and waits ({reason})"
-            log.warning("topology %s: %s", self.topology_id, reason)
+            log.warning("pipeline %s: %s", self.topology_id, reason)
         self.degraded = Degraded(reason, since, failures)
-        log.warning("topology %s: txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s "
+        log.warning("pipeline %s: txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s "
                     "(failure %d in a row)", self.topology_id, txid, attempt, describe(error), decision.retry_in_s,
                     failures)
         return decision, error
@@ -389,7 +402,7 @@ class Coordinator:
         typed = typed_read_failure(self.spout, batch.plan)
         if typed is None:
             return error
-        log.warning("topology %s: txid %d failed (%s, its text only); reading its ranges here: %s",
+        log.warning("pipeline %s: txid %d failed (%s, its text only); reading its ranges here: %s",
                     self.topology_id, batch.txid, type(error).__name__, typed)
         return typed
 
@@ -409,7 +422,7 @@ class Coordinator:
 
     def _healthy(self) -> None:
         if self.degraded is not None:
-            log.info("topology %s: healthy again after %d failures", self.topology_id, self.degraded.failures)
+            log.info("pipeline %s: healthy again after %d failures", self.topology_id, self.degraded.failures)
         self.degraded, self._failing_since = None, None
 
     def _fail_inflight(self) -> None:
@@ -419,8 +432,9 @@ class Coordinator:
             if b.future is not None and not b.future.cancel() and not b.future.done():
                 try:
                     self.executor.cancel(b.txid)
-                except Exception:
-                    log.warning("could not cancel the work of txid %d", b.txid, exc_info=True)
+                except Exception as e:  # noqa: BLE001 - best effort: the txid fails anyway
+                    log.warning("pipeline %s: could not cancel the work of txid %d: %s", self.topology_id, b.txid,
+                                describe(e))
             if b.status is not BatchStatus.COMMITTED:
                 b.advance(BatchStatus.FAILED)
 
@@ -441,13 +455,19 @@ class Coordinator:
             if b.future is not None and not b.future.done():
                 self.executor.cancel(b.txid)
 
-    def _phase(self, name: str) -> AbstractContextManager[object]:
-        """A context manager timing one phase into ``trident_phase_seconds``."""
-        timer: AbstractContextManager[object] = self._metrics.phase_seconds.labels(self.topology_id, name).time()
-        return timer
+    @contextmanager
+    def _phase(self, name: str, txid: int) -> Iterator[None]:
+        """Time one phase of ``txid`` into ``trident_phase_seconds``; one that took :data:`SLOW_PHASE_S` or longer
+        says so as it ends (a failed one has its failure's line instead)."""
+        began = self._clock()
+        with self._metrics.phase_seconds.labels(self.topology_id, name).time():
+            yield
+        took = self._clock() - began
+        if took >= SLOW_PHASE_S:
+            log.info("pipeline %s txid %d: %s took %.1f s", self.topology_id, txid, name, took)
 
-    def _timed(self, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        with self._phase(name):
+    def _timed(self, name: str, txid: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        with self._phase(name, txid):
             return fn(*args, **kwargs)
 
 

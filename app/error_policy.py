@@ -4,8 +4,9 @@
 
 ``fail`` (the default) stops the pipeline (exit code 1) with a message naming the record's topic,
 partition and offset and the error: a record the pipeline cannot use is a surprise worth a person's
-look, and nothing is lost while the pipeline waits. ``skip`` drops it, counted by stage and reason
-with a sample logged; ``dead_letter`` writes it to a Kafka topic with its source coordinates and the
+look, and nothing is lost while the pipeline waits. ``skip`` drops it, counted by stage and reason,
+in one line per txid (how many, of which kinds, the first one's coordinates and error; each record's
+own line at DEBUG); ``dead_letter`` writes it to a Kafka topic with its source coordinates and the
 error as headers (:mod:`app.dead_letters`). Either way the rest of its txid commits.
 
 :class:`BadRecordHandler` applies the policy to a txid's bad records once its plan is frozen and
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,7 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SAMPLE = 3  # bad records logged per txid under ``skip`` (all are counted)
+KINDS_SHOWN = 3  # stage/reason pairs named in a txid's skip line (all are counted)
+MESSAGE_CHARS = 160  # of an error's text in a log line (the full text is in the dead letter's headers)
+_REPEATED = re.compile(r"^\w+(Exception|Error): ")  # Spark's text starts with the Java exception's class
 
 
 class Action(enum.StrEnum):
@@ -76,6 +81,25 @@ def _order(r: BadRecord) -> tuple[str, int, int, str]:
     return r.topic, r.partition, r.offset, r.stage.value
 
 
+def kinds(records: Sequence[BadRecord]) -> str:
+    """``decode json_invalid 5, transform CAST_INVALID_INPUT 1``: the most frequent stage/reason pairs, counted."""
+    counts = Counter(f"{r.stage} {r.reason}" for r in records)
+    shown = ", ".join(f"{kind} {n}" for kind, n in counts.most_common(KINDS_SHOWN))
+    return shown + (f", {len(counts) - KINDS_SHOWN} more kinds" if len(counts) > KINDS_SHOWN else "")
+
+
+def brief(message: str, reason: str = "") -> str:
+    """An error's text in one short line: its first sentence, at most :data:`MESSAGE_CHARS` characters, without
+    the exception class and ``[reason]`` in front that the line says already (for people; nothing decides on it)."""
+    line = " ".join(message.split())
+    if reason:
+        line = _REPEATED.sub("", line, count=1).removeprefix(f"[{reason}] ")
+    end = line.find(". ")
+    if 0 < end < MESSAGE_CHARS:
+        return line[:end + 1]
+    return line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 3] + "..."
+
+
 def handler_for(pipeline: str, policy: ErrorPolicy, spout: object, metrics: Metrics) -> BadRecordHandler:
     """The handler of ``policy``; a dead-letter policy writes to the cluster the (Kafka) ``spout`` reads."""
     writer = None
@@ -111,12 +135,13 @@ class BadRecordHandler:
             log.info("pipeline %s txid %d: %d bad records in dead-letter topic %s (%d written now, the rest by an "
                      "earlier attempt)", self.pipeline, txid, len(bad), self.policy.topic, written)
         else:
-            for r in bad[:SAMPLE]:
-                log.warning("pipeline %s txid %d: skipping bad record %s (%s): %s: %s", self.pipeline, txid,
-                            r.coordinates, r.stage, r.reason, r.message)
-            if len(bad) > SAMPLE:
-                log.warning("pipeline %s txid %d: %d more bad records skipped", self.pipeline, txid,
-                            len(bad) - SAMPLE)
+            for r in bad if log.isEnabledFor(logging.DEBUG) else ():
+                log.debug("pipeline %s txid %d: skipping bad record %s (%s): %s: %s", self.pipeline, txid,
+                          r.coordinates, r.stage, r.reason, r.message)
+            first = bad[0]
+            kind = "" if len({(r.stage, r.reason) for r in bad}) == 1 else f" ({first.stage}): {first.reason}"
+            log.warning("pipeline %s txid %d: skipped %d bad records (%s); first %s%s: %s", self.pipeline, txid,
+                        len(bad), kinds(bad), first.coordinates, kind, brief(first.message, first.reason))
         self._count(txid, bad)
 
     def close(self) -> None:

@@ -10,10 +10,28 @@ to steps, aggregations and table specs), :mod:`.tasks` (the picklable functions 
 :mod:`.executor` (process and commit as Spark jobs), :mod:`.fatal` (fatal errors carried back from tasks).
 """
 
-from app.spark.executor import SinkResult, SparkBatch, SparkExecutor
-from app.spark.plan import TopologyCompileError
-from app.spark.session import spark_session
-from states.snapshottable import GLOBAL_KEY_COLUMN
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.spark.executor import SinkResult, SparkBatch, SparkExecutor
+    from app.spark.plan import TopologyCompileError
+    from app.spark.session import spark_session
+    from states.snapshottable import GLOBAL_KEY_COLUMN
 
 __all__ = ["GLOBAL_KEY_COLUMN", "SinkResult", "SparkBatch", "SparkExecutor", "TopologyCompileError",
            "spark_session"]
+
+#: Where each name lives: imported when first asked for, so that a module of this package that needs no
+#: Spark (the plan, to read a table's layout) does not import PySpark by being in it.
+_HOMES = {"SinkResult": "app.spark.executor", "SparkBatch": "app.spark.executor",
+          "SparkExecutor": "app.spark.executor", "TopologyCompileError": "app.spark.plan",
+          "spark_session": "app.spark.session", "GLOBAL_KEY_COLUMN": "states.snapshottable"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -16,6 +16,7 @@ an image with this service installed (the same interpreter path, see ``spark.pys
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -53,8 +54,13 @@ def executor_cores(spark: Any) -> int:
     return local_cores(sc.master) or max(1, int(sc.defaultParallelism))
 
 
-def default_conf(master: str) -> dict[str, str]:
-    """The settings :func:`spark_session` applies unless ``conf`` overrides them."""
+#: The driver JVM's log set-up unless the service logs at DEBUG: Spark's start-up chatter and banner left out,
+#: a warning one line without its stack trace, a retried task's tracebacks not at all (the file says why).
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
+
+
+def default_conf(master: str, *, debug: bool = False) -> dict[str, str]:
+    """The settings :func:`spark_session` applies unless ``conf`` overrides them (``debug``: Spark's own log)."""
     conf = {
         "spark.pyspark.python": sys.executable,  # workers run the service's own interpreter...
         "spark.pyspark.driver.python": sys.executable,  # ...and so does the driver
@@ -69,6 +75,8 @@ def default_conf(master: str) -> dict[str, str]:
         # batch size). Off, a txid is two jobs: process (read, aggregate, cache) and commit.
         "spark.sql.adaptive.enabled": "false",
     }
+    if not debug and LOG4J2.is_file():  # the driver JVM reads it as it starts: before its first line
+        conf["spark.driver.defaultJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}"
     pools = Path(__file__).with_name("fairscheduler.xml")
     if pools.is_file():  # the pools' weights; without it Spark makes them with defaults (and a warning)
         conf["spark.scheduler.allocation.file"] = str(pools)
@@ -95,7 +103,8 @@ def spark_session(master: str = "local[*]", app_name: str = "trident-stream",
     from pyspark.sql import SparkSession
 
     master = local_master(master)
-    defaults, given = default_conf(master), {str(k): str(v) for k, v in (conf or {}).items()}
+    debug = logging.getLogger().isEnabledFor(logging.DEBUG)
+    defaults, given = default_conf(master, debug=debug), {str(k): str(v) for k, v in (conf or {}).items()}
     settings = {**defaults, **given}
     active = SparkSession.getActiveSession()
     builder = SparkSession.builder.master(master).appName(app_name)
@@ -116,8 +125,6 @@ QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 def quiet_query_context_loggers() -> None:
     """Let PySpark's query-context loggers through only when the service logs at DEBUG."""
-    import logging
-
     from pyspark.logger import PySparkLogger
 
     debug = logging.getLogger().isEnabledFor(logging.DEBUG)

@@ -56,7 +56,7 @@ def test_a_retried_failure_is_logged_on_one_line_naming_the_pipeline(caplog: Any
     with caplog.at_level(logging.WARNING, logger="app.coordinator"):
         world.coordinator.run_until_idle()
     lines = [r.getMessage() for r in caplog.records if "replaying" in r.getMessage()]
-    assert len(lines) == 1 and lines[0].startswith("topology world: txid 1 attempt 1 failed")
+    assert len(lines) == 1 and lines[0].startswith("pipeline world: txid 1 attempt 1 failed")
     assert "cassandra.InvalidRequest: Error from server: code=2200" in lines[0]
     assert "File " not in lines[0] and "\n" not in lines[0] and "Runner.scala" not in lines[0]
     assert world.stored_counts() == world.truth()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from app.commands.common import FAILED, OK, PARTIAL, REFUSED
+from app.commands.common import BAD_INPUT, FAILED, OK, PARTIAL, REFUSED, CommandError
 from app.commands.topics import apply_topics, plan_topics
 from app.commands.topics.plan import TopicState
 from app.config import ConfigError, loads
@@ -206,3 +206,19 @@ def test_validate_warns_about_short_source_retention(tmp_path: Path) -> None:
     f.write_text(BASE + "topics: {events: {partitions: 3, configs: {retention.ms: 604800000}}}\n")
     r = cli("validate", "--config", str(f))
     assert r.code == 0 and "warning" not in r.err
+
+
+def test_an_absurd_partition_count_is_bad_input_in_one_line_before_any_change(tmp_path: Path) -> None:
+    """100 million partitions: exit 2 naming the topic, nothing asked of the cluster (it was a ValueError from
+    the client, exit 1, after the create had been announced)."""
+    cluster = MemoryTopicCluster()
+    with pytest.raises(CommandError) as raised:
+        apply_topics([TopicSettings("huge", 100_000_000)], cluster)
+    assert raised.value.code == BAD_INPUT and "huge (100,000,000)" in str(raised.value)
+    assert cluster.calls == []
+    config = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="huge",
+                          state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")},
+                          topics={"huge": {"partitions": 100_000_000}}, kafka_extra={"request_timeout_s": 1})
+    result = cli("topics", "apply", "--config", str(config))
+    assert result.code == BAD_INPUT, result
+    assert result.err.strip().count("\n") == 0 and "huge (100,000,000)" in result.err, result.err

@@ -1,8 +1,9 @@
-"""A run with 1% bad records logs no stack trace per bad record: a few hundred bytes each, at most.
+"""A run with 1% bad records logs at most twice what the clean run logs, and no stack trace.
 
-The same 5,000 records twice, once clean and once with every 100th not a number (a transform fails on it,
+The same 100,000 records twice, once clean and once with every 100th not a number (a transform fails on it,
 ``errors: skip``); the service's whole output (stdout and stderr, Spark's included) is measured. PySpark
-used to log each captured SQL error with its JVM stack trace (~16 KB a record).
+used to log each captured SQL error with its JVM stack trace (~16 KB a record); then each txid still wrote
+three sampled lines with Spark's whole message and the isolation's lines (5.8x the clean run at 5,000).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from tests.kafka.helpers import produce
 from tests.service.helpers import ServiceProcess, free_port, word_count_config
 
 pytestmark = pytest.mark.slow
-RECORDS, BAD_EVERY = 5_000, 100
+RECORDS, BAD_EVERY = 100_000, 100
+CAPS = (10_000, 20_000)  # five txids of 20,000 records
 
 
 def _run(kafka: MockKafkaCluster, tmp_path: Path, name: str, bad: bool) -> tuple[int, str]:
@@ -33,7 +35,7 @@ def _run(kafka: MockKafkaCluster, tmp_path: Path, name: str, bad: bool) -> tuple
     port, db = free_port(), tmp_path / f"{name}.db"
     config = word_count_config(tmp_path / f"{name}.yaml", bootstrap=kafka.bootstrap_servers(), topic=topic,
                                port=port, state={"backend": "sqlite", "sqlite_path": str(db), "table": "t"},
-                               caps=(1000, 2000))
+                               caps=CAPS)
     doc = yaml.safe_load(config.read_text())
     doc["pipelines"][0]["transforms"] = [{"map": ["CAST(CAST(CAST(value AS STRING) AS INT) % 10 AS STRING) AS word"]}]
     doc["pipelines"][0]["errors"] = "skip"
@@ -64,16 +66,13 @@ def _stored(db: Path) -> int:
         return 0
 
 
-PER_BAD_RECORD = 400  # bytes of log a bad record may add, on average (its line, its share of the txid's summary)
-
-
-def test_one_percent_bad_logs_no_stack_trace_per_record(kafka: MockKafkaCluster, tmp_path: Path) -> None:
+def test_one_percent_bad_logs_within_twice_the_clean_run(kafka: MockKafkaCluster, tmp_path: Path) -> None:
     clean, _ = _run(kafka, tmp_path, "clean", bad=False)
     dirty, text = _run(kafka, tmp_path, "dirty", bad=True)
     bad = RECORDS // BAD_EVERY
-    print(f"log bytes: clean {clean}, 1% bad {dirty} ({dirty / clean:.2f}x, {(dirty - clean) / bad:.0f} B a bad record)")
+    print(f"log bytes: clean {clean}, 1% bad {dirty} ({dirty / clean:.2f}x, {(dirty - clean) / bad:.1f} B a bad record)")
     assert "Traceback" not in text and "at org.apache.spark" not in text, text[-5000:]
-    assert dirty - clean <= PER_BAD_RECORD * bad, f"clean {clean} B, 1% bad {dirty} B:\n{text[-5000:]}"
+    assert dirty <= 2 * clean, f"clean {clean} B, 1% bad {dirty} B:\n{text[-5000:]}"
     # the commit lines tell the skipped records apart from the counted ones
     commits = re.findall(r"committed txid \d+: (\d+) records \((\d+) counted, (\d+) skipped, (\d+) dead-lettered\)",
                          text)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.newuser.startup import ROOT
 
@@ -35,7 +37,6 @@ def test_the_command_line_is_built_without_heavy_imports() -> None:
     assert loaded == [], loaded
 
 
-
 def _broken(args: object) -> int:
     raise RuntimeError("something no check foresaw")
 
@@ -51,3 +52,33 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_only_with_debug(
     assert err.count("\n") == 1 and "RuntimeError: something no check foresaw" in err and "--debug" in err, err
     with pytest.raises(RuntimeError):
         cli.main(["--debug", "validate", "--config", "x.yaml"])
+
+
+COMMAND_PROBE = """
+import json, sys
+from app.__main__ import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "pyspark": "pyspark" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("command", [["validate"], ["status"], ["query", "--pipeline", "wc", "--top", "3"]])
+def test_validate_status_and_query_run_without_importing_pyspark(command: list[str], tmp_path: Path) -> None:
+    """The commands that answer at once need no Spark (it took seconds to import): ``query`` read a table's
+    layout through ``app.spark.plan``, whose package imported the Spark executor."""
+    from tests.newuser.startup import closed_port
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({
+        "kafka": {"bootstrap_servers": f"127.0.0.1:{closed_port()}", "request_timeout_s": 1},
+        "pipelines": [{"id": "wc", "spout": {"topics": ["words"]},
+                       "transforms": [{"map": ["CAST(value AS STRING) AS word"]}], "group_by": ["word"],
+                       "aggregates": [{"count": {"as": "n"}}],
+                       "state": {"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db"), "table": "t"}}]}))
+    r = subprocess.run([sys.executable, "-c", COMMAND_PROBE, command[0], "--config", str(config), *command[1:]],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert r.stdout.strip(), r.stderr
+    done = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "Traceback" not in r.stderr, r.stderr
+    assert done["pyspark"] is False, (done, r.stderr)

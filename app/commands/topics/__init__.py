@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # the Kafka admin client and the config models: imported when
     from app.commands.topics.plan import Change, Plan
     from app.config.topics import TopicSettings
 
+#: The most partitions a Kafka client asks for in one topic (librdkafka's limit): a count above it is a mistake in the
+#: config, told before anything is applied.
+MAX_PARTITIONS = 100_000
+
 SUMMARY = "compare the declared Kafka topics with the cluster (plan) and make it so (apply)"
 
 
@@ -41,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
     declared = config.declared_topics()
     if not declared:
         raise CommandError(f"{args.config}: topics: no topics declared (add a topics: section)", BAD_INPUT)
+    _refuse_absurd(declared)
     from app.commands.topics.cluster import KafkaTopicCluster
 
     k = config.kafka
@@ -58,10 +63,19 @@ def main(args: argparse.Namespace) -> int:
 def plan_topics(declared: Sequence[TopicSettings], cluster: TopicCluster) -> Plan:
     from app.commands.topics.plan import diff
 
+    _refuse_absurd(declared)
     try:
         return diff(declared, cluster.describe([t.name for t in declared]))
     except ConnectionError as e:
         raise CommandError(str(e), FAILED) from None
+
+
+def _refuse_absurd(declared: Sequence[TopicSettings]) -> None:
+    """A partition count no Kafka client asks for: bad input (exit 2), before the cluster is asked anything."""
+    absurd = [f"{t.name} ({t.partitions:,})" for t in declared if t.partitions > MAX_PARTITIONS]
+    if absurd:
+        raise CommandError(f"more partitions than a Kafka client can ask for ({MAX_PARTITIONS:,} at most): "
+                           f"{', '.join(absurd)}", BAD_INPUT)
 
 
 def apply_topics(declared: Sequence[TopicSettings], cluster: TopicCluster, *, as_json: bool = False,
