@@ -117,6 +117,15 @@ def recreate(kafka_peer: KafkaPeer, topic: str, partitions: int, timeout_s: floa
             time.sleep(0.2)
 
 
+def step_until_counted(coord: Coordinator, runs: Runs, expected: Counter[str], deadline: float) -> None:
+    """Steps ``coord`` one txid at a time until the stored counts are ``expected`` (a replay failing for ever
+    must not hang the test), then asserts they are."""
+    while runs.counts() != expected and time.monotonic() < deadline:
+        if coord.step() != "committed":
+            time.sleep(0.05)
+    assert runs.counts() == expected
+
+
 @pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
 def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
         kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy) -> None:
@@ -143,10 +152,7 @@ def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
         assert f"{topic}:0" in stopped.reason
         assert runs.counts() == truth(old)
     else:
-        while runs.counts() != truth(old) + truth(new) and time.monotonic() < deadline:
-            if coord.step() != "committed":  # one step at a time: a replay failing for ever must not hang the test
-                time.sleep(0.05)
-        assert runs.counts() == truth(old) + truth(new)
+        step_until_counted(coord, runs, truth(old) + truth(new), deadline)
         more = produce(runs.bootstrap, topic, spread(5, 1, tag="more"))
         coord.run_until_idle()
         assert runs.counts() == truth(old) + truth(new) + truth(more)
@@ -187,8 +193,5 @@ def test_a_topic_recreated_under_a_frozen_txid_is_data_loss(kafka_peer: KafkaPee
                 coord.step()
         assert runs.counts() == truth(old)
     else:
-        while runs.counts() != truth(old) + truth(new) and time.monotonic() < deadline:
-            if coord.step() != "committed":  # one step at a time: a replay failing for ever must not hang the test
-                time.sleep(0.05)
-        assert runs.counts() == truth(old) + truth(new)
+        step_until_counted(coord, runs, truth(old) + truth(new), deadline)
         assert runs.positions() == {Partition(topic, 0): 20}
