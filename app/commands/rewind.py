@@ -187,7 +187,18 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
                            "service starts on a half-done rewind: run the same rewind again") from e
     finally:
         if done or not started:
-            store.release_lease(owner, epoch)
+            _release(store, owner, epoch, compiled.id)
+
+
+def _release(store: Any, owner: str, epoch: int, pipeline_id: str) -> None:
+    """Give the lease up; when the store cannot tell whether it did, say so: the lease expires with its TTL."""
+    from states.errors import StateError
+
+    try:
+        store.release_lease(owner, epoch)
+    except StateError as e:
+        log.warning("pipeline %s: the lease (owner %s, epoch %d) may still be held: %s; it expires within %.0f s",
+                    pipeline_id, owner, epoch, e, LEASE_TTL_S)
 
 
 def _refuse_missing_topics(pipeline: Any, kafka: KafkaOffsets, *, forget: tuple[str, ...] = ()) -> None:
