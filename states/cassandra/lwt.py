@@ -44,13 +44,17 @@ class LwtUndecidedError(StateError):
 
 
 def settle(what: str, send: Callable[[], Row], answered: Callable[[Row], T | Again],
-           resolve: Callable[[], T | Again], *, attempts: int, pause: Callable[[int], None]) -> T:
+           resolve: Callable[[], T | Again], *, attempts: int, pause: Callable[[int], None],
+           prepare: Callable[[], None] | None = None) -> T:
     """Send the write (``send`` returns the answer's row, or raises the driver's error) until ``answered`` or
-    ``resolve`` decides it; ``pause(n)`` runs before retry number ``n`` (0-based)."""
+    ``resolve`` decides it; ``pause(n)`` runs before retry number ``n`` (0-based). ``prepare`` runs before each
+    send, outside the rule: what it raises (a read that decides what to write) is raised as it is."""
     last: BaseException | None = None
     for attempt in range(attempts):
         if attempt:
             pause(attempt - 1)
+        if prepare is not None:
+            prepare()
         try:
             row = send()
         except Exception as e:

@@ -124,25 +124,26 @@ class CassandraTransactionalStateStore:
 
     # lease
     def acquire_lease(self, owner: str, ttl_s: float) -> int:
-        writing: list[int] = []  # the epoch the last attempt wrote
+        read: tuple[str | None, int | None] = (None, None)  # (owner, epoch) as read before this attempt's batch
 
-        def take() -> Any:  # a serial read decides what to write, then the takeover batch
-            held_by, epoch = self._serial_lease()
-            if held_by not in (None, owner):
-                raise LeaseHeldError(self.topology_id, held_by, epoch or 0)
-            writing[:] = [(epoch or 0) + 1]
+        def read_lease() -> None:  # a serial read decides what to write
+            nonlocal read
+            read = self._serial_lease()
+            if read[0] not in (None, owner):
+                raise LeaseHeldError(self.topology_id, str(read[0]), read[1] or 0)
+
+        def take() -> Row:
             batch = BatchStatement(BatchType.UNLOGGED)
             batch.add(self._take_owner, (_ttl(ttl_s), owner, self.topology_id))
-            batch.add(self._bump_epoch, (writing[0], self.topology_id, epoch, held_by))
+            batch.add(self._bump_epoch, ((read[1] or 0) + 1, self.topology_id, read[1], read[0]))
             return self._send(batch, None, kind="lease")
 
         def landed() -> int | Again:  # owner and epoch equal to what we wrote: the takeover landed
-            held_by, epoch = self._serial_lease()
-            return writing[0] if (held_by, epoch) == (owner, writing[0]) else AGAIN
+            return (read[1] or 0) + 1 if self._serial_lease() == (owner, (read[1] or 0) + 1) else AGAIN
 
         return settle(f"lease of topology {self.topology_id!r}", take,
-                      lambda row: writing[0] if row["[applied]"] else AGAIN,  # not applied: a race, read again
-                      landed, attempts=_ATTEMPTS, pause=self._pause)
+                      lambda row: (read[1] or 0) + 1 if row["[applied]"] else AGAIN,  # not applied: a race
+                      landed, attempts=_ATTEMPTS, pause=self._pause, prepare=read_lease)
 
     def renew_lease(self, owner: str, epoch: int, ttl_s: float) -> None:
         # Unknown: renewing under the same owner and epoch again is harmless. Undecided after every attempt is
