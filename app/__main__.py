@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.command}: {e}", file=sys.stderr)
         return e.code
     except Exception as e:
-        from app.failures import describe, refusal
+        from app.error_text import describe
+        from app.refusals import refusal
 
         refused = refusal(e, cassandra_role=_cassandra_role(args))
         if refused is not None:

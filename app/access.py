@@ -23,8 +23,10 @@ from typing import Any
 
 from app.config import ServiceConfig, compile_pipeline
 from app.config.compile import spout_config
-from app.failures import BAD_INPUT, FAILED, describe, refusal
+from app.error_text import describe
+from app.failures import BAD_INPUT, FAILED
 from app.metrics import Metrics
+from app.refusals import refusal
 from spouts.errors import AccessRefusedError, SpoutError
 from spouts.kafka.discovery import KafkaCoordinator
 
@@ -52,8 +54,10 @@ class _ConnectionErrorWithoutTraceback(logging.Filter):
     no bug to debug, and the service's own line says what to check."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from states.cassandra.refusals import DRIVER_ERRORS  # loaded already: these are the driver's loggers
+
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and (isinstance(exc, OSError) or type(exc).__module__.startswith("cassandra")):
+        if isinstance(exc, (OSError, *DRIVER_ERRORS)):
             record.msg, record.args = f"{record.getMessage()} {type(exc).__name__}: {' '.join(str(exc).split())}", ()
             record.exc_info, record.exc_text = None, None
         return True

@@ -16,7 +16,6 @@ from app.failures import CAUSES
 from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from states.metrics import STATE_METRICS, StateMetrics
 
-PHASES = ("plan", "process", "freeze", "commit")
 PIPELINE_STATES = ("standby", "active", "degraded", "failed")  # app.health.PipelineState
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 

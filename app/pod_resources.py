@@ -10,16 +10,17 @@ container's memory limit. :func:`sized_spark` turns the limits into ``local[N]``
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+
+from app.masters import parse_local
 
 CGROUP = Path("/sys/fs/cgroup")
 #: The driver JVM's heap as a share of the container's memory limit; the rest is the JVM's off-heap
 #: (metaspace, threads, Arrow buffers), the Python driver and, in local mode, a Python worker per task.
 DRIVER_HEAP_SHARE = 0.5
 _UNLIMITED_V1 = 1 << 60  # cgroup v1 reports "no limit" as a page-rounded maximum of about 2**63
-_LOCAL_ALL = re.compile(r"^local\[\*(\s*,\s*\d+)?\]$")
 
 
 def cpu_limit(root: Path = CGROUP) -> float | None:
@@ -48,10 +49,10 @@ def sized_spark(master: str, conf: Mapping[str, str], root: Path = CGROUP) -> tu
     (rounded up), and ``spark.driver.memory`` a :data:`DRIVER_HEAP_SHARE` of the memory limit, each only
     where the config leaves it open and the container has the limit."""
     out, changed = dict(conf), []
-    m = _LOCAL_ALL.match(master.strip())
+    local = parse_local(master)
     cores = cpu_limit(root)
-    if m is not None and cores is not None:
-        master = f"local[{max(1, math.ceil(cores - 1e-9))}{(m.group(1) or '').replace(' ', '')}]"
+    if local is not None and local.threads is None and cores is not None:  # local[*]: the machine's cores
+        master = str(replace(local, threads=max(1, math.ceil(cores - 1e-9))))
         changed.append(f"master {master} (CPU limit {cores:g} cores)")
     memory = memory_limit(root)
     if "spark.driver.memory" not in out and memory is not None:

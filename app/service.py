@@ -44,13 +44,15 @@ from app.access import StartupError, check_access
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline, spout_config
 from app.coordinator import FATAL, Coordinator
-from app.failures import BAD_INPUT, FAILED, describe, fatal_cause, refusal
+from app.error_text import describe
+from app.failures import BAD_INPUT, FAILED, fatal_cause
 from app.health import Health, assess
 from app.kafka_watch import KafkaWatch
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
 from app.pod_resources import sized_spark
 from app.progress import read_progress
+from app.refusals import refusal
 from app.topology import Topology
 from states.protocols import LeaseInfo
 

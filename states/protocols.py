@@ -134,7 +134,8 @@ class CoordinatorStore(TransactionalStateStore, Protocol):
         ...
 
     def release_lease(self, owner: str, epoch: int) -> None:
-        """Give the lease up (a no-op if it is no longer ours)."""
+        """Give the lease up (a no-op if it is no longer ours). A store that cannot tell whether it did raises a
+        :class:`~states.errors.StateError`: the caller says so, and the lease expires with its TTL."""
         ...
 
     def lease_info(self) -> LeaseInfo | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import socket
 import time
 from datetime import UTC, datetime
@@ -42,6 +41,7 @@ from app.commands.common import (
     progress,
 )
 from app.commands.offsets import KafkaOffsets, kafka_reason
+from app.config import operator_name
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 
 SUMMARY = "move where a pipeline's next txid starts reading (earliest, latest, a time or offsets)"
@@ -158,7 +158,7 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         txid = max([prog.committed_txid, *prog.frozen_txids]) + 1
         plan = BatchPlan(txid, {p: PartitionMetadata(p.topic, p.partition, o, o, 0, compiled.id)
                                 for p, o in offsets.items()})
-        audit = {"txid": txid, "who": owner, "user": os.environ.get("USER", ""), "when": time.time(),
+        audit = {"txid": txid, "who": owner, "user": operator_name(), "when": time.time(),
                  "pipeline": compiled.id, "target": _describe(target),
                  "from": {p.id: o for p, o in before.items()}, "to_offsets": {p.id: o for p, o in offsets.items()},
                  "from_txid": prog.committed_txid, "reset_state": reset_state, "forgotten": forgotten, "truncated": [], "done": False}
@@ -187,7 +187,18 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
                            "service starts on a half-done rewind: run the same rewind again") from e
     finally:
         if done or not started:
-            store.release_lease(owner, epoch)
+            _release(store, owner, epoch, compiled.id)
+
+
+def _release(store: Any, owner: str, epoch: int, pipeline_id: str) -> None:
+    """Give the lease up; when the store cannot tell whether it did, say so: the lease expires with its TTL."""
+    from states.errors import StateError
+
+    try:
+        store.release_lease(owner, epoch)
+    except StateError as e:
+        log.warning("pipeline %s: the lease (owner %s, epoch %d) may still be held: %s; it expires within %.0f s",
+                    pipeline_id, owner, epoch, e, LEASE_TTL_S)
 
 
 def _refuse_missing_topics(pipeline: Any, kafka: KafkaOffsets, *, forget: tuple[str, ...] = ()) -> None:

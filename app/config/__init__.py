@@ -41,7 +41,7 @@ from app.config.compile import (
     state_factory,
 )
 from app.config.errors import ConfigError
-from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, parse
+from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, operator_name, parse
 from app.config.schema import PipelineModel, ServiceConfig, json_schema
 from app.config.topics import TopicSettings, retention_warnings
 
@@ -59,6 +59,7 @@ __all__ = [
     "json_schema",
     "load",
     "loads",
+    "operator_name",
     "parse",
     "retention_warnings",
     "spout_config",

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from app.config.errors import ConfigError
 from app.config.parse import AGGREGATORS
 from app.config.runtime import build
 from app.config.schema import PipelineModel, ServiceConfig
@@ -62,7 +63,9 @@ def state_factory(config: ServiceConfig, p: PipelineModel) -> StateFactory:
 
 
 def coordinator_config(config: ServiceConfig, p: PipelineModel) -> CoordinatorConfig:
-    assert config.service.owner is not None, "parse() chooses the owner"
+    if config.service.owner is None:  # a document validated without parse(), which chooses one per process
+        raise ConfigError("service.owner", "no lease owner chosen: load the config with app.config.load or "
+                                           "parse (they choose one per process), or set service.owner")
     return build(CoordinatorConfig, p, p.spout, owner=config.service.owner)
 
 

@@ -42,6 +42,11 @@ _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
 
+def operator_name(env: Mapping[str, str] | None = None) -> str:
+    """The login name of whoever runs a command (``USER``), for audit records; empty when unset."""
+    return (os.environ if env is None else env).get("USER", "")
+
+
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> ServiceConfig:
     """Read, interpolate and validate a YAML config file (``env`` defaults to ``os.environ``)."""
     try:

@@ -44,16 +44,3 @@ def java_session(spark: Any) -> Any:
 def java_context(spark: Any) -> Any:
     """The JVM ``SparkContext`` behind a PySpark session."""
     return spark.sparkContext._jsc.sc()  # noqa: SLF001 - PySpark's handle on the JVM context
-
-
-def failed_task_errors(spark: Any, stage: int, attempt: int, limit: int = 100) -> list[str]:
-    """The error texts of the failed task attempts of ``stage``'s ``attempt``, from Spark's status store (the
-    listener's view of the tasks, which Spark keeps for its UI whether or not the UI runs)."""
-    tasks = java_context(spark).statusStore().taskList(stage, attempt, limit)
-    out = []
-    for i in range(tasks.size()):
-        task = tasks.apply(i)
-        message = task.errorMessage()
-        if task.status() == "FAILED" and message.isDefined():
-            out.append(str(message.get()))
-    return out

@@ -19,7 +19,7 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 @dataclass(frozen=True, slots=True)
-class Seen:
+class ExecutorCounts:
     """What the driver sees of its executors now: the tasks they run at once (a local master's threads,
     a cluster's default parallelism: its executors' cores), Spark's default parallelism (the same
     unless ``spark.default.parallelism`` is set), and how many executors are registered (a local
@@ -45,15 +45,15 @@ class Parallelism:
         return f"{self.read_tasks} read tasks, {self.commit_partitions} commit tasks per keyed sink, {shuffle}"
 
 
-def observe(spark: Any) -> Seen:
+def observe(spark: Any) -> ExecutorCounts:
     """The executors' cores and count as the driver sees them now."""
     sc = spark.sparkContext
     threads = local_cores(sc.master)
     default = max(1, int(sc.defaultParallelism))
     if threads is not None:
-        return Seen(threads, default, 1)
+        return ExecutorCounts(threads, default, 1)
     executors = java_context(spark).getExecutorIds().size()  # registered executors (the driver is not one)
-    return Seen(default, default, int(executors))
+    return ExecutorCounts(default, default, int(executors))
 
 
 def user_shuffle_partitions(spark: Any) -> bool:
@@ -62,7 +62,7 @@ def user_shuffle_partitions(spark: Any) -> bool:
     return bool(spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS))
 
 
-def choose(seen: Seen, previous: Parallelism | None, *, read_tasks: int | None = None,
+def choose(seen: ExecutorCounts, previous: Parallelism | None, *, read_tasks: int | None = None,
            commit_partitions: int | None = None, keep_shuffle: bool = False) -> Parallelism:
     """The counts for the next txid.
 

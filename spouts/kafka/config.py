@@ -188,7 +188,7 @@ def prefetch_for(range_records: int) -> dict[str, str]:
 
     librdkafka fetches ahead until ``queued.min.messages`` records are queued (100,000 by default),
     and the reader unassigns at the range's end, so a small range made it receive and drop many
-    times the range (on a real broker, 12x for 2,000-record ranges). The queue is sized to a
+    times the range (figures in docs/performance.md, "A read fetches about its range"). The queue is sized to a
     quarter of the range (a power of two, so consumers of similar ranges share a pool), a fetch to
     256 KiB, and ``fetch.queue.backoff.ms`` lowered from 1 s: with a small queue, the default
     backoff stalls the read each time the queue fills.

@@ -2,7 +2,8 @@
 
 A read holds about ten thousand ``Message`` objects alive while it allocates per record, which
 triggers collection after collection that traverse them all for nothing (messages and Arrow
-buffers hold no reference cycles): on a real broker that was ~40% of the read's CPU. The pause
+buffers hold no reference cycles): a large share of the read's CPU on a real broker (figures in
+docs/performance.md, "A read fetches about its range, and runs without the garbage collector"). The pause
 never spans a ``yield``, so a reader abandoned mid-range cannot leave the collector off, and
 nested or concurrent pauses (threads of one executor) switch it back on when the last one ends.
 """

@@ -18,12 +18,11 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-from collections.abc import Sequence
 
 import confluent_kafka
 from confluent_kafka import Consumer
 
-__all__ = ["MockClusterError", "MockKafkaCluster", "brokers_other_than", "librdkafka_path"]
+__all__ = ["MockClusterError", "MockKafkaCluster", "librdkafka_path"]
 
 _RK_PRODUCER = 0
 
@@ -54,9 +53,7 @@ def _load() -> ctypes.CDLL:
         "rd_kafka_mock_broker_set_down": (ctypes.c_int, [vp, i32]),
         "rd_kafka_mock_broker_set_up": (ctypes.c_int, [vp, i32]),
         "rd_kafka_mock_partition_set_leader": (ctypes.c_int, [vp, cp, i32, i32]),
-        "rd_kafka_mock_partition_set_follower": (ctypes.c_int, [vp, cp, i32, i32]),
         "rd_kafka_mock_push_request_errors_array": (None, [vp, i16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]),
-        "rd_kafka_mock_clear_request_errors": (None, [vp, i16]),
         "rd_kafka_mock_partition_delete_records": (ctypes.c_int, [vp, cp, i32, i64]),
     }
     for name, (restype, argtypes) in sigs.items():
@@ -121,17 +118,10 @@ class MockKafkaCluster:
         self._check(self._lib.rd_kafka_mock_partition_set_leader(self._mc, topic.encode(), partition, broker_id),
                     f"set leader of {topic}:{partition} to {broker_id}")
 
-    def set_follower(self, topic: str, partition: int, broker_id: int) -> None:
-        self._check(self._lib.rd_kafka_mock_partition_set_follower(self._mc, topic.encode(), partition, broker_id),
-                    f"set follower of {topic}:{partition} to {broker_id}")
-
     def push_request_errors(self, api_key: int, *errors: int) -> None:
         """The next ``len(errors)`` requests of ``api_key`` (e.g. 2 = ListOffsets) fail with these codes, in order."""
         arr = (ctypes.c_int * len(errors))(*errors)
         self._lib.rd_kafka_mock_push_request_errors_array(self._mc, api_key, len(errors), arr)
-
-    def clear_request_errors(self, api_key: int) -> None:
-        self._lib.rd_kafka_mock_clear_request_errors(self._mc, api_key)
 
     def leaders(self, topic: str) -> dict[int, int]:
         """Partition -> leader broker id, from cluster metadata."""
@@ -158,6 +148,3 @@ class MockKafkaCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def brokers_other_than(cluster: MockKafkaCluster, ids: Sequence[int]) -> list[int]:
-    return [b for b in cluster.broker_ids if b not in ids]

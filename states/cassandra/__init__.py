@@ -6,7 +6,8 @@ transactional-state store and coordinator lease live in one partition per topolo
 the request loop), ``window`` (bounded windows of async requests), ``pipe`` (a commit's
 reads and LWTs key by key through one window), ``retry`` (what to do after a failed request: retry, resolve or raise),
 ``schema`` (create or validate tables; rows are laid out by ``states.layout``, shared with SQLite),
-``unknown`` (resolving compare-and-sets of unknown outcome), ``backing_map``, ``txstate``.
+``unknown`` (resolving compare-and-sets of unknown outcome), ``refusals`` (the driver's refusals, by type),
+``backing_map``, ``txstate``.
 Attributes are imported lazily, so importing the package does not load the driver.
 """
 

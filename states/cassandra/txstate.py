@@ -20,10 +20,14 @@ Table (one partition per topology, so every fenced write and the lease share Pax
   took the lease with an LWT on this partition, and that LWT completed any Paxos round left in
   flight by its predecessor: every accepted write is visible at QUORUM from then on.
 
-Unknown outcomes: ``put``, ``delete``, ``renew`` and ``release`` are idempotent under a fixed
-epoch, so after a timeout they are resolved by a serial read (put/delete) or simply sent again
-(renew/release). ``acquire`` is resolved by its next serial read: owner and epoch equal to what
-we were writing means the takeover landed. Owner names must therefore be unique per process.
+Unknown outcomes, one rule for every write (:func:`states.cassandra.lwt.settle`): never taken as
+applied or not applied, always decided. ``put``, ``delete``, ``renew`` and ``release`` are
+idempotent under a fixed epoch: a put is resolved by a serial read of its row (and of the epoch), a
+delete sent again while the epoch is ours, a renewal and a release simply sent again. ``acquire``
+is resolved by a serial read: owner and epoch equal to what we were writing means the takeover
+landed. Owner names must therefore be unique per process. A write still undecided after its
+attempts raises :class:`~states.cassandra.lwt.LwtUndecidedError` (a release included: the caller
+says the lease will expire with its TTL).
 """
 
 from __future__ import annotations
@@ -31,18 +35,18 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from cassandra.cluster import ResultSet
 from cassandra.query import BatchStatement, BatchType, Statement
 
-from states.cassandra.retry import Decision, backoff_s, decide
+from states.cassandra.lwt import AGAIN, Again, Row, settle
+from states.cassandra.retry import backoff_s
 from states.cassandra.schema import TableShape, check_cql_identifier, ensure_table
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import serial
-from states.errors import LeaseHeldError, LeaseLostError, StateError
+from states.errors import LeaseHeldError, LeaseLostError
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import Json, LeaseInfo
 
@@ -95,76 +99,63 @@ class CassandraTransactionalStateStore:
 
     def put(self, key: str, value: Json, *, epoch: int) -> None:
         doc = json.dumps(value, ensure_ascii=False)
-        for attempt in range(_ATTEMPTS):
-            self._pause(attempt)
-            rs = self._lwt(self._put, (doc, self.topology_id, key, epoch))
-            if rs is not None:
-                return self._fenced(rs, epoch)
-            _, current = self._serial_lease()  # unknown outcome: did it land?
-            if current != epoch:
-                raise LeaseLostError(self.topology_id, epoch, current)
-            if self._serial_value(key) == doc:
-                self.metrics.cas_unknown.labels(resolution="applied").inc()
-                return None
-            self.metrics.cas_unknown.labels(resolution="not_applied").inc()
-        raise StateError(f"put of {key!r} for topology {self.topology_id!r}: outcome unknown {_ATTEMPTS} times")
+
+        def landed() -> Again | None:  # did it land? only while still fenced by our epoch
+            self._check_epoch(epoch)
+            applied = self._serial_value(key) == doc
+            self.metrics.cas_unknown.labels(resolution="applied" if applied else "not_applied").inc()
+            return None if applied else AGAIN
+
+        self._settle(f"put of {key!r}", self._put, (doc, self.topology_id, key, epoch),
+                     lambda row: self._fenced(row, epoch), landed)
 
     def delete(self, keys: Sequence[str], *, epoch: int) -> None:
         if not keys:
             return
-        for attempt in range(_ATTEMPTS):
-            self._pause(attempt)
-            batch = BatchStatement(BatchType.UNLOGGED)  # one partition: atomic and isolated anyway
-            for k in keys:
-                batch.add(self._delete, (self.topology_id, k, epoch))
-            rs = self._lwt(batch, None)
-            if rs is not None:
-                return self._fenced(rs, epoch)
-            # Unknown outcome: a delete under our epoch is idempotent, so send it again while fenced.
-            _, current = self._serial_lease()
-            if current != epoch:
-                raise LeaseLostError(self.topology_id, epoch, current)
-        raise StateError(f"delete for topology {self.topology_id!r}: outcome unknown {_ATTEMPTS} times")
+        batch = BatchStatement(BatchType.UNLOGGED)  # one partition: atomic and isolated anyway
+        for k in keys:
+            batch.add(self._delete, (self.topology_id, k, epoch))
+
+        def resend() -> Again:  # a delete under our epoch is idempotent: send it again while fenced
+            self._check_epoch(epoch)
+            return AGAIN
+
+        self._settle(f"delete of {len(keys)} key(s)", batch, None, lambda row: self._fenced(row, epoch), resend)
 
     # lease
     def acquire_lease(self, owner: str, ttl_s: float) -> int:
-        writing: int | None = None
-        for attempt in range(_ATTEMPTS):
-            self._pause(attempt)
-            held_by, epoch = self._serial_lease()
-            if writing is not None and held_by == owner and epoch == writing:
-                return writing  # the previous attempt's outcome was unknown: it landed
-            if held_by not in (None, owner):
-                raise LeaseHeldError(self.topology_id, held_by, epoch or 0)
-            writing = (epoch or 0) + 1
+        read: tuple[str | None, int | None] = (None, None)  # (owner, epoch) as read before this attempt's batch
+
+        def read_lease() -> None:  # a serial read decides what to write
+            nonlocal read
+            read = self._serial_lease()
+            if read[0] not in (None, owner):
+                raise LeaseHeldError(self.topology_id, str(read[0]), read[1] or 0)
+
+        def take() -> Row:
             batch = BatchStatement(BatchType.UNLOGGED)
             batch.add(self._take_owner, (_ttl(ttl_s), owner, self.topology_id))
-            batch.add(self._bump_epoch, (writing, self.topology_id, epoch, held_by))
-            rs = self._lwt(batch, None, kind="lease")
-            if rs is not None and rs.one()["[applied]"]:
-                return writing
-            if rs is not None:
-                writing = None  # a race with another coordinator: read again and decide
-        raise StateError(f"lease of topology {self.topology_id!r}: no decision after {_ATTEMPTS} attempts")
+            batch.add(self._bump_epoch, ((read[1] or 0) + 1, self.topology_id, read[1], read[0]))
+            return self._send(batch, None, kind="lease")
+
+        def landed() -> int | Again:  # owner and epoch equal to what we wrote: the takeover landed
+            return (read[1] or 0) + 1 if self._serial_lease() == (owner, (read[1] or 0) + 1) else AGAIN
+
+        return settle(f"lease of topology {self.topology_id!r}", take,
+                      lambda row: (read[1] or 0) + 1 if row["[applied]"] else AGAIN,  # not applied: a race
+                      landed, attempts=_ATTEMPTS, pause=self._pause, prepare=read_lease)
 
     def renew_lease(self, owner: str, epoch: int, ttl_s: float) -> None:
-        for attempt in range(_ATTEMPTS):
-            self._pause(attempt)
-            rs = self._lwt(self._renew, (_ttl(ttl_s), owner, self.topology_id, owner, epoch), kind="lease")
-            if rs is None:
-                continue  # unknown: renewing under the same owner and epoch again is harmless
-            row = rs.one()
-            if not row["[applied]"]:
-                raise LeaseLostError(self.topology_id, epoch, row.get("epoch"))
-            return
-        # Not "lost": Cassandra did not answer. The caller retries while the lease is surely still ours.
-        raise StateError(f"renewal of the lease of topology {self.topology_id!r}: outcome unknown {_ATTEMPTS} times")
+        # Unknown: renewing under the same owner and epoch again is harmless. Undecided after every attempt is
+        # not "lost": Cassandra did not answer, and the caller retries while the lease is surely still ours.
+        self._settle("renewal of the lease", self._renew, (_ttl(ttl_s), owner, self.topology_id, owner, epoch),
+                     lambda row: self._fenced(row, epoch), lambda: AGAIN, kind="lease")
 
     def release_lease(self, owner: str, epoch: int) -> None:
-        for attempt in range(_ATTEMPTS):
-            self._pause(attempt)
-            if self._lwt(self._release, (self.topology_id, owner, epoch), kind="lease") is not None:
-                return
+        """Give the lease up; a no-op when it is no longer ours. Raises :class:`LwtUndecidedError` when Cassandra
+        never told whether it was released: the lease then expires with its TTL."""
+        self._settle("release of the lease", self._release, (self.topology_id, owner, epoch),
+                     lambda row: None, lambda: AGAIN, kind="lease")  # not applied: no longer ours, nothing to do
 
     def lease_info(self) -> LeaseInfo | None:
         """The current holder: the static columns, with the owner cell's remaining TTL as the expiry."""
@@ -175,25 +166,35 @@ class CassandraTransactionalStateStore:
         return LeaseInfo(row["owner"], row["epoch"], None if ttl is None else time.time() + ttl)
 
     # helpers
-    def _pause(self, attempt: int) -> None:
-        """Back off before every attempt after the first (an unknown outcome or a lost race)."""
-        if attempt:
-            s = self.settings
-            time.sleep(backoff_s(attempt - 1, s.backoff_initial_s, s.backoff_max_s))
+    def _settle(self, what: str, statement: Statement, values: Sequence[object] | None,
+                answered: Callable[[Row], Again | None], resolve: Callable[[], Again | None], *,
+                kind: str = "cas") -> None:
+        """Send one conditional write until it is decided (:func:`states.cassandra.lwt.settle`)."""
+        settle(f"{what} for topology {self.topology_id!r}", lambda: self._send(statement, values, kind=kind),
+               answered, resolve, attempts=_ATTEMPTS, pause=self._pause)
 
-    def _lwt(self, statement: Statement, values: Sequence[object] | None, *, kind: str = "cas") -> ResultSet | None:
-        """The LWT's ResultSet, or None when its outcome is unknown."""
+    def _pause(self, retry: int) -> None:
+        """Back off before retry number ``retry`` (an unknown outcome or a lost race)."""
+        s = self.settings
+        time.sleep(backoff_s(retry, s.backoff_initial_s, s.backoff_max_s))
+
+    def _send(self, statement: Statement, values: Sequence[object] | None, *, kind: str) -> Row:
+        """The LWT's answer row; its failure raised as the driver reported it."""
         result = self.client.run([(statement, values)], kind=kind, metrics=self.metrics, lwt=True)[0]
         if isinstance(result, BaseException):
-            if decide(result, lwt=True) is not Decision.RESOLVE:
-                raise result
-            return None
-        return result
+            raise result
+        return result.one()
 
-    def _fenced(self, rs: ResultSet, epoch: int) -> None:
-        row = rs.one()
+    def _fenced(self, row: Row, epoch: int) -> None:
+        """Nothing when the write under ``epoch`` applied; LeaseLostError when a newer epoch fenced it out."""
         if not row["[applied]"]:
             raise LeaseLostError(self.topology_id, epoch, row.get("epoch"))
+
+    def _check_epoch(self, epoch: int) -> None:
+        """LeaseLostError unless ``epoch`` is still the current one (a serial read)."""
+        _, current = self._serial_lease()
+        if current != epoch:
+            raise LeaseLostError(self.topology_id, epoch, current)
 
     def _serial_lease(self) -> tuple[str | None, int | None]:
         """(owner, epoch) read at serial consistency: final, with any Paxos round in flight completed."""

@@ -126,6 +126,34 @@ class TestPolicy:
                                                                      "b:9042": ConnectionRefusedError(111, "refused")})
         assert not decide(mixed).permanent
 
+    @pytest.mark.parametrize("name", ["AuthenticationFailed", "Unauthorized", "KafkaException"])
+    def test_a_class_named_like_a_refusal_is_no_refusal(self, name: str) -> None:
+        """Types decide: an error class that only bears the name of the driver's or librdkafka's is transient."""
+        from confluent_kafka import KafkaError
+
+        lookalike = type(name, (Exception,), {})
+        d = decide(lookalike(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error")))
+        assert not d.permanent and d.failure_class is FailureClass.TRANSIENT
+
+    def test_a_subclass_of_the_driver_s_refusal_is_a_refusal(self) -> None:
+        """A subclass of the driver's ``Unauthorized`` (another name, same type) is still a refusal."""
+        from cassandra import Unauthorized
+
+        class MissingGrant(Unauthorized):
+            pass
+
+        d = decide(MissingGrant("User trident has no MODIFY permission on <table ks.counts>"))
+        assert d.permanent and d.cause == "authorization" and d.exit_code == BAD_INPUT
+
+    def test_a_fatal_librdkafka_error_and_a_bad_setting_are_told_by_their_codes(self) -> None:
+        """A fatal KafkaError stops the pipeline (exit 1); an invalid argument is configuration (exit 2)."""
+        from confluent_kafka import KafkaError
+
+        fatal = decide(KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True)))
+        assert fatal.permanent and fatal.exit_code == FAILED and fatal.cause == "kafka_fatal"
+        config = decide(KafkaException(KafkaError(KafkaError._INVALID_ARG, "bad value")))
+        assert config.permanent and config.exit_code == BAD_INPUT and config.cause == "configuration"
+
     def test_the_text_of_an_error_decides_nothing(self) -> None:
         """A refusal or an error class written in a message (a Spark task's traceback) is no type: transient."""
         text = ("Traceback (most recent call last):\n  ...\nspouts.errors.AccessRefusedError: authorization refused "

@@ -86,3 +86,15 @@ def test_the_service_starts_spark_sized_to_its_container(tmp_path: Path, monkeyp
     service._start_spark()
     assert started["master"] == "local[2]"
     assert started["conf"] == {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2048m"}
+
+
+@pytest.mark.parametrize("master", ["local[* ,2]", "local[*\t, 2]", "local[ *]", "local[*]x", "spark://h:7077"])
+def test_the_sizing_and_the_master_check_read_the_local_syntax_alike(tmp_path: Path, master: str) -> None:
+    """Spark's syntax, parsed in one place: a master is resized only when it is a local ``*`` master, with the
+    blanks Spark allows around the comma."""
+    from app.masters import is_local, parse_local
+
+    resized = sized_spark(master, {}, v2(tmp_path, "250000 100000", "max"))[0] != master
+    parsed = parse_local(master)
+    assert resized == (is_local(master) and parsed is not None and parsed.threads is None)
+    assert is_local(master) == (master in ("local[* ,2]", "local[*\t, 2]"))

@@ -111,7 +111,7 @@ def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_pa
     import threading
 
     from app.access import cassandra_tls_refusal
-    from app.failures import refusal
+    from app.refusals import refusal
     from states.cassandra.settings import CassandraSettings, TlsSettings
 
     if shutil.which("openssl") is None:
@@ -145,3 +145,29 @@ def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_pa
     assert found.line.startswith(f"TLS refused by Cassandra at 127.0.0.1:{port} for role trident: ")
     assert "CERTIFICATE_VERIFY_FAILED" in found.line and "cassandra.tls.ca_file" in found.line
     assert cassandra_tls_refusal(CassandraSettings(port=port)) is None  # TLS off: nothing to ask
+
+
+def test_the_folded_log_is_decided_by_the_error_s_type(caplog: pytest.LogCaptureFixture) -> None:
+    """A driver error is folded into its line whatever module defines its class; an error from a module whose
+    name merely starts with ``cassandra`` keeps its traceback."""
+    import logging
+
+    from cassandra import DriverException
+
+    from app.access import fold_driver_tracebacks
+
+    class DriverSubclass(DriverException):  # the driver's type, defined in this module
+        pass
+
+    stranger = type("Away", (Exception,), {"__module__": "cassandra_lookalike"})
+    fold_driver_tracebacks()
+    driver = logging.getLogger("cassandra.cluster")
+    with caplog.at_level(logging.WARNING, logger="cassandra.cluster"):
+        for error in (DriverSubclass("connection lost"), stranger("a bug in a callback")):
+            try:
+                raise error
+            except (DriverException, stranger):
+                driver.exception("failed")
+    driver_line, stranger_line = caplog.records
+    assert driver_line.exc_info is None and "DriverSubclass: connection lost" in driver_line.getMessage()
+    assert stranger_line.exc_info is not None

@@ -268,3 +268,30 @@ def test_a_topic_dropped_from_the_config_keeps_its_position_until_a_rewind_forge
     assert read_rewinds(_store(after))[-1]["forgotten"] == [f"{old}:0"]
     run_pipeline(before)
     assert _counts(before) == {"x": 6, "y": 2}  # forgotten: read again from the first poll (earliest)
+
+
+def test_a_release_the_store_cannot_decide_is_told_and_the_rewind_stands(
+        kafka_cluster: MockKafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A store that cannot tell whether it released the lease raises a state error: the finished rewind still
+    succeeds, and a warning says the lease may be held until its TTL runs out."""
+    from states.errors import StateError
+    from states.sqlite.txstate import SqliteTransactionalStateStore
+
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 3)
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+
+    def undecided(self: object, owner: str, epoch: int) -> None:
+        raise StateError("release of the lease: undecided after 8 attempts")
+
+    monkeypatch.setattr(SqliteTransactionalStateStore, "release_lease", undecided)
+    with caplog.at_level(logging.WARNING, logger="app.rewind"):
+        r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest", "--yes-i-know",
+                "--owner", "ops-1")
+    assert r.code == 0, r.err
+    assert any("may still be held" in m and "ops-1" in m for m in caplog.messages), caplog.messages
+    assert [a["done"] for a in read_rewinds(_store(path))] == [True]

@@ -166,3 +166,16 @@ def test_the_python_api_refuses_what_the_config_refuses(field: str, value: Any) 
     assert PipelineModel.model_json_schema()["properties"][field]  # the model has the field and bounds it
     with pytest.raises(ValueError, match=field):
         CoordinatorConfig(**{field: value})
+
+
+def test_a_config_without_a_chosen_owner_is_a_config_error() -> None:
+    """A document validated without parse() has no lease owner: compiling it names the setting (ConfigError), even
+    with assertions off."""
+    from app.config import ConfigError
+
+    cfg = parse({"kafka": {"bootstrap_servers": "b:9092"},
+                 "pipelines": [{"id": "wc", "spout": {"topics": ["t"]}, "group_by": ["value"],
+                                "aggregates": ["count"], "state": {"backend": "sqlite", "sqlite_path": "s.db"}}]}, {})
+    unowned = cfg.model_copy(update={"service": cfg.service.model_copy(update={"owner": None})})
+    with pytest.raises(ConfigError, match=r"service\.owner"):
+        coordinator_config(unowned, unowned.pipelines[0])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, ClassVar
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from states.cassandra import CassandraSettings, CassandraTransactionalStateStore
+from states.cassandra.lwt import LwtUndecidedError
 from states.errors import LeaseHeldError, LeaseLostError
 from states.metrics import StateMetrics
 from tests.cqlserver import CqlServer, Fault
@@ -145,3 +148,92 @@ class TestUnknownOutcomes:
         server.advance_clock(8)
         with pytest.raises(LeaseHeldError):
             store.acquire_lease("b", 10)
+
+
+    @pytest.mark.parametrize("applied", [True, False])
+    def test_release_timeout_is_resent_and_frees_the_lease(self, server: CqlServer, settings: CassandraSettings,
+                                                           applied: bool) -> None:
+        """A release whose LWT timed out is sent again: the lease is free at once, the next takeover needs no TTL."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e = store.acquire_lease("a", 30)
+        fault = server.inject(Fault.write_timeout_cas(applied=applied, table="trident_state", statement="update"))
+        store.release_lease("a", e)
+        assert fault.fired == 1 and lease_row(server, settings, "wc")["owner"] is None
+        assert CassandraTransactionalStateStore(settings, "wc").acquire_lease("b", 30) == e + 1
+
+    @pytest.mark.parametrize("fault", [Fault.drop_connection(applied=True, table="trident_state", statement="update"),
+                                       Fault.unavailable(table="trident_state", statement="update", conditional=True)],
+                             ids=["dropped-after-applying", "unavailable"])
+    def test_a_put_of_any_unknown_outcome_is_resolved(self, server: CqlServer, settings: CassandraSettings,
+                                                      fault: Fault) -> None:
+        """A dropped connection after the write landed, or Unavailable, is resolved like a timeout: stored once."""
+        store = CassandraTransactionalStateStore(settings, "wc")
+        e = store.acquire_lease("a", 30)
+        server.inject(fault)
+        store.put("frozen/1", {"txid": 1}, epoch=e)
+        assert fault.fired == 1 and store.get("frozen/1") == {"txid": 1}
+
+
+def fast(settings: CassandraSettings) -> CassandraSettings:
+    """``settings`` with a backoff short enough to run out of attempts in a test."""
+    return replace(settings, backoff_initial_s=0.001, backoff_max_s=0.002)
+
+
+class TestUndecidedWrites:
+    """Every write of the store whose outcome stays unknown through all its attempts says so with one typed error."""
+
+    OPERATIONS: ClassVar[dict[str, tuple[str, Callable[[CassandraTransactionalStateStore, int], object]]]] = {
+        "put": ("update", lambda s, e: s.put("k", 2, epoch=e)),
+        "delete": ("batch", lambda s, e: s.delete(["k"], epoch=e)),
+        "renew": ("update", lambda s, e: s.renew_lease("a", e, 30)),
+        "release": ("update", lambda s, e: s.release_lease("a", e)),
+        "acquire": ("batch", lambda s, e: s.acquire_lease("a", 30)),
+    }
+
+    @pytest.mark.parametrize("operation", sorted(OPERATIONS))
+    def test_an_outcome_unknown_on_every_attempt_raises_lwt_undecided(self, server: CqlServer,
+                                                                      settings: CassandraSettings,
+                                                                      operation: str) -> None:
+        """Every attempt times out without applying: the write raises LwtUndecidedError naming it and the last
+        timeout, after exactly its attempts (a release is no longer given up silently)."""
+        from cassandra import WriteTimeout
+
+        store = CassandraTransactionalStateStore(fast(settings), "wc")
+        e = store.acquire_lease("a", 30)
+        store.put("k", 1, epoch=e)
+        if operation == "acquire":
+            store.release_lease("a", e)
+        statement, call = self.OPERATIONS[operation]
+        fault = server.inject(Fault.write_timeout_cas(applied=False, table="trident_state", statement=statement,
+                                                      times=None))
+        with pytest.raises(LwtUndecidedError) as raised:
+            call(store, e)
+        assert fault.fired == raised.value.attempts == 8
+        assert isinstance(raised.value.last, WriteTimeout) and "topology 'wc'" in raised.value.what
+        server.clear_faults()
+        assert store.get("k") == 1  # nothing was written by the undecided put or delete
+
+    def test_an_undecided_release_leaves_the_lease_to_its_ttl(self, server: CqlServer,
+                                                              settings: CassandraSettings) -> None:
+        """The release that could not be told leaves the lease held until its TTL runs out, then it is free."""
+        store = CassandraTransactionalStateStore(fast(settings), "wc")
+        e = store.acquire_lease("a", 10)
+        server.inject(Fault.write_timeout_cas(applied=False, table="trident_state", statement="update", times=None))
+        with pytest.raises(LwtUndecidedError, match="release of the lease"):
+            store.release_lease("a", e)
+        server.clear_faults()
+        with pytest.raises(LeaseHeldError):
+            store.acquire_lease("b", 10)
+        server.advance_clock(11)
+        assert store.acquire_lease("b", 10) == e + 1
+
+    def test_a_refused_write_is_raised_at_once(self, server: CqlServer, settings: CassandraSettings) -> None:
+        """A failure that is no unknown outcome (a server error) is raised on the first attempt, not retried."""
+        from cassandra.protocol import ServerError
+
+        store = CassandraTransactionalStateStore(fast(settings), "wc")
+        e = store.acquire_lease("a", 30)
+        fault = server.inject(Fault.server_error(table="trident_state", statement="update", times=None))
+        with pytest.raises(ServerError):
+            store.release_lease("a", e)
+        assert fault.fired == 1
