@@ -39,13 +39,15 @@ from app.batch import (
     RunsTopology,
 )
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
+from app.error_text import describe
 from app.errors import MissingBatchMetadataError
-from app.failures import FATAL, Decision, Failure, FailurePolicy, describe, deterministic_spark_error, error_key
+from app.failures import FATAL, Decision, Failure, FailurePolicy
 from app.guarantees import check_combination
 from app.lease import LeaseKeeper, take_lease, unique_owner
 from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
 from app.progress import ProgressLog, StoredBatch
+from app.spark_errors import deterministic_spark_error, error_key
 from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
@@ -156,11 +158,11 @@ class Coordinator:
         """
         cfg = self.config
         self._metrics.lease_held.labels(self.topology_id).set(0)
-        taken = take_lease(self.store, cfg.owner, cfg.lease_ttl_s, stop, on_standby=on_standby, policy=self.policy,
+        granted = take_lease(self.store, cfg.owner, cfg.lease_ttl_s, stop, on_standby=on_standby, policy=self.policy,
                            on_permanent=self._stop_with, clock=self._clock)
-        if taken is None:
+        if granted is None:
             return False
-        epoch, asked_at = taken
+        epoch, asked_at = granted
         self._epoch = epoch
         self._lease = LeaseKeeper(self.store, cfg.owner, epoch, cfg.lease_ttl_s, renewed_at=asked_at,
                                   on_lost=self._cancel_running, clock=self._clock).start()
@@ -361,7 +363,7 @@ class Coordinator:
         txid = head.txid if head is not None else self.committed_txid + 1
         if head is not None and self._asked != (txid, error_key(error)):  # once per txid and error
             self._asked = (txid, error_key(error))
-            error = self._as_the_source_says(error, head)
+            error = self._typed_read_error(error, head)
         if head is None:  # failed while planning: that was an attempt too
             self._attempts[txid] = self._attempts.get(txid, 0) + 1
         attempt = self._attempts.get(txid, 1) if head is None else head.attempt
@@ -393,7 +395,7 @@ class Coordinator:
                     failures)
         return decision, error
 
-    def _as_the_source_says(self, error: Exception, batch: Batch) -> Exception:
+    def _typed_read_error(self, error: Exception, batch: Batch) -> Exception:
         """For a failure that reached the driver only as a Spark task's text, the typed error the source raises
         here when one range of each of ``batch``'s topics is read (:mod:`spouts.typed_failures`); else ``error``."""
         if isinstance(error, (SpoutError, *FATAL)) or deterministic_spark_error(error) is not None \

@@ -36,7 +36,7 @@ from app.causes import chain
 from app.error_text import describe
 from app.loop import backoff
 from app.refusals import kafka_error, refusal
-from app.spark_errors import deterministic_spark_error, error_key
+from app.spark_errors import deterministic_spark_error
 from spouts import errors as spout_errors
 from spouts.bad_records import BadRecordError
 from states import errors as state_errors
@@ -154,8 +154,6 @@ def fatal_cause(e: BaseException) -> str:
     return "unexpected"
 
 
-#: ``describe``, ``deterministic_spark_error`` and ``error_key`` live in :mod:`app.error_text` and
-#: :mod:`app.spark_errors`; they are re-exported here for the modules that still import them from here.
 __all__ = [
     "BAD_INPUT",
     "CAUSES",
@@ -166,8 +164,5 @@ __all__ = [
     "Failure",
     "FailureClass",
     "FailurePolicy",
-    "describe",
-    "deterministic_spark_error",
-    "error_key",
     "fatal_cause",
 ]

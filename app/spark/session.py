@@ -20,10 +20,11 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.masters import LOCAL_MASTER as _LOCAL
+from app.masters import parse_local
 
 LOCAL_TASK_ATTEMPTS = 4
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -31,20 +32,18 @@ PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
 def local_master(master: str, attempts: int = LOCAL_TASK_ATTEMPTS) -> str:
     """``master`` with a task-attempt count when it is a local master without one; others unchanged."""
-    m = _LOCAL.match(master.strip())
-    if m is None:
+    local = parse_local(master)
+    if local is None:
         return master
-    threads, given = m.group(1) or "1", m.group(2)
-    return f"local[{threads},{given or attempts}]"
+    return str(local if local.attempts is not None else replace(local, attempts=attempts))
 
 
 def local_cores(master: str) -> int | None:
     """N of a local master ``local[N]`` (``*``: this machine's cores); None for a cluster master."""
-    m = _LOCAL.match(master.strip())
-    if m is None:
+    local = parse_local(master)
+    if local is None:
         return None
-    threads = m.group(1) or "1"
-    return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
+    return (os.cpu_count() or 1) if local.threads is None else max(1, local.threads)
 
 
 def executor_cores(spark: Any) -> int:
