@@ -63,6 +63,11 @@ class RowLayout:
         self.key_columns: tuple[tuple[str, str], ...] = tuple((c.name, c.type) for c in spec.key)
         self.stored_columns: tuple[tuple[str, str], ...] = tuple(stored)
         self.columns = self.key_columns + self.stored_columns
+        # each column's converter looked up once: a commit encodes two rows and a key per key written
+        self._key_enc = tuple(encode[t] for _, t in self.key_columns)
+        self._stored_enc = tuple(encode[t] for _, t in self.stored_columns)
+        self._stored_dec = tuple(decode[t] for _, t in self.stored_columns)
+        self._plain = spec.scalar and not spec.value[0].stamped  # a value is its one column, as it is
 
     # keys
     def key_row(self, key: Hashable) -> Row:
@@ -72,7 +77,7 @@ class RowLayout:
             key = (key,)
         if len(key) != len(self.key_columns):
             raise TypeError(f"table {self.spec.table}: key {key!r} must have {len(self.key_columns)} fields")
-        return tuple(self._convert(self._enc, t, v) for (_, t), v in zip(self.key_columns, key))
+        return tuple([None if v is None else f(v) for f, v in zip(self._key_enc, key)])
 
     # stored values
     def value_row(self, value: Any) -> Row | None:
@@ -81,18 +86,19 @@ class RowLayout:
             return None
         kind = self.spec.kind
         if kind is StateKind.OPAQUE:
-            raw = (value.txid, *self._fields(value.curr), *self._fields(value.prev))
+            raw = (value.txid, value.curr, value.prev) if self._plain else \
+                (value.txid, *self._fields(value.curr), *self._fields(value.prev))
         elif kind is StateKind.TRANSACTIONAL:
-            raw = (value.txid, *self._fields(value.val))
+            raw = (value.txid, value.val) if self._plain else (value.txid, *self._fields(value.val))
         else:
-            raw = self._fields(value)
-        return tuple(self._convert(self._enc, t, v) for (_, t), v in zip(self.stored_columns, raw, strict=True))
+            raw = (value,) if self._plain else self._fields(value)
+        return tuple([None if v is None else f(v) for f, v in zip(self._stored_enc, raw, strict=True)])
 
     def value_of(self, row: Row | None) -> Any:
         """The stored value of the stored columns ``row`` (None when absent)."""
         if row is None:
             return None
-        row = tuple(self._convert(self._dec, t, v) for (_, t), v in zip(self.stored_columns, row, strict=True))
+        row = tuple([None if v is None else f(v) for f, v in zip(self._stored_dec, row, strict=True)])
         kind, n = self.spec.kind, self._width
         if kind is StateKind.OPAQUE:
             if row[0] is None:

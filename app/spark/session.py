@@ -67,6 +67,7 @@ def default_conf(master: str, *, debug: bool = False) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.python.worker.reuse": "true",  # clients (Kafka consumers, DB sessions) live per worker process
+        "spark.python.daemon.module": "app.spark.daemon",  # no full gc.collect() after every task
         "spark.scheduler.mode": "FAIR",  # process N+1 and commit N share the executors (pools per phase)
         "spark.sql.session.timeZone": "UTC",
         # Off, as Structured Streaming has it: adaptive execution runs every shuffle stage as a job of its

@@ -4,7 +4,8 @@ The same decisions as the request loop (``CassandraClient.run`` and ``states.cas
 taken per request as its answer arrives instead of per group: a read that failed transiently is
 sent again after a backoff (the key waits, the window does not); an LWT of unknown outcome is
 resolved by a serial read of its row (``states.cassandra.unknown``), itself retried like a read;
-anything else is raised. Every request sent is counted in ``trident_state_requests_total``.
+anything else is raised. Every request sent is counted in ``trident_state_requests_total`` (added up
+locally and added to the counter with each batch of answers, not one counter update per request).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class CassandraPipe:
         self.size = self.stream.size
         self._counters = {kind: backing.metrics.state_requests.labels(backend=BACKEND, kind=kind)
                           for kind in ("read", "cas", "serial_read")}
+        self._uncounted = dict.fromkeys(self._counters, 0)  # requests sent, not yet added to their counter
         self._sent: dict[Tag, tuple[Any, Sequence[Any] | None, int]] = {}  # request, values, attempt
         self._lwts: dict[int, tuple[Row, Row]] = {}  # tag -> (key row, stored row wanted)
         self._later: list[tuple[float, Tag]] = []  # retries waiting for their backoff
@@ -62,6 +64,7 @@ class CassandraPipe:
         while self._sent:
             self._send_due()
             wait = max(0.0, self._later[0][0] - time.monotonic()) if self._later else None
+            self._count()
             out = [a for tag, outcome in self.stream.take(max(1, self.size // 4), wait)
                    if (a := self._answer(tag, outcome)) is not None]  # type: ignore[arg-type]
             if out:
@@ -72,6 +75,7 @@ class CassandraPipe:
         """Forget what was not sent; wait for the answers of what was (no write left in the air)."""
         self.stream.drop_queued()
         self._later.clear()
+        self._count()
         while self.stream.outstanding:
             self.stream.take(self.stream.outstanding, self.client.settings.request_timeout_s + 1.0)
 
@@ -113,8 +117,15 @@ class CassandraPipe:
 
     def _send(self, tag: Tag, statement: Any, values: Sequence[Any] | None, attempt: int = 0) -> None:
         self._sent[tag] = (statement, values, attempt)
-        self._counters[tag[0]].inc()
+        self._uncounted[tag[0]] += 1
         self.stream.send(tag, statement, values)
+
+    def _count(self) -> None:
+        """Add the requests sent since the last call to their counters."""
+        for kind, n in self._uncounted.items():
+            if n:
+                self._counters[kind].inc(n)
+                self._uncounted[kind] = 0
 
     def _send_due(self) -> None:
         now = time.monotonic()
