@@ -168,25 +168,26 @@ class Pipeline:
         check_counts(self.name, stored_counts(self.factory, self.table), self.topic.truth(ends))
 
 
-def stored_counts(factory: StateFactory, table: str) -> dict[str, int]:
-    """Every word's count in the product's state table, read with the database's own client."""
+def stored_counts(factory: StateFactory, table: str, key: str = "word", value: str = "count") -> dict[str, int]:
+    """Every key's ``value`` in the product's state table, read with the database's own client."""
     if factory.backend == "sqlite":
         import sqlite3
 
         with sqlite3.connect(str(factory.sqlite_path)) as conn:
-            return {w: int(n) for w, n in conn.execute(f'SELECT word, "count" FROM "{table}"')}
+            return {w: int(n) for w, n in conn.execute(f'SELECT "{key}", "{value}" FROM "{table}"')}
     settings = factory.cassandra
     assert settings is not None
     with cql_session(settings) as session:
-        return {r[0]: int(r[1]) for r in session.execute(f'SELECT word, "count" FROM {settings.keyspace}.{table}')}
+        return {r[0]: int(r[1]) for r in session.execute(f'SELECT "{key}", "{value}" FROM {settings.keyspace}.{table}')}
 
 
 @contextmanager
 def cql_session(settings: Any) -> Iterator[Any]:
     """A plain cassandra-driver session on the state's cluster."""
     from cassandra.cluster import Cluster
+    from cassandra.policies import RoundRobinPolicy
 
-    cluster = Cluster(list(settings.contact_points), port=settings.port)
+    cluster = Cluster(list(settings.contact_points), port=settings.port, load_balancing_policy=RoundRobinPolicy())
     try:
         yield cluster.connect()
     finally:
