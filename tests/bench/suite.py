@@ -1,16 +1,21 @@
-"""The throughput suite: the product against a raw consume loop and Quix Streams, in one run.
+"""The throughput suite: the product against a raw consume loop, Spark Structured Streaming and Quix Streams, in one run.
 
-    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--repeat 3]
+    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--cql-sizes 50000] [--repeat 3]
 
 Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, or the real Kafka of
 ``--bootstrap``; ``--partitions``, 4 by default):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
-and exactly-once; the product's word count at each records-per-txid size into SQLite (sizes in
-rotated order), at 50k per txid with ``max_pending`` 1 and 2 (rotated), and into the CQL test
-server; the fixed cost of a warm 1-record txid and the Spark jobs per txid; end-to-end latency at a
-steady 10k records/s with the default caps. Prints the table (medians over repetitions, ratios
-taken within each repetition) and writes a PNG of throughput and seconds per txid against records
-per txid. Every figure carries the machine load measured when it was taken.
+and exactly-once; the product's word count at 50k per txid with ``max_pending`` 1 and 2 (rotated);
+the product's word count at each records-per-txid size into SQLite (``--sizes``) and into Cassandra
+(``--cql-sizes``: the Cassandra of CASSANDRA_CONTACT_POINTS, else the CQL test server), each beside
+Spark Structured Streaming's at the same records per micro-batch into the same kind of store
+(:mod:`tests.bench.sss_peer`; sizes rotated, the order of the two alternating); the fixed cost of a
+warm 1-record txid and the Spark jobs per txid, beside Structured Streaming's 1-record micro-batch;
+end-to-end latency at a steady 10k records/s with the default caps. Every product and Structured
+Streaming row's stored counts must equal the producer's truth. Prints the table (medians over
+repetitions with ranges, ratios taken within each repetition) and writes a PNG of throughput and
+seconds per txid against records per txid. Every figure carries the machine load measured when it
+was taken.
 """
 
 from __future__ import annotations
