@@ -85,3 +85,15 @@ def test_the_kafka_source_matches_the_installed_pyspark() -> None:
 
     name = sss_peer.package()
     assert name.startswith("org.apache.spark:spark-sql-kafka-0-10_2.") and name.endswith(f":{pyspark.__version__}")
+
+
+def test_make_bench_gives_the_bad_records_rows_the_suites_kafka_and_a_named_cassandra(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.bench.__main__ import badrecords_args
+
+    monkeypatch.delenv("CASSANDRA_CONTACT_POINTS", raising=False)
+    assert badrecords_args(["--repeat", "3", "--bootstrap", "k:9092"]) == ["--bootstrap", "k:9092"]
+    assert badrecords_args(["--bootstrap=k:9092"]) == ["--bootstrap=k:9092"]
+    assert badrecords_args(["--repeat", "3"]) == []
+    monkeypatch.setenv("CASSANDRA_CONTACT_POINTS", "127.0.0.1")
+    assert badrecords_args([]) == ["--state", "cassandra"]

@@ -205,9 +205,12 @@ def fetch(ivy: Path = IVY) -> None:
 
     spark = spark_session("local[1]", app_name="fetch-kafka-source", conf=session_conf(ivy))
     try:
-        spark.sparkContext._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+        jars = spark.sparkContext.getConf().get("spark.jars", "")
     finally:
         spark.stop()
+    artifact = package().split(":")[1]
+    if not any(artifact in jar and Path(jar.removeprefix("file://")).is_file() for jar in jars.split(",")):
+        raise SystemExit(f"{package()} was not fetched into {ivy} (spark.jars: {jars or 'none'})")
 
 
 def unique(prefix: str) -> str:
