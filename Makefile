@@ -93,9 +93,18 @@ $(PEER_STAMP): pyproject.toml
 	$(PEER)/bin/pip install --quiet -r $(PEER)/requirements.txt
 	touch $(PEER_STAMP)
 
-# Throughput against raw consume and Quix Streams, fixed cost, latency (table + bench.png), then the
-# commit path; 3 repetitions by default (BENCH_ARGS="--repeat 1 --records 100000" for a quick look).
-bench: venv $(PEER_STAMP)
+# Spark Structured Streaming's Kafka source (spark-sql-kafka-0-10 of the installed PySpark), fetched once
+# from Maven Central into the bench's ivy cache.
+SSS_STAMP := .benchmarks/ivy/.fetched
+
+$(SSS_STAMP): pyproject.toml
+	$(PY) -m tests.bench.sss_peer --fetch
+	touch $(SSS_STAMP)
+
+# Throughput against raw consume, Spark Structured Streaming and Quix Streams, fixed cost, latency (table +
+# bench.png), then the commit path; 3 repetitions by default (BENCH_ARGS="--repeat 1 --records 100000" for a
+# quick look; BENCH_ARGS="--bootstrap HOST:PORT" and CASSANDRA_CONTACT_POINTS for real servers).
+bench: venv $(PEER_STAMP) $(SSS_STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m tests.bench all --repeat 3 $(BENCH_ARGS)
 

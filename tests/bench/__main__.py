@@ -1,7 +1,7 @@
 """``python -m tests.bench [suite|commit|all] [options]``: the benchmarks.
 
-* ``suite`` (default): throughput against raw consume and Quix Streams, fixed cost, latency
-  (:mod:`tests.bench.suite`);
+* ``suite`` (default): throughput against raw consume, Spark Structured Streaming and Quix Streams,
+  fixed cost, latency (:mod:`tests.bench.suite`);
 * ``commit``: the commit path against the raw LWT ceiling (:mod:`tests.bench.commit_path`);
 * ``commit-cluster``: the commit path on a Spark standalone cluster, failed LWTs and reads when commit
   partitions move between executors (:mod:`tests.bench.commit_cluster`);
@@ -9,11 +9,25 @@
 * ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
   txid clean (:mod:`tests.bench.bad_records`);
 * ``all``: each of them but ``commit-cluster`` (it starts a Spark cluster of its own) with its defaults
-  (options go to the suite).
+  (options go to the suite; the bad-records bench gets the suite's ``--bootstrap``, and runs into
+  Cassandra when CASSANDRA_CONTACT_POINTS names one).
 """
 
 import importlib
+import os
 import sys
+
+
+def badrecords_args(suite_args: list[str]) -> list[str]:
+    """The bad-records bench's options in ``all``: the suite's real Kafka, and Cassandra when one is named."""
+    out = []
+    for i, arg in enumerate(suite_args):
+        if arg == "--bootstrap" and i + 1 < len(suite_args):
+            out += ["--bootstrap", suite_args[i + 1]]
+        elif arg.startswith("--bootstrap="):
+            out.append(arg)
+    return out + (["--state", "cassandra"] if os.environ.get("CASSANDRA_CONTACT_POINTS") else [])
+
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
            "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster"}
@@ -30,4 +44,7 @@ if __name__ == "__main__":  # not again in the benchmark's spawned client proces
                 continue
             raise
         print(f"== {name} ==", flush=True)
-        module.main(args if name == "suite" or which != "all" else [])
+        if which != "all" or name == "suite":
+            module.main(args)
+        else:
+            module.main(badrecords_args(args) if name == "badrecords" else [])

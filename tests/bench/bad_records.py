@@ -3,8 +3,9 @@
     python -m tests.bench badrecords [--records 100000] [--repeat 3] [--rows "transform errors 1%" ...]
 
 One txid of ``--records`` JSON sales (``{"store": ..., "amount": ...}``, declared types) on 2
-partitions of a mock Kafka cluster, summed per store into SQLite by ``local[2]`` under ``errors:
-skip``: clean; with 1% decode errors (not JSON); with 1% null keys (no ``store``); with 0.1% and 1%
+partitions of a mock Kafka cluster (``--bootstrap``: a real Kafka), summed per store into SQLite
+(``--state cassandra``: Cassandra, the one of CASSANDRA_CONTACT_POINTS or the CQL test server) by
+``local[2]`` under ``errors: skip``: clean; with 1% decode errors (not JSON); with 1% null keys (no ``store``); with 0.1% and 1%
 transform errors (``amount`` 0, which the pipeline's ``100 DIV amount`` divides by); 1% transform
 errors in the txid after one that had them too (a topic that keeps carrying bad records: twice the
 records, each txid half of each partition; the first txid is not timed); and the clean txid with its
@@ -25,6 +26,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack, closing
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -37,7 +39,11 @@ from spouts.kafka import KafkaSpout
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from spouts.planner import Caps
 from states import Sum
+from states.cassandra.settings import CassandraSettings
 from states.factory import StateFactory
+from tests.bench.commit_path import cassandra
+from tests.bench.runs import check_counts, stored_counts
+from tests.kafka.fixtures import KafkaPeer, RealKafkaPeer
 from tests.kafka.helpers import config, produce
 from tests.spark.helpers import coordinator
 
@@ -74,17 +80,19 @@ def values(n: int, share: float, bad: bytes | None, seed: int) -> list[tuple[int
             for i in range(n)]
 
 
-def run(spark: Any, cluster: MockKafkaCluster, topic: str, records: int, db: str,
-        second: bool = False, plain: bool = False) -> tuple[float, float]:
+def run(spark: Any, cluster: KafkaPeer, topic: str, records: int, db: str,
+        second: bool = False, plain: bool = False, cql: CassandraSettings | None = None) -> tuple[float, float]:
     """Commit ``topic``'s one txid from scratch (``second``: its first txid untimed, then its second; ``plain``:
-    the transforms in the plain form); (seconds, bad records counted in the timed txid)."""
+    the transforms in the plain form) into SQLite file ``db`` (``cql``: into Cassandra); (seconds, bad
+    records counted in the timed txid)."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
-    factory = StateFactory(backend="sqlite", sqlite_path=db)
+    factory = (StateFactory(backend="sqlite", sqlite_path=db) if cql is None
+               else StateFactory(backend="cassandra", cassandra=cql))
     t = Topology(name, errors=ErrorPolicy.skip())
     spout = KafkaSpout(config(cluster.bootstrap_servers(), topics=[topic],
                               value_format={"type": "json", "fields": {"store": "string", "amount": "bigint"}}), name)
     (t.new_stream(spout).map("value.store AS store", "100 DIV value.amount AS amount")
-     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount")], name="sales"))
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount")], name=f"sales_{name[6:]}"))
     metrics = Metrics(CollectorRegistry())
     executor = (PlainFormExecutor if plain else SparkExecutor)(spark, t, metrics=metrics)
     coord = coordinator(t, executor, factory.txstate_store(name),
@@ -100,7 +108,26 @@ def run(spark: Any, cluster: MockKafkaCluster, topic: str, records: int, db: str
         seconds = time.perf_counter() - start
     finally:
         coord.close()
+    check_counts(name, stored_counts(factory, f"sales_{name[6:]}", "store", "total"), truth(cluster, topic))
     return seconds, bad_records(metrics) - before
+
+
+#: the values each topic was filled with (the producer's truth)
+PRODUCED: dict[str, list[tuple[int, bytes]]] = {}
+
+
+def truth(cluster: KafkaPeer, topic: str) -> dict[str, int]:
+    """Per store, the sum of ``100 DIV amount`` over the good records produced to ``topic`` (decode errors,
+    null keys and zero amounts are skipped)."""
+    totals: dict[str, int] = {}
+    for _, value in PRODUCED[topic]:
+        try:
+            sale = json.loads(value)
+        except ValueError:
+            continue
+        if sale.get("store") is not None and sale.get("amount"):
+            totals[sale["store"]] = totals.get(sale["store"], 0) + 100 // sale["amount"]
+    return totals
 
 
 def bad_records(metrics: Metrics) -> float:
@@ -113,28 +140,36 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS), help="rows to run (and clean)")
+    parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
+    parser.add_argument("--state", choices=("sqlite", "cassandra"), default="sqlite")
     args = parser.parse_args(argv)
     rows = {row: ROWS[row] for row in ROWS if row == "clean" or row in args.rows}
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("app.spark.isolation").setLevel(logging.INFO)  # its rounds, with their times
     print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; one txid of {args.records} records, "
-          "2 partitions, local[2], errors: skip, SQLite")
+          f"2 partitions, local[2], errors: skip, {args.state}, "
+          f"{'Kafka at ' + args.bootstrap if args.bootstrap else 'librdkafka mock cluster'}")
     spark = spark_session("local[2]", app_name="trident-bench-bad-records")
     ratios: dict[str, list[float]] = {}
-    with MockKafkaCluster(1) as cluster, tempfile.TemporaryDirectory() as tmp:
+    with ExitStack() as stack:
+        cluster: KafkaPeer = stack.enter_context(closing(RealKafkaPeer(args.bootstrap) if args.bootstrap
+                                                         else MockKafkaCluster(1)))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        cql = stack.enter_context(cassandra()) if args.state == "cassandra" else None
         topics = {}
         for i, (row, (share, bad)) in enumerate(rows.items()):
             topics[row] = f"bench-bad-{i}-{uuid.uuid4().hex[:6]}"
             cluster.create_topic(topics[row], 2, 1)
             n = args.records * (2 if row in SECOND_TXID else 1)
-            produce(cluster.bootstrap_servers(), topics[row], values(n, share, bad, seed=i))
-        run(spark, cluster, topics["clean"], args.records, f"{tmp}/warm.db")  # a cold first txid is not measured
+            PRODUCED[topics[row]] = values(n, share, bad, seed=i)
+            produce(cluster.bootstrap_servers(), topics[row], PRODUCED[topics[row]])
+        run(spark, cluster, topics["clean"], args.records, f"{tmp}/warm.db", cql=cql)  # a cold first txid: not measured
         rows_in_order = list(topics.items())
         for rep in range(1, args.repeat + 1):
             # each repetition starts one row later: the first txid after another row's runs slower, by no row's fault
             turn = rows_in_order[rep % len(rows_in_order):] + rows_in_order[:rep % len(rows_in_order)]
             timed = {row: run(spark, cluster, topic, args.records, f"{tmp}/{rep}-{row}.db", row in SECOND_TXID,
-                              row in PLAIN_FORM) for row, topic in turn}
+                              row in PLAIN_FORM, cql) for row, topic in turn}
             seconds = {row: timed[row] for row in topics}
             base = seconds["clean"][0]
             print(f"repetition {rep}: " + ", ".join(f"{row} {s:.2f} s ({s / base:.2f}x, {bad:.0f} bad)"

@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ from spouts.kafka import KafkaSpout, KafkaSpoutConfig
 from spouts.planner import Caps
 from states import Count
 from states.factory import StateFactory
+from tests.bench import sss_peer as sss
+from tests.bench.sss_peer import Sink
 from tests.bench.workload import Topic
 from tests.kafka.bench_read_rate import bare_consume
 
@@ -51,6 +55,8 @@ class Figure:
     load: str = ""
     extra: dict[str, float] = field(default_factory=dict)
     throughput: bool = True  # False: a cost or a latency, compared with nothing
+    peer: str = ""  # rows of the same ``peer`` in a repetition are compared (the product against Structured Streaming)
+
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
@@ -112,17 +118,28 @@ def quix(topic: Topic, guarantee: str) -> Figure:
                   extra={k: result[k] for k in ("input_read_s", "counted_s") if k in result})
 
 
+def per_txid(caps: Caps, partitions: int) -> int:
+    """Records a txid of ``caps`` takes from a backlog on ``partitions`` partitions."""
+    return min(caps.per_batch, caps.per_partition * partitions)
+
+
+def caps_for(size: int, partitions: int) -> Caps:
+    """Caps of ``size`` records per txid (an even share per partition); 0: the default caps."""
+    return Caps(per_partition=max(1, size // partitions), per_batch=size) if size else Caps()
+
+
 class Pipeline:
-    """The product's word count over ``topic`` with caps of ``per_txid`` records (a quarter per partition)."""
+    """The product's word count over ``topic`` with caps of ``per_txid`` records (an even share per partition)."""
 
     def __init__(self, spark: Any, topic: Topic, factory: StateFactory, per_txid: int, *, max_pending: int = 1,
                  caps: Caps | None = None) -> None:
         self.name = f"bench-{uuid.uuid4().hex[:8]}"
-        self.spark, self.topic = spark, topic
+        self.table = f"wc_{self.name[6:]}"
+        self.spark, self.topic, self.factory = spark, topic, factory
         self.spout = KafkaSpout(KafkaSpoutConfig(topic.bootstrap, topics=(topic.name,)), self.name)
         t = Topology(self.name)
         (t.new_stream(self.spout).map("explode(split(CAST(value AS STRING), ' ')) AS word")
-         .group_by("word").persistent_aggregate(factory, Count(), output="count", name=f"wc_{self.name[6:]}"))
+         .group_by("word").persistent_aggregate(factory, Count(), output="count", name=self.table))
         self.metrics = Metrics(CollectorRegistry())
         self.executor = SparkExecutor(spark, t, metrics=self.metrics)
         self.commits = Commits(self.executor)
@@ -141,6 +158,52 @@ class Pipeline:
 
     def close(self) -> None:
         self.coordinator.close()
+
+    def check(self) -> None:
+        """The state's counts equal the producer's truth over the ranges the committed txids read."""
+        ends: dict[int, int] = {}
+        for _, batch in self.commits.visible:
+            for part, m in batch.plan.partitions.items():
+                ends[part.partition] = max(ends.get(part.partition, 0), m.next_offset)
+        check_counts(self.name, stored_counts(self.factory, self.table), self.topic.truth(ends))
+
+
+def stored_counts(factory: StateFactory, table: str, key: str = "word", value: str = "count") -> dict[str, int]:
+    """Every key's ``value`` in the product's state table, read with the database's own client."""
+    if factory.backend == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(str(factory.sqlite_path)) as conn:
+            return {w: int(n) for w, n in conn.execute(f'SELECT "{key}", "{value}" FROM "{table}"')}
+    settings = factory.cassandra
+    assert settings is not None
+    with cql_session(settings) as session:
+        return {r[0]: int(r[1]) for r in session.execute(f'SELECT "{key}", "{value}" FROM {settings.keyspace}.{table}')}
+
+
+@contextmanager
+def cql_session(settings: Any) -> Iterator[Any]:
+    """A plain cassandra-driver session on the state's cluster."""
+    from cassandra.cluster import Cluster
+    from cassandra.policies import RoundRobinPolicy
+
+    cluster = Cluster(list(settings.contact_points), port=settings.port, load_balancing_policy=RoundRobinPolicy())
+    try:
+        yield cluster.connect()
+    finally:
+        cluster.shutdown()
+
+
+class TruthMismatch(AssertionError):
+    """A row's stored counts differ from the producer's truth."""
+
+
+def check_counts(what: str, stored: Mapping[str, int], truth: Mapping[str, int]) -> None:
+    """Raise :class:`TruthMismatch` unless ``stored`` equals ``truth`` word by word."""
+    if dict(stored) != dict(truth):
+        wrong = sorted(w for w in set(stored) | set(truth) if stored.get(w) != truth.get(w))
+        raise TruthMismatch(f"{what}: {len(wrong)} of {len(truth)} words differ from the producer's truth, e.g. "
+                            + ", ".join(f"{w} {stored.get(w)} != {truth.get(w)}" for w in wrong[:3]))
 
 
 class Commits:
@@ -169,11 +232,12 @@ class Commits:
 
 
 def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label: str, *, max_pending: int = 1,
-           budget: int = 150_000) -> Figure:
-    """Records/s of the product at ``per_txid`` records per txid, after :data:`WARM_UP` txids, over at most
-    ``budget`` records (at least 3 txids) or the rest of the topic; and the CPU of the whole process tree
-    (driver, JVM, Python workers) per record."""
-    p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending)
+           budget: int = 150_000, caps: Caps | None = None, peer: str = "") -> Figure:
+    """Records/s of the product at ``per_txid`` records per txid (``caps``: these caps instead), after
+    :data:`WARM_UP` txids, over at most ``budget`` records (at least 3 txids) or the rest of the topic; the
+    CPU of the whole process tree (driver, JVM, Python workers) per record. The state must then equal the
+    producer's truth."""
+    p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending, caps=caps)
     measured = p.coordinator.config
     try:  # warm up on small txids, so that the large sizes keep the topic for measuring
         small = min(per_txid, WARM_UP_TXID)
@@ -189,8 +253,9 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
         jobs = p.jobs(range(first, first + done))
     finally:
         p.close()
+    p.check()
     return Figure(label, records, seconds, per_txid, done, jobs / done if done else 0.0,
-                  extra={"cpu_us_per_record": cpu / records * 1e6 if records else 0.0})
+                  extra={"cpu_us_per_record": cpu / records * 1e6 if records else 0.0}, peer=peer)
 
 
 def tree_cpu_s() -> float:
@@ -225,7 +290,6 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
     p = Pipeline(spark, topic, factory, 1_000_000)
     try:
         p.coordinator.run_until_idle()  # everything already in the topic
-        producer = Producer({"bootstrap.servers": topic.bootstrap})
         times = []
         first = p.coordinator.committed_txid + 1
         phases = ("plan", "process", "freeze", "commit")
@@ -233,20 +297,18 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
         for i in range(repeats + 1):
             if i == 1:  # the first is not measured
                 before = {ph: p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) for ph in phases}
-            producer.produce(topic.name, b"w1 w2 w3", partition=0)
-            producer.flush(10)
+            topic.append(b"w1 w2 w3", partition=0)
             start = time.perf_counter()
             assert p.coordinator.run(max_batches=1) == 1 and p.coordinator.last_stats.records == 1
             times.append(time.perf_counter() - start)
-        topic.records += repeats + 1
-        topic.words += 3 * (repeats + 1)
         jobs = p.jobs(range(first + 1, first + repeats + 1))
         spent = {f"{ph}_ms": (p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) - before[ph])
                  / repeats * 1000 for ph in phases}
     finally:
         p.close()
+    p.check()
     return Figure(label, 1, statistics.median(times[1:]), 1, 1, jobs / repeats,
-                  extra=spent, throughput=False)
+                  extra=spent, throughput=False, peer="1-record")
 
 
 def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds: float, caps: Caps) -> Figure:
@@ -308,3 +370,32 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds:
                  "mean_txid_records": statistics.mean(sizes) if sizes else 0.0}
     return fig
 
+
+
+def sss_steady(spark: Any, topic: Topic, warm: Topic, sink: Callable[[str], Sink], size: int, label: str, *,
+               peer: str = "") -> Figure:
+    """Records/s of Structured Streaming (:mod:`tests.bench.sss_peer`) at ``size`` records per micro-batch
+    (0: the product's default caps), from where the product's warm-up txids end to the end of the topic,
+    after a warm-up query over ``warm``: the micro-batches' own time (``triggerExecution``) and the CPU
+    of the whole process tree per record. The sink must then equal the producer's truth."""
+    per_trigger = per_txid(caps_for(size, topic.partitions), topic.partitions)
+    small = min(per_trigger, WARM_UP_TXID)
+    sss.available_now(spark, warm.bootstrap, warm.name, small, sink("warm"))
+    start = {p: WARM_UP * max(1, small // topic.partitions) for p in range(topic.partitions)}
+    starting = json.dumps({topic.name: {str(p): o for p, o in start.items()}})
+    counts = sink("run")
+    run = sss.available_now(spark, topic.bootstrap, topic.name, per_trigger, counts, starting, cpu=tree_cpu_s)
+    check_counts(label, counts.read(), topic.truth(starts=start))
+    assert run.records == topic.records - sum(start.values()), (run.records, topic.records)
+    return Figure(label, run.records, run.seconds, per_trigger, len(run.batches), peer=peer,
+                  extra={"cpu_us_per_record": run.cpu_s / run.records * 1e6, "query_wall_s": run.wall_s})
+
+
+def sss_one_record(spark: Any, topic: Topic, sink: Sink, repeats: int = 5) -> Figure:
+    """The median ``triggerExecution`` of Structured Streaming's warm 1-record micro-batch (a running query,
+    one record produced at a time, ``repeats`` measured after one); the sink then equals the truth."""
+    trigger, wall = sss.one_record_batches(spark, topic.bootstrap, topic.name, sink,
+                                           lambda: topic.append(b"w1 w2 w3", partition=0), repeats)
+    check_counts("Structured Streaming, 1-record micro-batches", sink.read(), topic.truth())
+    return Figure("Structured Streaming, 1-record micro-batch", 1, statistics.median(trigger), 1, 1,
+                  extra={"wall_to_progress_ms": statistics.median(wall) * 1000}, throughput=False, peer="1-record")

@@ -1,16 +1,21 @@
-"""The throughput suite: the product against a raw consume loop and Quix Streams, in one run.
+"""The throughput suite: the product against a raw consume loop, Spark Structured Streaming and Quix Streams, in one run.
 
-    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--repeat 3]
+    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--cql-sizes 50000] [--repeat 3]
 
 Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, or the real Kafka of
 ``--bootstrap``; ``--partitions``, 4 by default):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
-and exactly-once; the product's word count at each records-per-txid size into SQLite (sizes in
-rotated order), at 50k per txid with ``max_pending`` 1 and 2 (rotated), and into the CQL test
-server; the fixed cost of a warm 1-record txid and the Spark jobs per txid; end-to-end latency at a
-steady 10k records/s with the default caps. Prints the table (medians over repetitions, ratios
-taken within each repetition) and writes a PNG of throughput and seconds per txid against records
-per txid. Every figure carries the machine load measured when it was taken.
+and exactly-once; the product's word count at 50k per txid with ``max_pending`` 1 and 2 (rotated);
+the product's word count at each records-per-txid size into SQLite (``--sizes``) and into Cassandra
+(``--cql-sizes``: the Cassandra of CASSANDRA_CONTACT_POINTS, else the CQL test server), each beside
+Spark Structured Streaming's at the same records per micro-batch into the same kind of store
+(:mod:`tests.bench.sss_peer`; sizes rotated, the order of the two alternating); the fixed cost of a
+warm 1-record txid and the Spark jobs per txid, beside Structured Streaming's 1-record micro-batch;
+end-to-end latency at a steady 10k records/s with the default caps. Every product and Structured
+Streaming row's stored counts must equal the producer's truth. Prints the table (medians over
+repetitions with ranges, ratios taken within each repetition) and writes a PNG of throughput and
+seconds per txid against records per txid. Every figure carries the machine load measured when it
+was taken.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +35,10 @@ from spouts.kafka.mock_cluster import MockKafkaCluster
 from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.bench import runs
+from tests.bench import sss_peer as sss
+from tests.bench.commit_path import cassandra
 from tests.bench.runs import Figure
+from tests.bench.sss_peer import CassandraCounters, Sink, SqliteCounts
 from tests.bench.workload import Topic, load
 from tests.kafka.fixtures import KafkaPeer, RealKafkaPeer
 
@@ -61,58 +71,100 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
                 add(failed)
     sqlite = StateFactory(backend="sqlite", sqlite_path=str(tmp / f"bench-{rep}.db"))
     sizes = args.sizes[rep % len(args.sizes):] + args.sizes[:rep % len(args.sizes)]
-    budget = {s: s * max(2, min(MAX_TXIDS, args.budget // s)) for s in sizes}
-    for size in sizes:
-        add(runs.steady(spark, topic, sqlite, size, f"product, {size:,} per txid, SQLite", budget=budget[size]))
-    pending = (1, 2) if rep % 2 else (2, 1)
-    for n in pending:
-        add(runs.steady(spark, topic, sqlite, args.pending_size, f"product, {args.pending_size:,} per txid, "
-                        f"max_pending {n}", max_pending=n, budget=args.budget))
-    if not args.no_cql:
-        from tests.bench.commit_path import cassandra
+    budget = {s: s * max(2, min(MAX_TXIDS, args.budget // s)) if s else args.budget for s in sizes}
+    if args.pending:
+        pending = (1, 2) if rep % 2 else (2, 1)
+        for n in pending:
+            add(runs.steady(spark, topic, sqlite, args.pending_size, f"product, {args.pending_size:,} per txid, "
+                            f"max_pending {n}", max_pending=n, budget=args.budget))
+    with ExitStack() as stack:
+        states: dict[str, tuple[StateFactory, Callable[[str], Sink]]] = {
+            "SQLite": (sqlite, lambda what: SqliteCounts(tmp / f"sss-{rep}.db", sss.unique(f"sss_{what}")))}
+        rows = [("SQLite", s) for s in sizes]
+        if not args.no_cql:
+            settings = stack.enter_context(cassandra())
+            session = stack.enter_context(runs.cql_session(settings))
+            states["Cassandra"] = (StateFactory(backend="cassandra", cassandra=settings),
+                                   lambda what: CassandraCounters(session, settings.keyspace, sss.unique(f"sss_{what}")))
+            cql_sizes = args.cql_sizes[rep % len(args.cql_sizes):] + args.cql_sizes[:rep % len(args.cql_sizes)]
+            rows += [("Cassandra", s) for s in cql_sizes]
+        warm = None if args.no_sss else Topic.filled(cluster, f"sss-warm-{run}{rep}", 2 * runs.WARM_UP_TXID, seed=rep,
+                                                     partitions=args.partitions)
+        for state, size in rows:  # the product and its peer side by side, in turns
+            factory, sink = states[state]
+            n = runs.per_txid(runs.caps_for(size, topic.partitions), topic.partitions)
+            shown = f"{n:,}" + (" (default caps)" if not size else "")
 
-        with cassandra() as settings:
-            cql = StateFactory(backend="cassandra", cassandra=settings)
-            add(runs.steady(spark, topic, cql, args.pending_size, f"product, {args.pending_size:,} per txid, "
-                            "CQL test server", budget=args.budget))
-    add(runs.fixed_cost(spark, topic, sqlite))
+            def product(state: str = state, size: int = size, n: int = n, shown: str = shown,
+                        factory: StateFactory = factory) -> None:
+                add(runs.steady(spark, topic, factory, n, f"product, {shown} per txid, {state}",
+                                budget=budget.get(size, args.budget), caps=runs.caps_for(size, topic.partitions),
+                                peer=f"{n}/{state}"))
+
+            def peer(state: str = state, size: int = size, n: int = n, shown: str = shown,
+                     sink: Callable[[str], Sink] = sink) -> None:
+                assert warm is not None
+                add(runs.sss_steady(spark, topic, warm, sink, size, f"Structured Streaming, {shown} per trigger, "
+                                    f"{state}", peer=f"{n}/{state}"))
+
+            for one in ((product,) if warm is None else (product, peer) if rep % 2 == 0 else (peer, product)):
+                one()
+        add(runs.fixed_cost(spark, topic, sqlite))
+        if warm is not None:
+            fresh = Topic.filled(cluster, f"sss-one-{run}{rep}", 0, partitions=args.partitions)
+            add(runs.sss_one_record(spark, fresh, SqliteCounts(tmp / f"sss-{rep}.db", sss.unique("sss_one"))))
     if args.latency_s:
         fresh = Topic.filled(cluster, f"latency-{run}{rep}", 0, partitions=args.partitions)
         add(runs.latency(spark, fresh, sqlite, args.rate, args.latency_s, Caps()))
     return figures
 
 
+PEER = "Structured Streaming"
+
+
+def spread(xs: list[float], fmt: str = ".2f") -> str:
+    """``median [min-max]`` of ``xs`` (just the median of one)."""
+    if not xs:
+        return ""
+    med = format(statistics.median(xs), fmt)
+    return med if len(xs) == 1 else f"{med} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
+
+
 def table(reps: list[list[Figure]]) -> list[str]:
-    """The median of every figure over repetitions; ratios to raw consume and Quix exactly-once per repetition."""
+    """The median of every figure over repetitions; ratios to raw consume, Structured Streaming (the row of
+    the same records per batch and state; for the 1-record rows, the ratio of times) and Quix exactly-once
+    taken within each repetition, with their range; the 1-minute load while the row ran."""
     by_name: dict[str, list[Figure]] = defaultdict(list)
     ratios: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for figures in reps:
         base = {f.name: f.rate for f in figures}
+        peers = {f.peer: f for f in figures if f.peer and f.name.startswith(PEER)}
         raw, quix = base.get("raw Consumer.consume"), base.get("Quix Streams word count, exactly-once")
         for f in figures:
             by_name[f.name].append(f)
-            if raw:
+            if raw and f.throughput:
                 ratios[f.name]["raw"].append(f.rate / raw)
-            if quix:
+            if quix and f.throughput:
                 ratios[f.name]["quix"].append(f.rate / quix)
-    lines = ["| system | records/txid | records/s | x raw consume | x Quix EOS | s per txid | Spark jobs/txid | notes |",
-             "|---|---|---|---|---|---|---|---|"]
+            peer = peers.get(f.peer)
+            if peer is not None and peer is not f and peer.seconds and f.seconds:
+                ratios[f.name]["sss"].append(f.rate / peer.rate if f.throughput else f.seconds / peer.seconds)
+    lines = ["| system | records/txid | records/s | x raw consume | x Structured Streaming | x Quix EOS | s per txid "
+             "| CPU-s per M records | Spark jobs/txid | load | notes |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, figs in by_name.items():
         med = statistics.median
-        per_txid = figs[0].per_txid
-        rate = med(f.rate for f in figs)
         r = ratios[name]
         notes = []
-        extra_keys = {k for f in figs for k in f.extra}
-        for k in sorted(extra_keys):
+        for k in sorted({k for f in figs for k in f.extra} - {"cpu_us_per_record"}):
             notes.append(f"{k} {med(f.extra[k] for f in figs if k in f.extra):.3g}")
-        txid = f"{med(f.txid_s for f in figs) * 1000:.0f} ms" if figs[0].txids else ""
-        jobs = f"{med(f.jobs_per_txid for f in figs):.1f}" if figs[0].txids else ""
-        if not figs[0].throughput:
-            lines.append(f"| {name} | {per_txid or ''} | | | | {txid} | {jobs} | {'; '.join(notes)} |")
-            continue
-        lines.append(f"| {name} | {per_txid or ''} | {rate:,.0f} | {med(r['raw']):.3f} | "
-                     f"{med(r['quix']) if r['quix'] else float('nan'):.2f} | {txid} | {jobs} | {'; '.join(notes)} |")
+        cpu = spread([f.extra["cpu_us_per_record"] for f in figs if "cpu_us_per_record" in f.extra], ".3g")
+        txid = f"{med(f.txid_s for f in figs) * 1000:,.0f} ms" if figs[0].txids else ""
+        jobs = f"{med(f.jobs_per_txid for f in figs):.1f}" if figs[0].txids and not name.startswith(PEER) else ""
+        loads = [float(f.load.split()[1]) for f in figs if f.load]
+        load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else ""
+        rate = f"{med(f.rate for f in figs):,.0f}" if figs[0].throughput else ""
+        lines.append(f"| {name} | {figs[0].per_txid or ''} | {rate} | {spread(r['raw'])} | {spread(r['sss'])} | "
+                     f"{spread(r['quix'])} | {txid} | {cpu} | {jobs} | {load} | {'; '.join(notes)} |")
     return lines
 
 
@@ -125,12 +177,16 @@ def plot(reps: list[list[Figure]], path: Path, kafka: str = "librdkafka mock clu
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, figures in enumerate(reps):
-        points = sorted((f.per_txid, f.rate, f.txid_s) for f in figures if f.name.endswith("SQLite"))
-        if not points:
-            continue
-        xs = [p[0] for p in points]
-        left.plot(xs, [p[1] for p in points], "o-", color="C0", alpha=0.7, label="product (SQLite)" if not i else None)
-        right.plot(xs, [p[2] for p in points], "o-", color="C0", alpha=0.7, label="product (SQLite)" if not i else None)
+        for who, state, style in (("product", "SQLite", "o-C0"), ("product", "Cassandra", "s-C4"),
+                                  (PEER, "SQLite", "o:C1"), (PEER, "Cassandra", "s:C5")):
+            points = sorted((f.per_txid, f.rate, f.txid_s) for f in figures
+                            if f.throughput and f.name.startswith(who) and f.name.endswith(state))
+            if not points:
+                continue
+            xs = [p[0] for p in points]
+            shown = f"{who} ({state})" if not i else None
+            left.plot(xs, [p[1] for p in points], style, alpha=0.7, label=shown)
+            right.plot(xs, [p[2] for p in points], style, alpha=0.7, label=shown)
         for f, color in ((next((f for f in figures if f.name == "raw Consumer.consume"), None), "C2"),
                          (next((f for f in figures if f.name.endswith("exactly-once")), None), "C3")):
             if f is not None:
@@ -145,11 +201,18 @@ def plot(reps: list[list[Figure]], path: Path, kafka: str = "librdkafka mock clu
     fig.savefig(path, dpi=110)
 
 
+def sizes(text: str) -> list[int]:
+    """``1000,50000,default``: records per txid, 0 for the default caps."""
+    return [0 if x.strip() == "default" else int(x) for x in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="sentences on the topic (the mock keeps about 5 MB a partition)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topics (the mock keeps about 100k records each)")
-    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10_000, 50_000, 100_000])
+    parser.add_argument("--sizes", type=sizes, default=[1000, 10_000, 50_000, 100_000],
+                        help="records per txid of the SQLite rows (default: the default caps)")
+    parser.add_argument("--cql-sizes", type=sizes, default=[50_000], help="records per txid of the Cassandra rows")
     parser.add_argument("--budget", type=int, default=200_000, help="measured records per product run at most")
     parser.add_argument("--pending-size", type=int, default=50_000, help="records per txid of the max_pending and CQL runs")
     parser.add_argument("--repeat", type=int, default=1)
@@ -159,6 +222,8 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser.add_argument("--peer-records", type=int, default=50_000, help="sentences on the Quix Streams topic")
     parser.add_argument("--no-quix", action="store_true")
     parser.add_argument("--no-cql", action="store_true")
+    parser.add_argument("--no-sss", action="store_true", help="without Structured Streaming")
+    parser.add_argument("--no-pending", dest="pending", action="store_false", help="without the max_pending rows")
     parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
     args = parser.parse_args(argv)
     args.run_id = f"{int(time.time())}-" if args.bootstrap else ""
@@ -167,7 +232,7 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     from app.spark import spark_session
 
     print(f"start: {load()}", flush=True)
-    spark = spark_session("local[*]", app_name="bench")
+    spark = spark_session("local[*]", app_name="bench", conf=None if args.no_sss else sss.session_conf())
     cluster: KafkaPeer = RealKafkaPeer(args.bootstrap) if args.bootstrap else MockKafkaCluster(3)
     reps: list[list[Figure]] = []
     started = time.perf_counter()
@@ -184,6 +249,9 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
           f"{'Kafka at ' + args.bootstrap if args.bootstrap else 'librdkafka mock cluster'}, Spark local[*]; "
           f"medians of {args.repeat}; {time.perf_counter() - started:.0f} s; end: {load()}")
     print("\n".join(table(reps)))
-    plot(reps, args.plot, f"Kafka at {args.bootstrap}" if args.bootstrap else "librdkafka mock cluster")
-    print(f"plot: {args.plot}")
+    try:
+        plot(reps, args.plot, f"Kafka at {args.bootstrap}" if args.bootstrap else "librdkafka mock cluster")
+        print(f"plot: {args.plot}")
+    except ModuleNotFoundError as e:  # the bench extra is not installed: the table stands without it
+        print(f"no plot: {e.name} is missing (`make bench` installs the bench extra)")
     return reps

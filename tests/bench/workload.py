@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -36,6 +38,8 @@ class Topic:
     words: int = 0
     value_bytes: int = 0
     partitions: int = PARTITIONS
+    #: what was produced, in order: (seed, sentences) of generated runs, (partition, value) of single records
+    history: list[tuple[int, int] | tuple[int, bytes]] = field(default_factory=list)
 
     @classmethod
     def filled(cls, cluster: KafkaPeer, name: str, records: int, seed: int = 1,
@@ -50,6 +54,7 @@ class Topic:
         return self.cluster.bootstrap_servers()
 
     def produce(self, records: int, seed: int = 1) -> None:
+        self.history.append((seed, records))
         rng = random.Random(seed)
         p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
                       "queue.buffering.max.messages": 1_000_000})
@@ -63,6 +68,42 @@ class Topic:
                 p.poll(0)
         assert p.flush(60) == 0
         self.records += records
+
+    def append(self, value: bytes, partition: int = 0) -> None:
+        """One more record, flushed."""
+        p = Producer({"bootstrap.servers": self.bootstrap})
+        p.produce(self.name, value, partition=partition)
+        assert p.flush(10) == 0
+        self.history.append((partition, value))
+        self.records += 1
+        self.words += len(value.split())
+        self.value_bytes += len(value)
+
+    def truth(self, ends: Mapping[int, int] | None = None, starts: Mapping[int, int] | None = None) -> Counter[str]:
+        """The word counts of the records at offsets ``starts[p]`` (0 if absent) up to ``ends[p]`` (the end
+        if ``ends`` is None, 0 if absent) of each partition p, regenerated from what was produced (offsets
+        of a partition are consecutive: no transactions, no compaction)."""
+        counts: Counter[str] = Counter()
+        offsets = [0] * self.partitions
+        produced = 0
+
+        def take(partition: int, words: list[str]) -> None:
+            offset = offsets[partition]
+            offsets[partition] += 1
+            if (starts or {}).get(partition, 0) <= offset and (ends is None or offset < ends.get(partition, 0)):
+                counts.update(words)
+
+        for what, n in self.history:
+            if isinstance(n, bytes):
+                take(what, n.decode().split(" "))
+                produced += 1
+                continue
+            rng = random.Random(what)
+            first = produced
+            for i in range(n):
+                take((first + i) % self.partitions, rng.choices(VOCABULARY, k=rng.randint(3, 8)))
+            produced += n
+        return counts
 
     def ranges(self) -> list[PartitionMetadata]:
         """Every partition's whole range; raises when the mock dropped the oldest records (its log is bounded)."""
