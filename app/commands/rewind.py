@@ -41,7 +41,6 @@ from app.commands.common import (
     progress,
 )
 from app.commands.offsets import KafkaOffsets, kafka_reason
-from app.config import operator_name
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 
 SUMMARY = "move where a pipeline's next txid starts reading (earliest, latest, a time or offsets)"
@@ -158,6 +157,8 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         txid = max([prog.committed_txid, *prog.frozen_txids]) + 1
         plan = BatchPlan(txid, {p: PartitionMetadata(p.topic, p.partition, o, o, 0, compiled.id)
                                 for p, o in offsets.items()})
+        from app.config import operator_name
+
         audit = {"txid": txid, "who": owner, "user": operator_name(), "when": time.time(),
                  "pipeline": compiled.id, "target": _describe(target),
                  "from": {p.id: o for p, o in before.items()}, "to_offsets": {p.id: o for p, o in offsets.items()},
