@@ -621,7 +621,8 @@ def _pipeline_id(pid: str) -> str:
 
 
 class PipelineModel(Section):
-    id: Annotated[StrictStr, AfterValidator(_pipeline_id)] = Field(description=(
+    id: Annotated[StrictStr, AfterValidator(_pipeline_id),
+                  Field(json_schema_extra={"pattern": _PIPELINE_ID.pattern})] = Field(description=(
         "the topology id: 1-48 of `a-z 0-9 - _`, starting with a letter; unique. A new id starts from "
         "`first_poll`; an existing one resumes"))
     spout: SpoutModel = Field(description="what to read: see [`spout`](#spout)")
