@@ -1,0 +1,247 @@
+"""The chart on a real Kubernetes, each scenario ending in a key-by-key comparison of the stored state with
+the producer's truth (tests/chaos/truth.py: built from delivery reports only)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.k8s.kit import Cluster
+from tests.k8s.peers import PodPeers, sqlite_counts
+from tests.k8s.release import Release, wait_for
+from tests.k8s.report import Report
+from tests.k8s.scenario import TABLE, assert_exact, chart_values, pipeline, producer, scenario, settle
+
+START_S = 600  # a pod's start on a loaded two-core node: Spark, then the first txid
+
+
+def _wait_committed(release: Release, pid: str, at_least: int, timeout: float = START_S) -> tuple[dict[str, Any], int]:
+    def check() -> tuple[dict[str, Any], int] | None:
+        found = release.active(pid)
+        if found is None or int(found[1]["committed_txid"] or 0) < at_least:
+            return None
+        return found[0], int(found[1]["committed_txid"])
+    try:
+        return wait_for(f"{pid} to commit txid {at_least}", check, timeout, every=1.0)
+    except AssertionError:
+        for pod in release.pods(running=False):
+            print(release.logs(pod["metadata"]["name"]))
+        print(release.events())
+        raise
+
+
+@pytest.mark.scenario("a")
+def test_a_sqlite_on_the_volume_resumes_exactly_after_the_pod_is_deleted(
+        cluster: Cluster, image: str, peers: PodPeers, report: Report, tmp_path: Path) -> None:
+    with scenario(report, "a") as fig:
+        topic, ns = f"k8s-a-{int(time.time())}", "trident-a"
+        peers.create_topic(topic, 2)
+        release = Release(cluster, "sqlite", ns, tmp_path)
+        volume = cluster.volume("trident-a-data", "1Gi", f"{ns}/sqlite-trident-stream-data")
+        values = chart_values(image, peers, [pipeline("words", topic, {
+            "backend": "sqlite", "sqlite_path": "/var/lib/trident/data/trident.db", "table": TABLE})],
+            persistence={"enabled": True, "storageClass": "-", "size": "1Gi"})
+        words = producer(peers, topic)
+        try:
+            t0 = time.monotonic()
+            release.install(values)
+            pod, committed = _wait_committed(release, "words", 2)
+            fig["install to txid 2"] = f"{time.monotonic() - t0:.0f} s"
+            name = pod["metadata"]["name"]
+            t1 = time.monotonic()
+            cluster.kubectl("delete", "pod", "-n", ns, name, "--wait=false")
+            gone = wait_for("the old pod to go", lambda: not any(p["metadata"]["name"] == name
+                                                              for p in release.pods(running=False)), 120)
+            assert gone
+            stopped_s = time.monotonic() - t1
+            new, resumed = _wait_committed(release, "words", committed + 1)
+            assert new["metadata"]["name"] != name
+            fig["pod deleted at"] = f"txid {committed} committed, the next in flight (producer at 40 records/s)"
+            fig["old pod stopped after"] = f"{stopped_s:.1f} s (SIGTERM: the txid in flight finished first)"
+            fig["recovery: delete to the new pod's first commit"] = (
+                f"{time.monotonic() - t1:.0f} s (new pod, same volume, Spark start included), txid {resumed}")
+            words.stop()
+            truth = words.truth()
+            fig["records produced (acknowledged)"] = words.acked
+            stored = settle("the SQLite state to reach the truth", lambda: sqlite_counts(volume / "trident.db", TABLE),
+                            truth)
+            assert_exact(fig, truth, stored)
+        finally:
+            words.stop() if words.is_alive() else None
+            release.uninstall()
+            cluster.script("pv.sh", "--delete", "trident-a-data", timeout=60)
+
+
+def _roles(release: Release, pid: str) -> dict[str, str]:
+    out = {}
+    for pod in release.pods():
+        try:
+            out[pod["metadata"]["name"]] = str(release.pipeline(pod, pid)["state"])
+        except (OSError, ValueError, KeyError):
+            out[pod["metadata"]["name"]] = "no answer"
+    return out
+
+
+def _two_roles(release: Release, pid: str) -> dict[str, str] | None:
+    roles = _roles(release, pid)
+    return roles if sorted(roles.values()) == ["active", "standby"] else None
+
+
+@pytest.mark.scenario("b")
+def test_b_a_standby_takes_over_within_the_lease_ttl_exactly(
+        cluster: Cluster, image: str, peers: PodPeers, report: Report, tmp_path: Path) -> None:
+    with scenario(report, "b") as fig:
+        topic, ns, keyspace = f"k8s-b-{int(time.time())}", "trident-b", f"k8s_b_{int(time.time())}"
+        peers.create_topic(topic, 2)
+        release = Release(cluster, "standby", ns, tmp_path)
+        ttl = 10
+        values = chart_values(image, peers, [pipeline("words", topic, {"backend": "cassandra", "table": TABLE})],
+                              keyspace=keyspace, replicaCount=2, persistence={"enabled": False})
+        words = producer(peers, topic)
+        try:
+            release.install(values)
+            pod, committed = _wait_committed(release, "words", 2)
+            roles = wait_for("one active and one standby pod", lambda: _two_roles(release, "words"), START_S)
+            fig["/readyz of each pod"] = ", ".join(f"{n}: {r}" for n, r in sorted(roles.items()))
+            # 1. the active pod deleted: SIGTERM, it releases the lease, the standby takes it at once
+            name = pod["metadata"]["name"]
+            t0 = time.monotonic()
+            cluster.kubectl("delete", "pod", "-n", ns, name, "--wait=false")
+            new, _ = _wait_committed(release, "words", committed + 1, timeout=ttl + 60)
+            took = time.monotonic() - t0
+            assert new["metadata"]["name"] != name
+            fig["takeover after the active pod is deleted (to the standby's first commit)"] = f"{took:.1f} s"
+            assert took <= ttl + 5, f"takeover took {took:.1f} s, more than TTL {ttl} + 5 s"
+            # 2. the active pod's process SIGKILLed: the lease expires, the standby takes it
+            roles = wait_for("the replacement pod as standby", lambda: _two_roles(release, "words"), START_S)
+            pod, committed = _wait_committed(release, "words", 1)
+            name = pod["metadata"]["name"]
+            init = cluster.kubectl("exec", "-n", ns, name, "--", "kill", "-9", "1", check=False)
+            time.sleep(2)
+            still = release.active("words")
+            fig["`kubectl exec ... kill -9 1`"] = (
+                "no effect: the kernel does not deliver SIGKILL to a PID namespace's init (tini) from inside it; "
+                "the service's own process was SIGKILLed instead"
+                if still is not None and still[0]["metadata"]["name"] == name else f"exit {init.returncode}")
+            t0 = time.monotonic()
+            cluster.kubectl("exec", "-n", ns, name, "--", "sh", "-c", "kill -9 $(ps -o pid= --ppid 1)", check=False)
+            new, _ = _wait_committed(release, "words", committed + 1, timeout=ttl + 60)
+            took = time.monotonic() - t0
+            assert new["metadata"]["name"] != name
+            fig["takeover after SIGKILL (to the standby's first commit)"] = f"{took:.1f} s (lease TTL {ttl} s)"
+            assert took <= ttl + 5, f"takeover took {took:.1f} s, more than TTL {ttl} + 5 s"
+            words.stop()
+            truth = words.truth()
+            fig["records produced (acknowledged)"] = words.acked
+            stored = settle("the Cassandra state to reach the truth", lambda: peers.cassandra_counts(keyspace, TABLE),
+                            truth)
+            assert_exact(fig, truth, stored)
+        finally:
+            words.stop() if words.is_alive() else None
+            release.uninstall()
+
+
+@pytest.mark.scenario("d")
+def test_d_spark_executor_pods_one_deleted_mid_txid_exactly(
+        cluster: Cluster, image: str, peers: PodPeers, report: Report, tmp_path: Path) -> None:
+    with scenario(report, "d") as fig:
+        topic, ns, keyspace = f"k8s-d-{int(time.time())}", "trident-d", f"k8s_d_{int(time.time())}"
+        peers.create_topic(topic, 2)
+        release = Release(cluster, "spark", ns, tmp_path)
+        values = chart_values(image, peers, [pipeline("words", topic, {"backend": "cassandra", "table": TABLE})],
+                              keyspace=keyspace, persistence={"enabled": False},
+                              spark={"kubernetes": {"enabled": True, "executor": {
+                                  "instances": 2, "cores": 1, "memory": "512m"}}})
+        # executors request a tenth of a core each (the node has two, shared with the servers)
+        values["config"]["spark"]["conf"]["spark.kubernetes.executor.request.cores"] = "100m"
+        values["config"]["spark"]["conf"]["spark.executor.memoryOverhead"] = "384m"
+        words = producer(peers, topic)
+        try:
+            t0 = time.monotonic()
+            release.install(values)
+            # what the chart renders for the driver: a headless Service and RBAC for executor pods
+            svc = cluster.json("get", "service", "-n", ns, "spark-trident-stream-driver")
+            assert svc["spec"]["clusterIP"] == "None" and svc["spec"].get("publishNotReadyAddresses") is True
+            role = cluster.json("get", "role", "-n", ns, "spark-trident-stream-spark")
+            verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
+            assert {"create", "delete", "watch", "list"} <= verbs
+            can = cluster.kubectl("auth", "can-i", "create", "pods", "-n", ns,
+                                  f"--as=system:serviceaccount:{ns}:spark-trident-stream", check=False)
+            assert can.stdout.strip() == "yes", can.stdout + can.stderr
+            executors = wait_for("two executor pods running", lambda: e if len(
+                e := release.pods("spark-executor")) == 2 else None, START_S)
+            _, committed = _wait_committed(release, "words", 2)
+            fig["install to txid 2 (2 executor pods)"] = f"{time.monotonic() - t0:.0f} s"
+            for e in executors:
+                assert e["spec"]["containers"][0].get("workingDir") == "/tmp"
+            victim = executors[0]["metadata"]["name"]
+            t1 = time.monotonic()
+            cluster.kubectl("delete", "pod", "-n", ns, victim, "--grace-period=0", "--force", "--wait=false")
+            _, after = _wait_committed(release, "words", committed + 2, timeout=300)
+            fig["executor pod deleted"] = f"at txid {committed} (force, grace 0: its tasks lost mid-txid)"
+            fig["recovery: delete to 2 more commits"] = f"{time.monotonic() - t1:.0f} s (txid {after})"
+            replaced = wait_for("Spark to replace the executor", lambda: len(
+                [e for e in release.pods("spark-executor") if e["metadata"]["name"] != victim]) >= 2 or None, 300)
+            assert replaced
+            fig["executor pods replaced"] = f"{time.monotonic() - t1:.0f} s after the deletion"
+            words.stop()
+            truth = words.truth()
+            fig["records produced (acknowledged)"] = words.acked
+            stored = settle("the Cassandra state to reach the truth", lambda: peers.cassandra_counts(keyspace, TABLE),
+                            truth)
+            assert_exact(fig, truth, stored)
+        finally:
+            words.stop() if words.is_alive() else None
+            release.uninstall()
+
+
+@pytest.mark.scenario("e")
+def test_e_the_topic_hook_job_creates_the_topic_before_the_pods_start(
+        cluster: Cluster, image: str, peers: PodPeers, report: Report, tmp_path: Path) -> None:
+    with scenario(report, "e") as fig:
+        topic, ns = f"k8s-e-{int(time.time())}", "trident-e"
+        assert topic not in peers.topics()
+        release = Release(cluster, "topics", ns, tmp_path)
+        values = chart_values(image, peers, [pipeline("words", topic, {
+            "backend": "sqlite", "sqlite_path": "/var/lib/trident/data/trident.db", "table": TABLE})],
+            persistence={"enabled": False}, topics={"job": {"enabled": True}})
+        values["config"]["topics"] = {topic: {"partitions": 2}}
+        t0 = time.monotonic()
+        release.install(values)
+        fig["helm install (the hook Job ran first)"] = f"{time.monotonic() - t0:.0f} s"
+        assert topic in peers.topics()
+        from confluent_kafka.admin import AdminClient
+
+        meta = AdminClient({"bootstrap.servers": peers.kafka}).list_topics(topic, timeout=30)
+        assert len(meta.topics[topic].partitions) == 2
+        events = cluster.json("get", "events", "-n", ns)["items"]
+        job_done = [e for e in events if e["involvedObject"]["kind"] == "Job" and e["reason"] == "Completed"]
+        assert job_done, [(e["involvedObject"]["kind"], e["reason"]) for e in events]
+        deployment = cluster.json("get", "deployment", "-n", ns, "topics-trident-stream")
+        done_at, created_at = job_done[0]["lastTimestamp"] or job_done[0]["eventTime"], \
+            deployment["metadata"]["creationTimestamp"]
+        assert done_at <= created_at, (done_at, created_at)
+        fig["order"] = f"Job completed {done_at}, Deployment created {created_at}: topic {topic} with 2 partitions"
+        words = producer(peers, topic)
+        try:
+            _wait_committed(release, "words", 2)
+            words.stop()
+            truth = words.truth()
+            fig["records produced (acknowledged)"] = words.acked
+
+            def stored() -> dict[str, int]:
+                pod = release.pods()[0]
+                out = cluster.kubectl("exec", "-n", ns, pod["metadata"]["name"], "--", "python", "-c",
+                                      "import json, sqlite3; print(json.dumps(dict(sqlite3.connect("
+                                      "'file:/var/lib/trident/data/trident.db?mode=ro', uri=True).execute("
+                                      f"'SELECT word, count FROM {TABLE}').fetchall())))")
+                import json
+
+                return {k: int(v) for k, v in json.loads(out.stdout).items()}
+            assert_exact(fig, truth, settle("the state to reach the truth", stored, truth))
+        finally:
+            words.stop() if words.is_alive() else None
+            release.uninstall()
