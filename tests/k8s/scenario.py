@@ -21,7 +21,7 @@ RESOURCES = {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"cpu": "
 
 def pipeline(pid: str, topic: str, state: dict[str, Any]) -> dict[str, Any]:
     """Word count of the producer's sentences (words separated by one space)."""
-    return {"id": pid, "spout": {"topics": [topic], "first_poll": "earliest"},
+    return {"id": pid, "spout": {"topics": [topic]},
             "transforms": [{"map": ["explode(split(CAST(value AS STRING), ' ')) AS word"]}],
             "group_by": ["word"], "aggregates": [{"count": {"as": "count"}}], "state": state,
             "lease_ttl_s": 10, "idle_sleep_s": 0.5}

@@ -245,3 +245,171 @@ def test_e_the_topic_hook_job_creates_the_topic_before_the_pods_start(
         finally:
             words.stop() if words.is_alive() else None
             release.uninstall()
+
+
+class RolloutWatch:
+    """Samples the release's coordinator pods during a rollout: how many existed and how many were Ready."""
+
+    def __init__(self, release: Release) -> None:
+        import threading
+
+        self.release = release
+        self.samples: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                pods = self.release.pods(running=False)
+            except RuntimeError:
+                continue
+            ready = sum(1 for p in pods if "deletionTimestamp" not in p["metadata"] and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", [])))
+            self.samples.append((len(pods), ready))
+
+    def stop(self) -> tuple[int, int]:
+        """(most pods at once, fewest Ready at once)."""
+        self._stop.set()
+        self._thread.join(10)
+        return max(n for n, _ in self.samples), min(r for _, r in self.samples)
+
+
+@pytest.mark.scenario("c")
+def test_c_helm_upgrade_and_drain_keep_one_pod_and_stay_exact(
+        cluster: Cluster, image: str, peers: PodPeers, report: Report, tmp_path: Path) -> None:
+    with scenario(report, "c") as fig:
+        stamp = int(time.time())
+        topic, topic2, ns, keyspace = f"k8s-c-{stamp}", f"k8s-c2-{stamp}", "trident-c", f"k8s_c_{stamp}"
+        peers.create_topic(topic, 2)
+        peers.create_topic(topic2, 2)
+        release = Release(cluster, "upgrade", ns, tmp_path)
+        first = pipeline("words", topic, {"backend": "cassandra", "table": TABLE})
+        values = chart_values(image, peers, [first], keyspace=keyspace, replicaCount=2,
+                              persistence={"enabled": False})
+        words, words2 = producer(peers, topic), producer(peers, topic2, seed=7)
+        try:
+            release.install(values)
+            _, committed = _wait_committed(release, "words", 2)
+            wait_for("one active and one standby pod", lambda: _two_roles(release, "words"), START_S)
+            # the upgrade: caps on the first pipeline and a second pipeline, while both topics receive records
+            changed = {**first, "spout": {**first["spout"], "caps": {"per_partition": 300}}}
+            upgraded = {**values, "config": {**values["config"], "pipelines": [
+                changed, pipeline("letters", topic2, {"backend": "cassandra", "table": "word_counts_2"})]}}
+            watch = RolloutWatch(release)
+            t0 = time.monotonic()
+            release.upgrade(upgraded)
+            cluster.kubectl("rollout", "status", "-n", ns, "deployment/upgrade-trident-stream", "--timeout=900s",
+                            timeout=960)
+            most, fewest = watch.stop()
+            fig["helm upgrade rolled out"] = (f"{time.monotonic() - t0:.0f} s; at most {most} pods at once, "
+                                              f"never fewer than {fewest} Ready (maxSurge 1, maxUnavailable 0)")
+            assert fewest >= 1 and most <= 3
+            _wait_committed(release, "words", committed + 1)
+            _wait_committed(release, "letters", 1)
+            # the node drained: the PodDisruptionBudget (minAvailable 1) lets one pod go, never the last
+            node = cluster.json("get", "nodes")["items"][0]["metadata"]["name"]
+            t1 = time.monotonic()
+            drain = cluster.kubectl("drain", node, "--pod-selector", "app.kubernetes.io/instance=upgrade",
+                                    "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=45s",
+                                    check=False, timeout=120)
+            cluster.kubectl("uncordon", node)
+            left = release.pods()
+            fig["kubectl drain (45 s timeout)"] = (
+                f"exit {drain.returncode} after {time.monotonic() - t1:.0f} s, {len(left)} pod(s) left running: "
+                + ("evictions refused by the PodDisruptionBudget" if "disruption budget" in drain.stderr
+                   else drain.stderr.strip()[-200:]))
+            assert drain.returncode != 0 and "disruption budget" in drain.stderr and len(left) >= 1
+            _, now = _wait_committed(release, "words", 1)
+            _wait_committed(release, "words", now + 1)
+            for p, table, key in ((words, TABLE, "words"), (words2, "word_counts_2", "letters")):
+                p.stop()
+                truth = p.truth()
+                fig[f"{key}: records produced (acknowledged)"] = p.acked
+                stored = settle(f"{key} to reach the truth", lambda t=table: peers.cassandra_counts(keyspace, t), truth)
+                sub: dict[str, Any] = {}
+                try:
+                    assert_exact(sub, truth, stored)
+                finally:
+                    fig.update({f"{key}: {k}": v for k, v in sub.items()})
+        finally:
+            for p in (words, words2):
+                p.stop() if p.is_alive() else None
+            cluster.kubectl("uncordon", cluster.json("get", "nodes")["items"][0]["metadata"]["name"], check=False)
+            release.uninstall()
+
+
+#: Panels fed by the kubelet's cAdvisor and kube-state-metrics (not scraped here) and by a cluster master's
+#: executors (a local master here): valid PromQL, no data expected.
+NOT_HERE = {"Container memory (JVM included)", "Spark executors"}
+
+
+@pytest.mark.scenario("f")
+def test_f_prometheus_scrapes_the_pods_every_panel_has_data_and_pipeline_stopped_fires(
+        cluster: Cluster, image: str, peers: PodPeers, report: Report, tmp_path: Path) -> None:
+    import json
+    import shutil
+    import sqlite3
+
+    from tests.deploy.prometheus import PrometheusServer, panel_queries
+
+    chart = Path(__file__).resolve().parents[2] / "helm" / "trident-stream"
+    prometheus = shutil.which("prometheus")
+    assert prometheus, "prometheus not found: run tests/deploy/install_tools.sh (Debian package prometheus)"
+    with scenario(report, "f") as fig:
+        topic, ns = f"k8s-f-{int(time.time())}", "trident-f"
+        peers.create_topic(topic, 2)
+        release = Release(cluster, "metrics", ns, tmp_path)
+        volume = cluster.volume("trident-f-data", "1Gi", f"{ns}/metrics-trident-stream-data")
+        # stopped on purpose: the second pipeline's table exists with other columns (a permanent failure)
+        db = sqlite3.connect(volume / "trident.db")
+        db.execute("CREATE TABLE broken (word TEXT PRIMARY KEY, something_else TEXT)")
+        db.commit()
+        db.close()
+        shutil.chown(volume / "trident.db", 10001, 10001)
+        state = {"backend": "sqlite", "sqlite_path": "/var/lib/trident/data/trident.db"}
+        values = chart_values(image, peers, [pipeline("words", topic, {**state, "table": TABLE}),
+                                             pipeline("stopped", topic, {**state, "table": "broken"})],
+                              persistence={"enabled": True, "storageClass": "-", "size": "1Gi"})
+        words = producer(peers, topic, rate=100)
+        try:
+            release.install(values)
+            pod, _ = _wait_committed(release, "words", 2)
+            target = f"{pod['status']['podIP']}:9400"
+            queries = [(t, e) for t, e in panel_queries(json.loads((chart / "dashboards" / "trident-stream.json")
+                                                                   .read_text())) if t not in NOT_HERE]
+            with PrometheusServer(prometheus, [target], [chart / "rules" / "trident-stream.rules.yaml"],
+                                  tmp_path) as prom:
+                missing = dict(queries)
+                stopped: list[dict[str, Any]] = []
+                deadline = time.monotonic() + 180
+                while (missing or not stopped) and time.monotonic() < deadline:
+                    for title, expr in list(missing.items()):
+                        try:
+                            if prom.query(expr):
+                                del missing[title]
+                        except OSError:
+                            pass
+                    stopped = [a for a in prom.api("alerts")["alerts"]
+                               if a["labels"]["alertname"] == "TridentPipelineStopped" and a["state"] == "firing"]
+                    time.sleep(2)
+                fig["scraped"] = f"the pod at {target} by Debian's prometheus on the host, every second"
+                fig["dashboard queries with data"] = f"{len(queries) - len(missing)} of {len(queries)} " \
+                    f"(not expected here: {', '.join(sorted(NOT_HERE))})"
+                assert not missing, f"panels without data: {sorted(missing)}"
+                assert stopped and stopped[0]["labels"]["pipeline"] == "stopped", prom.api("alerts")
+                fig["TridentPipelineStopped"] = f"firing for pipeline stopped (reason {stopped[0]['labels'].get('reason')})"
+            readyz = release.readyz(pod)
+            assert readyz["pipelines"]["stopped"]["state"] == "failed"
+            assert readyz["pipelines"]["words"]["state"] == "active"
+            words.stop()
+            truth = words.truth()
+            fig["records produced (acknowledged)"] = words.acked
+            stored = settle("the SQLite state to reach the truth", lambda: sqlite_counts(volume / "trident.db", TABLE),
+                            truth)
+            assert_exact(fig, truth, stored)
+        finally:
+            words.stop() if words.is_alive() else None
+            release.uninstall()
+            cluster.script("pv.sh", "--delete", "trident-f-data", timeout=60)
