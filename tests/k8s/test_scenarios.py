@@ -75,6 +75,15 @@ def test_a_sqlite_on_the_volume_resumes_exactly_after_the_pod_is_deleted(
             cluster.script("pv.sh", "--delete", "trident-a-data", timeout=60)
 
 
+def _takeover(release: Release, pid: str, old: str, since: float, ttl: float) -> float:
+    """Seconds from ``since`` until a pod other than ``old`` is active (holds the lease) for ``pid``."""
+    def other_active() -> bool:
+        found = release.active(pid)
+        return found is not None and found[0]["metadata"]["name"] != old
+    wait_for(f"a pod other than {old} to take {pid} over", other_active, ttl + 60, every=0.25)
+    return time.monotonic() - since
+
+
 def _roles(release: Release, pid: str) -> dict[str, str]:
     out = {}
     for pod in release.pods():
@@ -110,10 +119,10 @@ def test_b_a_standby_takes_over_within_the_lease_ttl_exactly(
             name = pod["metadata"]["name"]
             t0 = time.monotonic()
             cluster.kubectl("delete", "pod", "-n", ns, name, "--wait=false")
-            new, _ = _wait_committed(release, "words", committed + 1, timeout=ttl + 60)
-            took = time.monotonic() - t0
-            assert new["metadata"]["name"] != name
-            fig["takeover after the active pod is deleted (to the standby's first commit)"] = f"{took:.1f} s"
+            took = _takeover(release, "words", name, t0, ttl)
+            _wait_committed(release, "words", committed + 1, timeout=ttl + 120)
+            fig["takeover after the active pod is deleted"] = (
+                f"{took:.1f} s to the standby holding the lease, {time.monotonic() - t0:.1f} s to its first commit")
             assert took <= ttl + 5, f"takeover took {took:.1f} s, more than TTL {ttl} + 5 s"
             # 2. the active pod's process SIGKILLed: the lease expires, the standby takes it
             roles = wait_for("the replacement pod as standby", lambda: _two_roles(release, "words"), START_S)
@@ -128,10 +137,10 @@ def test_b_a_standby_takes_over_within_the_lease_ttl_exactly(
                 if still is not None and still[0]["metadata"]["name"] == name else f"exit {init.returncode}")
             t0 = time.monotonic()
             cluster.kubectl("exec", "-n", ns, name, "--", "sh", "-c", "kill -9 $(ps -o pid= --ppid 1)", check=False)
-            new, _ = _wait_committed(release, "words", committed + 1, timeout=ttl + 60)
-            took = time.monotonic() - t0
-            assert new["metadata"]["name"] != name
-            fig["takeover after SIGKILL (to the standby's first commit)"] = f"{took:.1f} s (lease TTL {ttl} s)"
+            took = _takeover(release, "words", name, t0, ttl)
+            _wait_committed(release, "words", committed + 1, timeout=ttl + 120)
+            fig["takeover after SIGKILL"] = (f"{took:.1f} s to the standby holding the lease (TTL {ttl} s), "
+                                             f"{time.monotonic() - t0:.1f} s to its first commit")
             assert took <= ttl + 5, f"takeover took {took:.1f} s, more than TTL {ttl} + 5 s"
             words.stop()
             truth = words.truth()
