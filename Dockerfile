@@ -10,6 +10,9 @@ ARG BASE_IMAGE=python:3.11-slim-bookworm
 # -- build: a virtualenv with the dependencies alone, read from pyproject.toml. This layer is rebuilt
 # when pyproject.toml changes, never for a change of the code (copied into the final stage below).
 FROM ${BASE_IMAGE} AS build
+# PIP_CERT: a CA bundle pip trusts, for a build behind a TLS-inspecting proxy (`make image` passes the
+# host's, mounted into this stage only; nothing of it reaches the final image).
+ARG PIP_CERT
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml ./

@@ -9,6 +9,7 @@ be pullable). ``python -m tests.k8s.image [NAME]`` prints the name built.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -48,8 +49,14 @@ def default_name() -> str:
     return f"{REPOSITORY}:{version()}-{sha}{dirty}"
 
 
-def build_args() -> list[str]:
-    return ["--build-arg", f"VERSION={version()}", "--build-arg", f"REVISION={_git('rev-parse', 'HEAD')}"]
+def build_args(*, mounts: bool) -> list[str]:
+    """VERSION and REVISION; with ``mounts`` (buildah), the host's ``PIP_CERT`` bundle where it has one (a
+    TLS-inspecting proxy between the build and PyPI), mounted read-only into the build's RUN steps."""
+    args = ["--build-arg", f"VERSION={version()}", "--build-arg", f"REVISION={_git('rev-parse', 'HEAD')}"]
+    cert = os.environ.get("PIP_CERT")
+    if mounts and cert and Path(cert).is_file():
+        args += ["-v", f"{Path(cert).resolve()}:/run/pip-cert.pem:ro", "--build-arg", "PIP_CERT=/run/pip-cert.pem"]
+    return args
 
 
 def realk8s_up(home: Path | None, env: dict[str, str] | None = None) -> bool:
@@ -65,18 +72,19 @@ def build(name: str, *, realk8s: Path | None = None, env: dict[str, str] | None 
     t0 = time.monotonic()
     if realk8s_up(realk8s, env):
         assert realk8s is not None
-        for args in (["base", BASE], ["build", str(ROOT), name, "--build-arg", f"BASE_IMAGE={BASE}", *build_args()]):
+        for args in (["base", BASE], ["build", str(ROOT), name, "--build-arg", f"BASE_IMAGE={BASE}",
+                                                         *build_args(mounts=True)]):
             subprocess.run([str(realk8s / "image.sh"), *args], env=env, check=True, timeout=3600,
                            stdout=sys.stderr)
         return Built(name, time.monotonic() - t0, "realk8s buildah")
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "info"], capture_output=True, timeout=30, check=False).returncode == 0:
-        subprocess.run([docker, "build", "-t", name, *build_args(), str(ROOT)], check=True, timeout=3600)
+        subprocess.run([docker, "build", "-t", name, *build_args(mounts=False), str(ROOT)], check=True, timeout=3600)
         return Built(name, time.monotonic() - t0, "docker")
     buildah = shutil.which("buildah")
     if buildah is None:
         raise FileNotFoundError("no builder: start a realk8s cluster, or install Docker or buildah")
-    subprocess.run([buildah, "bud", "--layers", "-t", name, *build_args(), str(ROOT)], check=True, timeout=3600)
+    subprocess.run([buildah, "bud", "--layers", "-t", name, *build_args(mounts=True), str(ROOT)], check=True, timeout=3600)
     return Built(name, time.monotonic() - t0, "buildah")
 
 
