@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="trident-stream" \
 # /opt/java: JAVA_HOME whatever the architecture (Debian's JVM directory is named after it).
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini=0.19.0-1 procps \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini=0.19.0-1+b3 procps \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /opt/java \
  && test -x /opt/java/bin/java \
