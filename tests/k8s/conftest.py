@@ -86,9 +86,14 @@ def cluster(report: Report) -> Cluster:
 def image(cluster: Cluster, report: Report) -> str:
     """The image built from this tree's Dockerfile and loaded into the cluster."""
     built = build(default_name(), realk8s=cluster.home, env=cluster.env)
-    node = cluster.json("get", "nodes")["items"][0]
-    sizes = {n: i.get("sizeBytes", 0) for i in node["status"].get("images", []) for n in i.get("names", [])}
-    size = sizes.get(built.name)
+    size = None
+    for _ in range(30):  # the kubelet lists a new image in the node's status within a minute
+        node = cluster.json("get", "nodes")["items"][0]
+        sizes = {n: i.get("sizeBytes", 0) for i in node["status"].get("images", []) for n in i.get("names", [])}
+        size = sizes.get(built.name)
+        if size:
+            break
+        time.sleep(2)
     report.general["image"] = (f"`{built.name}`, built with {built.builder} in {built.seconds:.0f} s (layers cached "
                                f"from earlier builds where unchanged), {size / 1e6:.0f} MB as the node reports it"
                                if size else f"`{built.name}`, built in {built.seconds:.0f} s")
