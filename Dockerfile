@@ -2,12 +2,17 @@
 # trident-stream: the service (`python -m app run`) and, on Kubernetes, its own Spark executors.
 #   docker build -t trident-stream:0.1.0 --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" .
 #   docker run --read-only --tmpfs /tmp -v "$PWD/config.yaml:/etc/trident/config.yaml:ro" trident-stream:0.1.0
-# Base images are pinned to exact tags (pin a digest in your registry for byte-identical builds).
-ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+# (`make image` does the same with buildah or Docker.) BASE_IMAGE: any Debian bookworm image with Python 3.11
+# (`python`, venv and pip); both stages start from it, nothing else is pulled. Pin a digest in your registry
+# for byte-identical builds (`--build-arg BASE_IMAGE=python:3.11-slim-bookworm@sha256:...`).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 # -- build: a virtualenv with the dependencies alone, read from pyproject.toml. This layer is rebuilt
 # when pyproject.toml changes, never for a change of the code (copied into the final stage below).
-FROM ${PYTHON_IMAGE} AS build
+FROM ${BASE_IMAGE} AS build
+# PIP_CERT: a CA bundle pip trusts, for a build behind a TLS-inspecting proxy (`make image` passes the
+# host's, mounted into this stage only; nothing of it reaches the final image).
+ARG PIP_CERT
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml ./
@@ -19,8 +24,8 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && test -x /opt/venv/spark-home/bin/spark-submit
 
 # -- runtime: Python, a Java 17 runtime for Spark, tini as PID 1, a non-root user
-FROM ${PYTHON_IMAGE}
-ARG PYTHON_IMAGE
+FROM ${BASE_IMAGE}
+ARG BASE_IMAGE
 ARG UID=10001
 ARG GID=10001
 ARG VERSION=0.1.0
@@ -30,13 +35,13 @@ LABEL org.opencontainers.image.title="trident-stream" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="https://example.invalid/trident-stream" \
-      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
 # Debian's security updates replace exact package versions, so openjdk is pinned by the Debian
 # release of the base tag; tini's bookworm version never changes and is pinned exactly.
 # /opt/java: JAVA_HOME whatever the architecture (Debian's JVM directory is named after it).
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini=0.19.0-1 procps \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini=0.19.0-1+b3 procps \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /opt/java \
  && test -x /opt/java/bin/java \

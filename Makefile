@@ -4,7 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv tools docs demo test test-real test-compat test-fast fuzz bench lint coverage clean chaos chaos-short chaos-short-real
+.PHONY: venv tools docs demo test test-real test-compat test-fast fuzz bench lint coverage clean chaos chaos-short \
+	chaos-short-real image test-k8s
 
 venv: $(STAMP)
 
@@ -133,6 +134,21 @@ chaos-short: $(CHAOS_STAMP)
 # The short seeded real-server lane (needs a realstack folder: REALSTACK_DIR, or one beside the clone).
 chaos-short-real: $(CHAOS_STAMP)
 	$(PY) -m tests.chaos --seed 14 --kills 8 --minutes 4 --malformed 300 --scenarios real
+
+# The image from the Dockerfile: with a realk8s cluster up (shared/realk8s beside the clone, or REALK8S_DIR), its
+# buildah on the Debian base it provides, loaded into the cluster; else Docker, else plain buildah.
+# IMAGE names it (default localhost/trident-stream:<appVersion>-<commit>).
+IMAGE ?=
+image: venv
+	$(PY) -m tests.k8s.image $(IMAGE)
+
+# helm install on a real single-node Kubernetes (not part of `make test`; needs root): starts realk8s and a private
+# Kafka and Cassandra from realstack (shared/ beside the clone, or REALK8S_DIR / REALSTACK_DIR), builds and loads the
+# image, runs the scenarios (K8S_SCENARIOS=image,a,b,d,e,c,f by default; e.g. K8S_SCENARIOS=a,b,d) and writes
+# docs/deploy-report.md. The cluster stays up for the next run (its down.sh stops it).
+K8S_SCENARIOS ?=
+test-k8s: venv
+	K8S_SCENARIOS=$(K8S_SCENARIOS) $(PY) -m pytest tests/k8s -v --durations=0
 
 clean:
 	rm -rf $(VENV) $(PEER) .pytest_cache .hypothesis .benchmarks

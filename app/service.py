@@ -86,6 +86,7 @@ class PipelineRunner:
         self.leased = False
         self.standby_since: float | None = None  # waiting for the lease held by another instance
         self.last_progress: float | None = None  # a commit or an idle poll
+        self.last_step: float | None = None  # the end of the last step (a commit, an idle poll, a failed attempt)
         self.error: BaseException | None = None
         self._metrics = metrics
         self._wall_clock = time.time
@@ -153,6 +154,12 @@ class PipelineRunner:
         self._metrics.set_pipeline_state(self.id, h.state.value)
         return h
 
+    def stalled_s(self) -> float | None:
+        """Seconds since this pipeline, holding its lease, last finished a step; None when it holds no lease."""
+        if self.role != "active" or self.last_step is None:
+            return None
+        return self._clock() - self.last_step
+
     def status(self, window_s: float) -> dict[str, Any]:
         age = None if self.last_progress is None else self._clock() - self.last_progress
         h = self.health(window_s)
@@ -169,6 +176,7 @@ class PipelineRunner:
             if not self.coordinator.start(self._stop, on_standby=self._standby):
                 return  # stopped while in standby
             self.leased, self.standby_since = True, None
+            self.last_step = self._clock()  # a stall is counted from the lease on
             self._metrics.set_pipeline_state(self.id, "degraded")  # until the first step finishes
             self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed,
                                                                  on_failure=self._failed_step))
@@ -226,10 +234,11 @@ class PipelineRunner:
             self._stop.wait(WARM_EVERY_S)
 
     def _progressed(self) -> None:
-        self.last_progress = self._clock()
+        self.last_progress = self.last_step = self._clock()
         self._metrics.set_pipeline_state(self.id, "degraded" if self.coordinator.source_problem else "active")
 
     def _failed_step(self, failures: int) -> None:
+        self.last_step = self._clock()
         self._metrics.set_pipeline_state(self.id, "degraded")
 
     def _committed(self, seconds: float) -> None:
@@ -322,6 +331,15 @@ class Service:
         failed = sorted(i for i, p in pipelines.items() if p["state"] == "failed")
         return ready, {"stopping": self.stop.is_set(), "failed": failed, "pipelines": pipelines}
 
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        """Alive unless a pipeline holding its lease finished no step for longer than ``service.live_window_s``
+        (a hung coordinator: a restart frees its lease for a standby, or retries it here)."""
+        bound = self.config.service.live_window_s
+        stalled = {r.id: s for r in self.runners if (s := r.stalled_s()) is not None}
+        hung = sorted(i for i, s in stalled.items() if s > bound)
+        return not hung, {"hung": hung, "live_window_s": bound,
+                          "seconds_since_step": {i: round(s, 3) for i, s in stalled.items()}}
+
     # -- steps ----------------------------------------------------------------------------------
 
     def _install_signals(self) -> None:
@@ -360,7 +378,8 @@ class Service:
             from app.server import HttpServer
 
             try:
-                self.http = HttpServer(h.host, h.port, self.readiness, self.metrics.registry).start()
+                self.http = HttpServer(h.host, h.port, self.readiness, self.metrics.registry,
+                                       liveness=self.liveness).start()
             except OSError as e:
                 raise StartupError(f"http.port {h.port} on {h.host or 'all interfaces'}: {e.strerror or e}") from e
 

@@ -287,7 +287,8 @@ class HttpModel(Section):
     enabled: Bool = Field(default=True, description="`false`: no HTTP server (no metrics, no probes)")
     host: Text = Field(default="0.0.0.0", description="the address to listen on")
     port: Annotated[Int, Field(ge=0, le=65535)] = Field(default=9400, description=(
-        "serves `/metrics` (Prometheus), `/healthz` (200 while the process lives) and `/readyz`; 0: any free port"))
+        "serves `/metrics` (Prometheus), `/healthz` (200 while the process lives and no pipeline holding its lease is hung: "
+        "`service.live_window_s`) and `/readyz`; 0: any free port"))
 
 
 class ServiceModel(Section):
@@ -299,6 +300,10 @@ class ServiceModel(Section):
     ready_window_s: Positive = Field(default=120.0, description=(
         "`/readyz` says `degraded` when a pipeline holding its lease finished no step for this long: see "
         "[`http`](#http)"))
+    live_window_s: Positive = Field(default=600.0, description=(
+        "`/healthz` answers 503 (a liveness probe restarts the process) when a pipeline holding its lease finished "
+        "no step (a commit, an idle poll or a failed attempt) for this long: a hung coordinator. Keep it above the "
+        "longest txid"))
     shutdown_grace_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description=(
         "after SIGTERM/SIGINT, how long the txid being committed may take to finish before it is abandoned"))
     on_pipeline_failure: _choice("isolate", "exit") = Field(  # type: ignore[valid-type]
@@ -621,7 +626,8 @@ def _pipeline_id(pid: str) -> str:
 
 
 class PipelineModel(Section):
-    id: Annotated[StrictStr, AfterValidator(_pipeline_id)] = Field(description=(
+    id: Annotated[StrictStr, AfterValidator(_pipeline_id),
+                  Field(json_schema_extra={"pattern": _PIPELINE_ID.pattern})] = Field(description=(
         "the topology id: 1-48 of `a-z 0-9 - _`, starting with a letter; unique. A new id starts from "
         "`first_poll`; an existing one resumes"))
     spout: SpoutModel = Field(description="what to read: see [`spout`](#spout)")

@@ -181,3 +181,73 @@ def test_an_http_port_in_use_is_one_line_and_the_start_up_exit_code(
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and errors[0].exc_info is None
     assert f"http.port {port}" in errors[0].getMessage()
+
+
+class HangingExecutor(ScriptedExecutor):
+    """Its first txid never finishes until released: a hung coordinator that still holds its lease."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def process(self, batch: Batch) -> Any:
+        self.entered.set()
+        self.release.wait(30)
+        return None
+
+
+def _get(port: int, path: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_healthz_fails_when_a_leased_pipeline_makes_no_step_for_longer_than_the_live_window(
+        cluster: MockKafkaCluster, tmp_path: Path) -> None:
+    """A coordinator stuck in a txid while it holds its lease: /healthz turns 503 (naming the pipeline)
+    once no step finished for ``service.live_window_s``, and 200 again when steps resume."""
+    from app.server import HttpServer
+
+    executor = HangingExecutor()
+    runner, metrics = runner_for(cluster, tmp_path, executor)
+    doc = {"kafka": {"bootstrap_servers": cluster.bootstrap_servers()}, "service": {"live_window_s": 0.5},
+           "pipelines": [{"id": "p1", "spout": {"topics": ["words"]}, "group_by": ["word"],
+                          "transforms": [{"map": ["CAST(value AS STRING) AS word"]}],
+                          "aggregates": [{"count": {"as": "n"}}],
+                          "state": {"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db"), "table": "t"}}]}
+    service = Service(loads(yaml.safe_dump(doc)), metrics=metrics)
+    service.runners.append(runner)
+    server = HttpServer("127.0.0.1", 0, service.readiness, metrics.registry, liveness=service.liveness).start()
+    stop, fatal = threading.Event(), threading.Event()
+    try:
+        assert _get(server.port, "/healthz")[0] == 200  # no lease yet: nothing can be hung
+        runner.start(stop, fatal.set)
+        assert executor.entered.wait(20)
+        assert _get(server.port, "/healthz")[0] == 200  # within the window
+        time.sleep(0.7)
+        status, body = _get(server.port, "/healthz")
+        assert status == 503 and b'"hung": [\n  "p1"\n ]' in body, body
+        executor.release.set()
+        wait_for(lambda: _get(server.port, "/healthz")[0] == 200)
+    finally:
+        stop.set()
+        executor.release.set()
+        runner.thread.join(10)
+        server.close()
+    assert not fatal.is_set()
+
+
+def test_healthz_without_a_liveness_check_answers_while_the_process_serves() -> None:
+    from app.server import HttpServer
+
+    server = HttpServer("127.0.0.1", 0, lambda: (False, {})).start()
+    try:
+        assert _get(server.port, "/healthz") == (200, b"ok\n")
+        assert _get(server.port, "/readyz")[0] == 503
+    finally:
+        server.close()

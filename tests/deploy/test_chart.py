@@ -153,6 +153,10 @@ def test_defaults_run_one_hardened_coordinator() -> None:
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
     assert c["resources"]["requests"] and c["resources"]["limits"]
+    # a CPU limit by default: the service turns local[*] into local[N] for a limit of N cores, so Spark
+    # never takes every core of the node; the request is below it (the service idles between txids)
+    assert _config(manifests)["spark"]["master"] == "local[*]"
+    assert c["resources"]["limits"]["cpu"] == "2" and c["resources"]["requests"]["cpu"] == "500m"
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert {"/tmp", "/var/lib/trident/spark", "/var/lib/trident/data", "/etc/trident/config.yaml"} <= mounts
     assert pod["automountServiceAccountToken"] is False
@@ -350,7 +354,11 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     command = " ".join(executor["containers"][0]["command"])
     assert command.startswith("/usr/bin/tini -- ") and "KubernetesExecutorBackend" in command
     assert executor["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    # executors fetch the application's files into their working directory: /tmp, never the read-only root
+    assert executor["containers"][0]["workingDir"] == "/tmp"
     assert executor["containers"][0]["resources"]["limits"] == {"memory": "4Gi"}
+    # each executor pod may use the cores Spark schedules on it, no more
+    assert conf["spark.kubernetes.executor.limit.cores"] == conf["spark.executor.cores"]
     # the executor's local dir (shuffle, spill) is a bounded template volume Spark picks up by its name
     assert {"name": "spark-local-dir-1", "emptyDir": {"sizeLimit": "10Gi"}} in executor["volumes"]
     assert {"name": "spark-local-dir-1", "mountPath": "/var/lib/trident/spark"} in \
@@ -436,6 +444,31 @@ def test_schema_rejects_wrong_types_and_unknown_keys(values: dict[str, Any], com
     with pytest.raises(helm.HelmValuesError):
         render(values)
     assert lint(values)["errors"]
+
+
+def _one_pipeline(**changes: Any) -> dict[str, Any]:
+    """The default config with its one pipeline changed (a list is replaced whole when values merge)."""
+    config = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    pipeline = {**config["pipelines"][0], **changes}
+    if "table" in changes:
+        pipeline["state"] = {**pipeline["state"], "table": changes.pop("table")}
+        del pipeline["table"]
+    return {"config": {**config, "pipelines": [pipeline]}}
+
+
+@pytest.mark.parametrize(("changes", "complaint"), [
+    ({"id": "x'); DROP TABLE t; --"}, "/config/pipelines/0/id"),
+    ({"id": "Word-Count"}, "/config/pipelines/0/id"),
+    ({"id": "w" * 49}, "/config/pipelines/0/id"),
+    ({"table": "word counts"}, "/config/pipelines/0/state"),
+    ({"table": "t; DROP TABLE x"}, "/config/pipelines/0/state"),
+])
+def test_schema_refuses_pipeline_ids_and_tables_the_service_refuses(changes: dict[str, Any], complaint: str) -> None:
+    """A pipeline id or table name the service's own rule refuses fails ``helm install`` itself (not a pod
+    restarting in a loop); the names the rule accepts pass."""
+    with pytest.raises(helm.HelmValuesError, match=complaint):
+        validate_schema(_one_pipeline(**changes))
+    validate_schema(_one_pipeline(id="orders-by_store2", table="orders_2"))
 
 
 def test_schema_accepts_kubernetes_quantities() -> None:

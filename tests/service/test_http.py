@@ -46,7 +46,7 @@ def served() -> Iterator[tuple[HttpServer, Readiness, Metrics]]:
 
 
 def test_healthz_answers_while_the_process_lives(served: tuple[HttpServer, Readiness, Metrics]) -> None:
-    """/healthz is 200 whatever the pipelines do: it only says the process is alive."""
+    """/healthz (given no liveness check) is 200 whatever the pipelines do: it only says the process serves."""
     server, readiness, _ = served
     assert get(server, "/healthz")[0] == 200
     readiness.fail = True

@@ -116,6 +116,7 @@ Spark master and the settings that let executor pods reach this pod (the driver)
       "spark.blockManager.port" (toString (int $k.blockManagerPort))
       "spark.executor.instances" (toString (int $k.executor.instances))
       "spark.executor.cores" (toString (int $k.executor.cores))
+      "spark.kubernetes.executor.limit.cores" (toString (int $k.executor.cores))
       "spark.executor.memory" $k.executor.memory
       "spark.local.dir" "/var/lib/trident/spark"
 -}}
