@@ -131,3 +131,40 @@ def _delete(path: Path, backend: str, word: str) -> None:
 
         s = compiled.state.cassandra
         shared_client(s).session.execute(f"DELETE FROM {s.keyspace}.word_counts WHERE word = %s", (word,))
+
+
+def test_keys_that_moved_on_since_the_audited_txid_are_read_again_later_never_reported(
+        kafka_peer: KafkaPeer, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Audited as of an early txid after later txids wrote every key twice or more: each key is compared again as
+    of the last committed txid (recounting only what came after), and nothing differs or is skipped."""
+    path, produced = _pipeline(kafka_peer, "sqlite", request, tmp_path, records=240)
+    committed = read_progress(compile_pipeline(load(path), "wc").store()).committed_txid
+    assert committed >= 6
+    code, report, err = _audit(path, "--at", "2")
+    assert code == 0, err
+    [table] = report["tables"]
+    assert report["at_txid"] == 2 and report["reread_at_txids"] == [committed]
+    assert table["skipped"] == 0 and table["differs"] == 0 and table["checked"] == table["equal"] > 0
+    # 'common' is in every record: stored by the last txid, so as of txid 2 it moved on and was read again
+    assert "[" in err and f"reading them again as of txid {committed}" in err
+
+
+def test_since_audits_what_later_txids_added_against_the_values_as_of_both(
+        kafka_peer: KafkaPeer, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    path, produced = _pipeline(kafka_peer, "sqlite", request, tmp_path)
+    committed = read_progress(compile_pipeline(load(path), "wc").store()).committed_txid
+    code, report, err = _audit(path, "--since", str(committed - 1))
+    assert code == 0, err
+    [table] = report["tables"]
+    assert report["since_txid"] == committed - 1 and table["differs"] == table["missing"] == table["extra"] == 0
+    assert table["equal"] > 0
+    # a hand edit of a key the last txid wrote is found by --since too
+    backing = _backing(path)
+    [common] = backing.multi_get([("common",)])
+    assert common.txid == committed
+    backing.multi_put([("common",)], [OpaqueValue(common.txid, common.curr + 1, common.prev)])
+    code, report, _ = _audit(path, "--since", str(committed - 1), "--keys", "common")
+    assert code == 5
+    [table] = report["tables"]
+    assert [(k["key"], k["outcome"], k["expected"], k["stored"], k["stored_txid"]) for k in table["keys"]] == \
+        [(["common"], "differs", common.curr, common.curr + 1, committed)]
