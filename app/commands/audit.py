@@ -39,6 +39,9 @@ def add(sub: Any) -> None:
     which.add_argument("--sample", type=float, metavar="FRACTION",
                        help="compare a deterministic sample of the keys (0 < FRACTION <= 1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--metrics-file", metavar="FILE",
+                   help="also write the result as Prometheus metrics (trident_audit_last_*) to FILE, for a "
+                        "node exporter's textfile collector (written whole, then renamed)")
     p.set_defaults(handler=main)
 
 
@@ -59,11 +62,29 @@ def main(args: argparse.Namespace) -> int:
                        sample=args.sample, log_starts=_log_starts(config, pipeline), progress=progress)
     except AuditRefusedError as e:
         raise CommandError(f"refused: {e}", BAD_INPUT) from None
+    if args.metrics_file:
+        write_metrics(args.metrics_file, report.pipeline, report.at, report.differences)
     if args.json:
         print_json(report.to_json())
     else:
         print_report(report)
     return DIFFERS if report.differences else OK
+
+
+def write_metrics(path: str, pipeline: str, txid: int, differences: int) -> None:
+    """The audit's result as the service's ``trident_audit_last_*`` metrics, in Prometheus' text format."""
+    import time
+
+    from prometheus_client import CollectorRegistry, write_to_textfile
+
+    from app.metrics import Metrics
+
+    metrics = Metrics(CollectorRegistry())
+    metrics.record_audit(pipeline, txid, differences, time.time())
+    audit_only = CollectorRegistry()
+    for gauge in (metrics.audit_result, metrics.audit_differences, metrics.audit_timestamp, metrics.audit_txid):
+        audit_only.register(gauge)
+    write_to_textfile(path, audit_only)
 
 
 def _spark(config: Any) -> Any:

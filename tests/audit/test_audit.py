@@ -71,8 +71,13 @@ def test_clean_run_audits_equal_and_planted_faults_are_found_by_key_and_txid(
         OpaqueValue(lost.txid, lost.prev, lost.prev),
         OpaqueValue(edited.txid, 999, edited.prev)])
     _delete(path, backend, "w3")
-    code, report, err = _audit(path)
+    metrics = tmp_path / "audit.prom"
+    code, report, err = _audit(path, "--metrics-file", str(metrics))
     assert code == 5, err
+    text = metrics.read_text()
+    assert 'trident_audit_last_result{pipeline="wc"} 0.0' in text
+    assert 'trident_audit_last_differences{pipeline="wc"} 4.0' in text
+    assert f'trident_audit_last_txid{{pipeline="wc"}} {committed}.0' in text
     [table] = report["tables"]
     found = {k["key"][0]: (k["outcome"], k["expected"], k["stored"], k["stored_txid"]) for k in table["keys"]}
     assert found == {
@@ -137,7 +142,7 @@ def test_keys_that_moved_on_since_the_audited_txid_are_read_again_later_never_re
         kafka_peer: KafkaPeer, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Audited as of an early txid after later txids wrote every key twice or more: each key is compared again as
     of the last committed txid (recounting only what came after), and nothing differs or is skipped."""
-    path, produced = _pipeline(kafka_peer, "sqlite", request, tmp_path, records=240)
+    path, _ = _pipeline(kafka_peer, "sqlite", request, tmp_path, records=240)
     committed = read_progress(compile_pipeline(load(path), "wc").store()).committed_txid
     assert committed >= 6
     code, report, err = _audit(path, "--at", "2")
@@ -151,7 +156,7 @@ def test_keys_that_moved_on_since_the_audited_txid_are_read_again_later_never_re
 
 def test_since_audits_what_later_txids_added_against_the_values_as_of_both(
         kafka_peer: KafkaPeer, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    path, produced = _pipeline(kafka_peer, "sqlite", request, tmp_path)
+    path, _ = _pipeline(kafka_peer, "sqlite", request, tmp_path)
     committed = read_progress(compile_pipeline(load(path), "wc").store()).committed_txid
     code, report, err = _audit(path, "--since", str(committed - 1))
     assert code == 0, err
