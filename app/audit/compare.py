@@ -69,7 +69,8 @@ class SinkAudit:
 
 
 def sampled(fraction: float) -> Callable[[Key], bool]:
-    """A deterministic sample of keys: those whose hash falls under ``fraction`` (the same keys every run)."""
+    """A deterministic sample of keys (as stored, see :meth:`RowLayout.key_row`): those whose hash falls under
+    ``fraction`` (the same keys every run)."""
     bound = int(fraction * 2**32)
     return lambda key: zlib.crc32(repr(tuple(key)).encode()) < bound
 
@@ -79,18 +80,19 @@ def compare(spec: MapSpec, aggregator: CombinerAggregator, backing: Any, factory
             keep: Callable[[Key], bool] | None = None, bases: dict[Key, Any] | None = None) -> SinkAudit:
     """Compare ``partials`` (the recount of txids ``since+1..at``) with ``spec``'s table as of ``at``.
 
-    ``keys``: only these keys (no scan); else every recounted key and every stored key ``keep`` selects.
+    ``keys``: only these keys (no scan); else every recounted and every stored key that ``keep`` selects (given
+    the key as the backend stores it, so a recounted and a stored key are selected alike).
     ``bases``: each key's value as of ``since`` when already known (an earlier round's expected values)."""
     layout = RowLayout(dataclasses.replace(spec, kind=StateKind.OPAQUE))
-    norm = {layout.key_row(k): k for k in partials}
-    recounted = {layout.key_row(k): v for k, v in partials.items()}
+    norm = {kr: k for kr, k in ((layout.key_row(k), k) for k in partials) if keep is None or keep(kr)}
+    recounted = {kr: partials[k] for kr, k in norm.items()}
     if keys is not None:
         wanted = {layout.key_row(k): k for k in keys}
     else:
         wanted = dict(norm)
         for k in scan_keys(factory, spec):
             kr = layout.key_row(k)
-            if kr not in wanted and (keep is None or keep(k)):
+            if kr not in wanted and (keep is None or keep(kr)):
                 wanted[kr] = k
     order = sorted(wanted, key=repr)
     originals = [wanted[kr] for kr in order]
