@@ -19,7 +19,7 @@ from typing import Any
 
 from states.aggregators import CombinerAggregator, combine_updater
 from states.asof import AsOf, Known, read_as_of, scan_keys
-from states.layout import RowLayout
+from states.layout import Row, RowLayout
 from states.spec import MapSpec, StateKind
 from states.values import OpaqueValue
 
@@ -75,36 +75,70 @@ def sampled(fraction: float) -> Callable[[Key], bool]:
     return lambda key: zlib.crc32(repr(tuple(key)).encode()) < bound
 
 
-def compare(spec: MapSpec, aggregator: CombinerAggregator, backing: Any, factory: Any, partials: dict[Key, Any], *,
-            at: int, since: int = 0, keys: Iterable[Key] | None = None,
-            keep: Callable[[Key], bool] | None = None, bases: dict[Key, Any] | None = None) -> SinkAudit:
-    """Compare ``partials`` (the recount of txids ``since+1..at``) with ``spec``'s table as of ``at``.
+@dataclass
+class Snapshot:
+    """The stored keys of a table read as of ``at`` (and their base as of ``since``), taken before the recount:
+    the sooner the rows are read after ``at`` is chosen, the fewer keys have moved on twice since."""
 
-    ``keys``: only these keys (no scan); else every recounted and every stored key that ``keep`` selects (given
-    the key as the backend stores it, so a recounted and a stored key are selected alike).
+    spec: MapSpec
+    at: int
+    since: int
+    explicit: bool  # only the keys asked for are compared
+    keys: dict[Row, Key] = field(default_factory=dict)
+    now: dict[Row, AsOf] = field(default_factory=dict)
+    then: dict[Row, AsOf] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> RowLayout:
+        return RowLayout(dataclasses.replace(self.spec, kind=StateKind.OPAQUE))
+
+    def read(self, backing: Any, wanted: dict[Row, Key], bases: dict[Key, Any] | None = None) -> None:
+        """Read ``wanted`` keys (by stored key row) as of ``at`` and as of ``since`` (or take ``bases``)."""
+        if not wanted:
+            return
+        rows, originals = list(wanted), list(wanted.values())
+        now = read_as_of(backing, self.spec, originals, self.at)
+        if bases is not None:
+            known = {self.layout.key_row(k): v for k, v in bases.items()}
+            then = [AsOf(Known.VALUE, known.get(kr)) for kr in rows]
+        elif self.since:
+            then = read_as_of(backing, self.spec, originals, self.since)
+        else:
+            then = [AsOf(Known.VALUE)] * len(rows)
+        self.keys.update(wanted)
+        self.now.update(zip(rows, now, strict=True))
+        self.then.update(zip(rows, then, strict=True))
+
+
+def snapshot(spec: MapSpec, backing: Any, factory: Any, *, at: int, since: int = 0, keys: Iterable[Key] | None = None,
+             keep: Callable[[Row], bool] | None = None, bases: dict[Key, Any] | None = None) -> Snapshot:
+    """``keys`` (else every stored key that ``keep`` selects, given the key as the backend stores it) as of ``at``.
     ``bases``: each key's value as of ``since`` when already known (an earlier round's expected values)."""
-    layout = RowLayout(dataclasses.replace(spec, kind=StateKind.OPAQUE))
-    norm = {kr: k for kr, k in ((layout.key_row(k), k) for k in partials) if keep is None or keep(kr)}
-    recounted = {kr: partials[k] for kr, k in norm.items()}
+    snap = Snapshot(spec, at, since, keys is not None)
+    layout = snap.layout
     if keys is not None:
         wanted = {layout.key_row(k): k for k in keys}
     else:
-        wanted = dict(norm)
-        for k in scan_keys(factory, spec):
-            kr = layout.key_row(k)
-            if kr not in wanted and (keep is None or keep(kr)):
-                wanted[kr] = k
-    order = sorted(wanted, key=repr)
-    originals = [wanted[kr] for kr in order]
-    now = read_as_of(backing, spec, originals, at)
-    if bases is not None:
-        known = {layout.key_row(k): v for k, v in bases.items()}
-        then = [AsOf(Known.VALUE, known.get(kr)) for kr in order]
-    else:
-        then = read_as_of(backing, spec, originals, since) if since else [AsOf(Known.VALUE)] * len(order)
-    audit = SinkAudit(spec.table)
-    for kr, key, stored, base in zip(order, originals, now, then, strict=True):
-        audit.add(_one(layout, aggregator, key, recounted.get(kr), kr in recounted, stored, base, since))
+        wanted = {kr: k for kr, k in ((layout.key_row(k), k) for k in scan_keys(factory, spec))
+                  if keep is None or keep(kr)}
+    snap.read(backing, wanted, bases)
+    return snap
+
+
+def compare(snap: Snapshot, aggregator: CombinerAggregator, backing: Any, partials: dict[Key, Any], *,
+            keep: Callable[[Row], bool] | None = None) -> SinkAudit:
+    """Compare ``partials`` (the recount of txids ``since+1..at``) with the table as of ``at``: the keys of the
+    snapshot, and (unless it holds only keys asked for) every recounted key ``keep`` selects, read now if the
+    snapshot has not got it."""
+    layout = snap.layout
+    recounted = {kr: v for kr, v in ((layout.key_row(k), v) for k, v in partials.items())
+                 if (keep is None or keep(kr)) and (not snap.explicit or kr in snap.keys)}
+    originals = {layout.key_row(k): k for k in partials}
+    snap.read(backing, {kr: originals[kr] for kr in recounted if kr not in snap.keys})
+    audit = SinkAudit(snap.spec.table)
+    for kr in sorted(snap.keys, key=repr):
+        audit.add(_one(layout, aggregator, snap.keys[kr], recounted.get(kr), kr in recounted, snap.now[kr],
+                       snap.then[kr], snap.since))
     return audit
 
 

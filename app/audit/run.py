@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.audit.compare import Key, Outcome, SinkAudit, compare, sampled
+from app.audit.compare import Key, Outcome, SinkAudit, Snapshot, compare, sampled, snapshot
 from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose
 from app.progress import ProgressLog
-from app.spark.recount import recount
+from app.spark.recount import Recounter
 from app.topology import PartitionPersist
 from spouts.metadata import Partition
 from states.spec import StateKind
@@ -64,6 +64,8 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     """Audit ``compiled`` (a :class:`app.config.CompiledPipeline`); ``start_spark`` gives the Spark session (started
     once nothing is refused); ``log_starts`` each partition's log start now (Kafka's low watermark). Raises
     :class:`AuditRefusedError` for what cannot be audited."""
+    from app.commands.query import parse_key
+
     topology = compiled.topology
     sinks = [s for _, s in topology.sinks if sink in (None, s.name)]
     if not sinks:
@@ -80,40 +82,48 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     log = ProgressLog(store, epoch=-1)  # read only
     ranges = choose(store, log, at=at, since=since, topology_id=compiled.id)
     check_held(ranges, log_starts(sorted(ranges.plan.partitions)), log)
+    recounter = Recounter(start_spark(), topology)  # compiles the plan: the tables' specs, no job yet
+    if at is None:  # the service may have committed more while Spark started: audit the last one
+        ranges = choose(store, log, at=at, since=since, topology_id=compiled.id)
+        check_held(ranges, log_starts(sorted(ranges.plan.partitions)), log)
     report = AuditReport(compiled.id, ranges.at, ranges.since, _ranges_json(ranges),
                          bad_records_policy=topology.errors.action.value)
     keep = sampled(sample) if sample is not None else None
-    offsets = ranges.plan.offset_count
-    progress(f"recounting {offsets} offsets of {len(ranges.plan.partitions)} partitions "
-             f"(txids {ranges.since + 1}..{ranges.at}) on Spark")
-    spark = start_spark()
+    audited = [c for c in recounter.sinks if c.sink in sinks]
     started = time.monotonic()
-    counted = recount(spark, topology, ranges.plan)
+    snapshots = {}
+    for c in audited:  # read the stored keys first, as close to choosing the txid as can be
+        chosen = [parse_key(c.spec, k) for k in keys] if keys else None
+        progress(f"reading table {c.spec.table} as of txid {ranges.at}")
+        snapshots[c.sink.name] = snapshot(c.spec, _backing(c), c.sink.factory, at=ranges.at, since=ranges.since,
+                                          keys=chosen, keep=keep)
+    report.compare_s = time.monotonic() - started
+    progress(f"recounting {ranges.plan.offset_count} offsets of {len(ranges.plan.partitions)} partitions "
+             f"(txids {ranges.since + 1}..{ranges.at}) on Spark")
+    started = time.monotonic()
+    counted = recounter.count(ranges.plan)
     report.recount_s = time.monotonic() - started
     report.records = counted.records
     report.bad_records = dict(Counter(b.stage.value for b in counted.bad_records))
     progress(f"recounted {counted.records} records in {report.recount_s:.1f} s; comparing as of txid {ranges.at}")
     started = time.monotonic()
     for s in counted.sinks:
-        if s.compiled.sink not in sinks:
-            continue
-        report.tables.append(_compare(s.compiled, s.partials, ranges, store, log, spark, topology, keys, keep, report,
-                                      progress))
-    report.compare_s = time.monotonic() - started
+        if s.compiled.sink in sinks:
+            report.tables.append(_compare(s.compiled, s.partials, snapshots[s.compiled.sink.name], store, log,
+                                          recounter, keep, report, progress))
+    report.compare_s += time.monotonic() - started
     return report
 
 
-def _compare(c: Any, partials: dict[Key, Any], ranges: AuditRanges, store: Any, log: ProgressLog, spark: Any,
-             topology: Any, keys: Sequence[str] | None, keep: Callable[[Key], bool] | None, report: AuditReport,
-             progress: Callable[[str], None]) -> SinkAudit:
-    from app.commands.query import parse_key
+def _backing(c: Any) -> Any:
+    return c.sink.factory.backing_map(c.spec, create=False)
 
-    factory, spec, aggregator = c.sink.factory, c.spec, c.aggregator
-    backing = factory.backing_map(spec, create=False)
-    chosen = [parse_key(spec, k) for k in keys] if keys else None
-    result = compare(spec, aggregator, backing, factory, partials, at=ranges.at, since=ranges.since, keys=chosen,
-                     keep=keep)
-    at = ranges.at
+
+def _compare(c: Any, partials: dict[Key, Any], snap: Snapshot, store: Any, log: ProgressLog, recounter: Recounter,
+             keep: Callable[[Key], bool] | None, report: AuditReport, progress: Callable[[str], None]) -> SinkAudit:
+    spec, aggregator, backing = c.spec, c.aggregator, _backing(c)
+    result = compare(snap, aggregator, backing, partials, keep=keep)
+    at = snap.at
     for _ in range(ROUNDS):
         moving = {k.key: k.expected for k in result.keys if k.outcome is Outcome.SKIPPED and k.stored_txid is not None
                   and k.stored_txid > at + 1}
@@ -122,16 +132,15 @@ def _compare(c: Any, partials: dict[Key, Any], ranges: AuditRanges, store: Any, 
             break
         progress(f"table {spec.table}: {len(moving)} keys moved on since txid {at}; reading them again as of txid "
                  f"{later}")
+        again_snap = snapshot(spec, backing, c.sink.factory, at=later, since=at, keys=list(moving), bases=moving)
         try:
-            delta = choose(store, log, at=later, since=at, topology_id=topology.name)
+            delta = choose(store, log, at=later, since=at, topology_id=recounter.executor.topology.name)
         except AuditRefusedError as e:  # the plans rotated out meanwhile: the keys stay skipped
             progress(f"table {spec.table}: cannot read the moving keys again ({e})")
             break
-        counted = recount(spark, topology, delta.plan, keep=moving.__contains__)
+        counted = recounter.count(delta.plan, keep=moving.__contains__)
         partials = next((s.partials for s in counted.sinks if s.compiled.sink is c.sink), {})
-        again = compare(spec, aggregator, backing, factory, partials, at=later, since=at, keys=list(moving),
-                        bases=moving)
-        result = _merge(result, set(moving), again)
+        result = _merge(result, set(moving), compare(again_snap, aggregator, backing, partials))
         report.reread_at.append(later)
         at = later
     return result

@@ -38,33 +38,47 @@ class Recount:
     sinks: tuple[SinkCount, ...]
 
 
-def recount(spark: Any, topology: Topology, plan: BatchPlan, *,
-            keep: Callable[[Key], bool] | None = None) -> Recount:
-    """Read and aggregate ``plan``'s ranges with ``topology``'s own Spark plan; ``keep``: the keys wanted
-    (all when None), filtered on the driver as rows arrive."""
-    from app.spark.executor import SparkExecutor
-    from states.snapshottable import GLOBAL_KEY
+class Recounter:
+    """Recounts ranges with ``topology``'s own Spark plan (compiled once: its sinks' table specs are known before
+    anything is read); ``close`` releases what Spark still holds."""
 
-    executor = SparkExecutor(spark, topology)
-    batch = Batch(plan.txid, 1, plan, frozen=True)  # no progress log: nothing is stored for it
-    processed = executor.process(batch)
-    try:
-        sinks = []
-        for r in processed.sinks:
-            c = r.compiled
-            count = SinkCount(c)
-            if r.frame is None:
-                if r.partial is not None:
-                    count.partials[GLOBAL_KEY] = r.partial
-            else:
-                for rb in r.frame.select(*c.keys, *c.values).toArrow().to_batches():
-                    keys = zip(*(rb.column(k).to_pylist() for k in c.keys), strict=True)
-                    columns = [rb.column(v).to_pylist() for v in c.values]
-                    values = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
-                    for k, v in zip(keys, values, strict=True):
-                        if keep is None or keep(k):
-                            count.partials[k] = v
-            sinks.append(count)
-        return Recount(processed.records, processed.bad_records, tuple(sinks))
-    finally:
-        executor.close()
+    def __init__(self, spark: Any, topology: Topology) -> None:
+        from app.spark.executor import SparkExecutor
+
+        self.executor = SparkExecutor(spark, topology)
+
+    @property
+    def sinks(self) -> tuple[Any, ...]:
+        """The compiled sinks (:class:`app.spark.plan.CompiledSink`), with the table spec each one writes."""
+        return self.executor.sinks
+
+    def count(self, plan: BatchPlan, *, keep: Callable[[Key], bool] | None = None) -> Recount:
+        """Read and aggregate ``plan``'s ranges as one batch; ``keep``: the keys wanted (all when None), filtered on
+        the driver as rows arrive."""
+        from states.snapshottable import GLOBAL_KEY
+
+        batch = Batch(plan.txid, 1, plan, frozen=True)  # no progress log: nothing is stored for it
+        processed = self.executor.process(batch)
+        try:
+            sinks = []
+            for r in processed.sinks:
+                c = r.compiled
+                count = SinkCount(c)
+                if r.frame is None:
+                    if r.partial is not None:
+                        count.partials[GLOBAL_KEY] = r.partial
+                else:
+                    for rb in r.frame.select(*c.keys, *c.values).toArrow().to_batches():
+                        keys = zip(*(rb.column(k).to_pylist() for k in c.keys), strict=True)
+                        columns = [rb.column(v).to_pylist() for v in c.values]
+                        values = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
+                        for k, v in zip(keys, values, strict=True):
+                            if keep is None or keep(k):
+                                count.partials[k] = v
+                sinks.append(count)
+            return Recount(processed.records, processed.bad_records, tuple(sinks))
+        finally:
+            self.executor.close()
+
+    def close(self) -> None:
+        self.executor.close()
