@@ -84,6 +84,7 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     check_held(ranges, log_starts(sorted(ranges.plan.partitions)), log)
     recounter = Recounter(start_spark(), topology)  # compiles the plan: the tables' specs, no job yet
     if at is None:  # the service may have committed more while Spark started: audit the last one
+        log = ProgressLog(store, epoch=-1)  # a log lists the plans stored when it is made
         ranges = choose(store, log, at=at, since=since, topology_id=compiled.id)
         check_held(ranges, log_starts(sorted(ranges.plan.partitions)), log)
     report = AuditReport(compiled.id, ranges.at, ranges.since, _ranges_json(ranges),
@@ -134,7 +135,8 @@ def _compare(c: Any, partials: dict[Key, Any], snap: Snapshot, store: Any, log: 
                  f"{later}")
         again_snap = snapshot(spec, backing, c.sink.factory, at=later, since=at, keys=list(moving), bases=moving)
         try:
-            delta = choose(store, log, at=later, since=at, topology_id=recounter.executor.topology.name)
+            delta = choose(store, ProgressLog(store, epoch=-1), at=later, since=at,
+                           topology_id=recounter.executor.topology.name)
         except AuditRefusedError as e:  # the plans rotated out meanwhile: the keys stay skipped
             progress(f"table {spec.table}: cannot read the moving keys again ({e})")
             break
