@@ -90,3 +90,19 @@ def scan_keys(factory: Any, spec: MapSpec, *, page_size: int = 5000) -> Iterator
 
         return cassandra_keys(factory.cassandra, spec, page_size=page_size)
     raise ValueError(f"backend {factory.backend!r} keeps no table to scan")
+
+
+def scan_stored(factory: Any, spec: MapSpec, *, page_size: int = 5000) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every key of ``spec``'s table with its stored value (read with :func:`as_of` as of any txid), in one scan
+    of the table: no read per key."""
+    if spec.kind is StateKind.NON_TRANSACTIONAL:
+        raise AsOfUnsupportedError(spec.table)
+    if factory.backend == "sqlite":
+        from states.sqlite.scan import scan_rows as sqlite_rows
+
+        return sqlite_rows(factory.sqlite_path, spec)
+    if factory.backend == "cassandra":
+        from states.cassandra.scan import scan_rows as cassandra_rows
+
+        return cassandra_rows(factory.cassandra, spec, page_size=page_size)
+    raise ValueError(f"backend {factory.backend!r} keeps no table to scan")

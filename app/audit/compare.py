@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from states.aggregators import CombinerAggregator, combine_updater
-from states.asof import AsOf, Known, read_as_of, scan_keys
+from states.asof import AsOf, Known, as_of, read_as_of, scan_stored
 from states.layout import Row, RowLayout
 from states.spec import MapSpec, StateKind
 from states.values import OpaqueValue
@@ -117,11 +117,15 @@ def snapshot(spec: MapSpec, backing: Any, factory: Any, *, at: int, since: int =
     snap = Snapshot(spec, at, since, keys is not None)
     layout = snap.layout
     if keys is not None:
-        wanted = {layout.key_row(k): k for k in keys}
-    else:
-        wanted = {kr: k for kr, k in ((layout.key_row(k), k) for k in scan_keys(factory, spec))
-                  if keep is None or keep(kr)}
-    snap.read(backing, wanted, bases)
+        snap.read(backing, {layout.key_row(k): k for k in keys}, bases)
+        return snap
+    expire = spec.ttl_s is not None
+    for key, stored in scan_stored(factory, spec):  # one scan, no read per key
+        kr = layout.key_row(key)
+        if keep is None or keep(kr):
+            snap.keys[kr] = key
+            snap.now[kr] = as_of(stored, at, rows_expire=expire)
+            snap.then[kr] = as_of(stored, since, rows_expire=expire) if since else AsOf(Known.VALUE)
     return snap
 
 

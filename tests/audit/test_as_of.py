@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from states.aggregators import Count
-from states.asof import AsOfUnsupportedError, Known, as_of, read_as_of, scan_keys
+from states.asof import AsOfUnsupportedError, Known, as_of, read_as_of, scan_keys, scan_stored
 from states.factory import StateFactory
 from states.spec import Column, MapSpec, StateKind
 from states.values import OpaqueValue, TransactionalValue
@@ -60,6 +60,9 @@ def test_keys_written_by_txids_read_as_of_each_committed_txid(backend: str, requ
     assert at(2) == [(Known.VALUE, 3), (Known.VALUE, 6), (Known.VALUE, None), (Known.VALUE, None)]
     assert at(1) == [(Known.VALUE, 1), (Known.MOVED_ON, None), (Known.VALUE, None), (Known.VALUE, None)]
     assert sorted(scan_keys(factory, SPEC)) == [("a",), ("b",), ("c",)]
+    scanned = dict(scan_stored(factory, SPEC))  # one scan: the same values as the reads by key
+    assert scanned == {("a",): OpaqueValue(2, 3, 1), ("b",): OpaqueValue(3, 7, 6), ("c",): OpaqueValue(3, 4, None)}
+    assert [(as_of(scanned[k], 2).known, as_of(scanned[k], 2).value) for k in keys[:3]] == at(2)[:3]
 
 
 def test_a_non_transactional_state_is_refused(tmp_path: Path) -> None:
