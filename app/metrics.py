@@ -77,6 +77,24 @@ class Metrics:
                                         "records a txid's transforms fail on), by stage.", ["pipeline", "stage"],
                                         registry=r)
 
+        # -- audits (python -m app audit; app.audit) -------------------------------------------------
+        self.audit_result = Gauge("trident_audit_last_result", "Result of the pipeline's last audit: 1 every key "
+                                  "checked equals the recount, 0 some key differs, is missing or is extra.",
+                                  ["pipeline"], registry=r)
+        self.audit_differences = Gauge("trident_audit_last_differences", "Keys the last audit found differing, "
+                                       "missing or extra.", ["pipeline"], registry=r)
+        self.audit_timestamp = Gauge("trident_audit_last_timestamp_seconds", "When the last audit finished (Unix "
+                                     "seconds); its age is time() minus this.", ["pipeline"], registry=r)
+        self.audit_txid = Gauge("trident_audit_last_txid", "The committed txid the last audit compared as of.",
+                                ["pipeline"], registry=r)
+
+    def record_audit(self, pipeline: str, txid: int, differences: int, at: float) -> None:
+        """The result of an audit of ``pipeline`` as of ``txid``, finished at Unix time ``at``."""
+        self.audit_result.labels(pipeline).set(0 if differences else 1)
+        self.audit_differences.labels(pipeline).set(differences)
+        self.audit_timestamp.labels(pipeline).set(at)
+        self.audit_txid.labels(pipeline).set(txid)
+
     def precreate(self, pipeline: str, topic: str, partition: str, policy: str) -> None:
         """As :meth:`spouts.metrics.SpoutMetrics.precreate` (spouts are handed the service's metrics too)."""
         self.spouts.precreate(pipeline, topic, partition, policy)

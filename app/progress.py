@@ -39,6 +39,16 @@ The coordinator reads and writes its progress only through this module. The docu
 
       {"since_txid": 12}
 
+- ``first_offsets`` (:data:`FIRST_OFFSETS_KEY`), per partition the first offset any txid of the
+  pipeline covered, recorded (fenced) before the freeze of the first txid that planned the partition
+  and never changed afterwards (no rewind, re-plan or rotation removes it); ``since_txid`` is the txid
+  whose freeze created the document (1: it covers the pipeline's whole history; more: the pipeline
+  ran before first offsets were recorded, so what came before is unknown)::
+
+      {"since_txid": 1, "offsets": {"events:0": 0, "events:1": 0}}
+
+  An audit (``python -m app audit``) recounts from there.
+
 A txid at or below the marker is committed; a stored txid above it is frozen, not committed: its
 next attempt replays exactly its plan.
 """
@@ -49,7 +59,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spouts.metadata import BatchPlan
+from spouts.metadata import BatchPlan, Partition
 from states.protocols import TransactionalStateStore
 from states.rotating import RotatingTransactionalState
 
@@ -58,6 +68,7 @@ BATCHES_NAMESPACE = "batches"
 DEAD_LETTERS_NAMESPACE = "dead_letters"
 ISOLATED_NAMESPACE = "isolated"
 TABLES_NAMESPACE = "tables"
+FIRST_OFFSETS_KEY = "first_offsets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +110,30 @@ class StoredBatch:
         return StoredBatch(BatchPlan.from_json(doc["plan"]), int(doc["attempt"]))
 
 
+@dataclass(frozen=True, slots=True)
+class FirstOffsets:
+    """Per partition the first offset the pipeline ever covered, and the txid that started recording them."""
+
+    since_txid: int
+    offsets: Mapping[Partition, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"since_txid": self.since_txid, "offsets": {p.id: o for p, o in sorted(self.offsets.items())}}
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any] | None) -> FirstOffsets | None:
+        if not doc:
+            return None
+        return FirstOffsets(int(doc["since_txid"]), {Partition.parse(p): int(o) for p, o in doc["offsets"].items()})
+
+
 class ProgressLog:
     """The coordinator's handle on its documents; every write is fenced by the lease ``epoch``."""
 
     def __init__(self, store: TransactionalStateStore, *, epoch: int, retention: int = 16) -> None:
         self._store, self.epoch, self.retention = store, epoch, retention
         self._batches = RotatingTransactionalState(store, BATCHES_NAMESPACE, epoch=epoch, retention=retention)
+        self._first: FirstOffsets | None = None  # read once, on the first freeze
 
     def committed(self) -> CommittedMarker:
         return CommittedMarker.from_json(self._store.get(COMMITTED_KEY))
@@ -121,8 +150,27 @@ class ProgressLog:
         return None if doc is None else StoredBatch.from_json(doc)
 
     def store_batch(self, batch: StoredBatch) -> None:
-        """Freeze ``batch.plan`` for its txid, or record a new attempt of an already frozen txid."""
+        """Freeze ``batch.plan`` for its txid, or record a new attempt of an already frozen txid.
+
+        A partition planned for the first time has its first offset recorded first (:meth:`first_offsets`)."""
+        self._record_first_offsets(batch.plan)
         self._batches.override_state(batch.txid, batch.to_json())
+
+    def first_offsets(self) -> FirstOffsets | None:
+        """Per partition the first offset the pipeline covered (None: nothing recorded yet)."""
+        return FirstOffsets.from_json(self._store.get(FIRST_OFFSETS_KEY))
+
+    def _record_first_offsets(self, plan: BatchPlan) -> None:
+        """Add the partitions of ``plan`` not recorded yet, at their first offset (one read per process,
+        one write only when a partition is new)."""
+        if self._first is None:
+            self._first = self.first_offsets() or FirstOffsets(plan.txid, {})
+        new = {p: m.first_offset for p, m in plan.partitions.items() if p not in self._first.offsets}
+        if not new:
+            return
+        first = FirstOffsets(self._first.since_txid, {**self._first.offsets, **new})
+        self._store.put(FIRST_OFFSETS_KEY, first.to_json(), epoch=self.epoch)
+        self._first = first
 
     def dead_letter_start(self, txid: int) -> dict[int, int] | None:
         """Where the dead-letter topic ended (by partition) before ``txid``'s first dead letter, if recorded."""

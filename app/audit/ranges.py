@@ -1,0 +1,96 @@
+"""Which source ranges an audit recounts, and what makes an audit impossible (refused in one line).
+
+A full audit reads, per partition, from the first offset the pipeline ever covered
+(:class:`app.progress.FirstOffsets`) to the end frozen for the audited txid ``T``; ``--since M``
+reads from M's frozen ends instead. Both need the stored plans of those txids, and the source must
+still hold every offset to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.progress import ProgressLog, StoredBatch, read_rewinds
+from spouts.metadata import BatchPlan, Partition, PartitionMetadata
+from states.protocols import TransactionalStateStore
+
+
+class AuditRefusedError(Exception):
+    """What cannot be audited, said in one line (the command exits 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRanges:
+    """The ranges to recount (as one plan, txid ``at``) and the txid they start after (0: the beginning)."""
+
+    at: int
+    since: int
+    plan: BatchPlan
+
+
+def choose(store: TransactionalStateStore, log: ProgressLog, *, at: int | None, since: int | None,
+           topology_id: str) -> AuditRanges:
+    """The ranges of an audit of committed txid ``at`` (None: the last committed), from the first offsets or
+    after txid ``since``."""
+    committed = log.committed().txid
+    if committed == 0:
+        raise AuditRefusedError("nothing committed yet: there is nothing to audit")
+    t = committed if at is None else at
+    if not 0 < t <= committed:
+        raise AuditRefusedError(f"--at txid {t}: the committed txids are 1..{committed}")
+    end = _plan(log, t, "--at")
+    if since is not None:
+        if not 0 < since < t:
+            raise AuditRefusedError(f"--since txid {since}: must be a committed txid below {t}")
+        starts = {p: m.next_offset for p, m in _plan(log, since, "--since").partitions.items()}
+    else:
+        first = log.first_offsets()
+        if first is None or first.since_txid > 1:
+            where = "" if first is None else f" (recorded from txid {first.since_txid} on)"
+            raise AuditRefusedError(f"the first offsets of the pipeline are not known{where}: audit what later txids "
+                                    f"added with --since txid M (txids {_stored(log)} still have their plans)")
+        rewound = [int(r["txid"]) for r in read_rewinds(store) if int(r.get("txid", 0)) <= t]
+        if rewound:
+            raise AuditRefusedError(f"a rewind at txid {max(rewound)} moved the positions, so records may be read "
+                                    f"twice on purpose: audit after it with --since txid {max(rewound)}")
+        starts = dict(first.offsets)
+    metas: dict[Partition, PartitionMetadata] = {}
+    for p, m in end.partitions.items():
+        start = starts.get(p, m.next_offset if since is None else 0)
+        start = min(start, m.next_offset)
+        metas[p] = PartitionMetadata(p.topic, p.partition, start, m.next_offset, m.next_offset - start, topology_id)
+    return AuditRanges(t, since or 0, BatchPlan(t, metas))
+
+
+def check_held(ranges: AuditRanges, log_starts: Mapping[Partition, int], log: ProgressLog) -> None:
+    """Refuse when the source no longer holds the start of a range (retention, a truncated or re-created log),
+    naming the partitions and what ``--since`` can still cover."""
+    gone = [(p, m.first_offset, log_starts[p]) for p, m in sorted(ranges.plan.partitions.items())
+            if not m.empty and p in log_starts and log_starts[p] > m.first_offset]
+    if not gone:
+        return
+    where = ", ".join(f"{p.id} needs offset {first} but starts at {low}" for p, first, low in gone)
+    coverable = [t for t in log.batch_txids() if t < ranges.at and _holds(log.batch(t), gone)]
+    hint = f"--since txid {coverable[0]} is the earliest that can still be audited" if coverable else \
+        "no stored txid's ranges are still held: no --since can cover them"
+    raise AuditRefusedError(f"the source no longer holds the ranges to recount ({where}); {hint}")
+
+
+def _holds(stored: StoredBatch | None, gone: list[tuple[Partition, int, int]]) -> bool:
+    """Whether the source still holds everything after ``stored``'s ends in the partitions of ``gone``."""
+    return stored is not None and all(p in stored.plan.partitions and stored.plan.partitions[p].next_offset >= low
+                                      for p, _, low in gone)
+
+
+def _plan(log: ProgressLog, txid: int, option: str) -> BatchPlan:
+    stored = log.batch(txid)
+    if stored is None:
+        raise AuditRefusedError(f"{option} txid {txid}: its plan is no longer stored (plans are kept for the "
+                                f"retention window; stored: txids {_stored(log)})")
+    return stored.plan
+
+
+def _stored(log: ProgressLog) -> str:
+    txids = log.batch_txids()
+    return f"{txids[0]}..{txids[-1]}" if txids else "none"
