@@ -252,7 +252,7 @@ class SparkExecutor:
                     results, found, failing = self._captured(batch, ranges)
                 else:  # a function transform, or a replay without the known bad records: the plain form
                     results, found = self._process_records(
-                        self.read_records(batch, ranges, bad_records_.excluded(failing)))
+                        self.read_records(batch, ranges, bad_records_.leave_out_filter(failing)))
             except Exception as e:
                 if failing or self._capturable() or bad_records_.record_error(e) is None:
                     raise  # transient, or not a record's fault (the capturing form found none): retried whole
@@ -266,7 +266,7 @@ class SparkExecutor:
                 # in a result: run the txid once more without those records
                 _unpersist(results)
                 results, _ = self._process_records(
-                    self.read_records(batch, ranges, bad_records_.excluded([*failing, *null_keys])))
+                    self.read_records(batch, ranges, bad_records_.leave_out_filter([*failing, *null_keys])))
         counted, undecodable = self._take_counts(batch), self._take_bad(batch)
         bad = tuple(undecodable) + tuple(failing) + tuple(null_keys)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad, partitions)
@@ -357,7 +357,7 @@ class SparkExecutor:
             if not failing:
                 raise error
             iso.done(failing)
-            results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
+            results, found = self._process_records(self.read_records(batch, ranges, bad_records_.leave_out_filter(failing)))
             return results, found, failing
         finally:
             self.isolating = None
@@ -385,7 +385,7 @@ class SparkExecutor:
             iso.done(failing)
             if not self._rows_left_out_alone():  # a failing record's other rows are in the results: run without it
                 _unpersist(results)
-                results, found = self._process_records(self.read_records(batch, ranges, bad_records_.excluded(failing)))
+                results, found = self._process_records(self.read_records(batch, ranges, bad_records_.leave_out_filter(failing)))
             return results, found, failing
         finally:
             self.isolating = None
@@ -421,7 +421,7 @@ class SparkExecutor:
         from pyspark.sql import DataFrame
 
         parts = bad_records_.sub_ranges(records, self.topology.name)
-        read = self.read_records(batch, parts, bad_records_.only(records), counted=False)
+        read = self.read_records(batch, parts, bad_records_.keep_only_filter(records), counted=False)
         before = capture_.capture(read, c.steps[:step]).drop(capture_.ERROR_COLUMN)
         rows, schema = java_frame(before).collectAsList(), java_frame(before).schema()
         source = before.columns.index(SOURCE_COLUMN)
