@@ -7,7 +7,10 @@
 
 Modules: :mod:`.session` (the SparkSession and its defaults), :mod:`.plan` (a topology compiled
 to steps, aggregations and table specs), :mod:`.tasks` (the picklable functions executors run),
-:mod:`.executor` (process and commit as Spark jobs), :mod:`.fatal` (fatal errors carried back from tasks).
+:mod:`.executor` (process and commit as Spark jobs), and its parts: :mod:`.reading` (the records read),
+:mod:`.processing` (the sinks run over them), :mod:`.record_isolation` (records the transforms fail on),
+:mod:`.committing` (results applied to states), :mod:`.job_control` (job groups, pools, parallelism);
+:mod:`.fatal` (fatal errors carried back from tasks).
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.spark.executor import SinkResult, SparkBatch, SparkExecutor
+    from app.spark.executor import SparkBatch, SparkExecutor
     from app.spark.plan import TopologyCompileError
+    from app.spark.processing import SinkResult
     from app.spark.session import spark_session
     from states.snapshottable import GLOBAL_KEY_COLUMN
 
@@ -26,7 +30,7 @@ __all__ = ["GLOBAL_KEY_COLUMN", "SinkResult", "SparkBatch", "SparkExecutor", "To
 
 #: Where each name lives: imported when first asked for, so that a module of this package that needs no
 #: Spark (the plan, to read a table's layout) does not import PySpark by being in it.
-_HOMES = {"SinkResult": "app.spark.executor", "SparkBatch": "app.spark.executor",
+_HOMES = {"SinkResult": "app.spark.processing", "SparkBatch": "app.spark.executor",
           "SparkExecutor": "app.spark.executor", "TopologyCompileError": "app.spark.plan",
           "spark_session": "app.spark.session", "GLOBAL_KEY_COLUMN": "states.snapshottable"}
 

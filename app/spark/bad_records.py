@@ -315,6 +315,3 @@ def leave_out_filter(bad: Iterable[BadRecord]) -> LeaveOutFilter | None:
     offsets = frozenset((b.topic, b.partition, b.offset) for b in bad)
     return LeaveOutFilter(offsets) if offsets else None
 
-
-#: The names app/spark/executor.py still calls them by (to go once it calls the names above).
-only, excluded = keep_only_filter, leave_out_filter

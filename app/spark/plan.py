@@ -328,7 +328,7 @@ def _unstamped_type(result: Any, declared: Any) -> Any:
 
 
 def _value_type(a: Agg, fields: dict[str, Any]) -> Any:
-    from pyspark.sql.types import DoubleType, FloatType, LongType
+    from pyspark.sql.types import ByteType, DoubleType, FloatType, IntegerType, LongType, ShortType
 
     agg = a.aggregator
     if isinstance(agg, Count) or a.input is None:
@@ -337,7 +337,7 @@ def _value_type(a: Agg, fields: dict[str, Any]) -> Any:
     if isinstance(agg, Sum):
         if isinstance(t, (DoubleType, FloatType)):
             return DoubleType()
-        if type(t).__name__ in ("LongType", "IntegerType", "ShortType", "ByteType"):
+        if isinstance(t, (LongType, IntegerType, ShortType, ByteType)):
             return LongType()
         raise TopologyCompileError(f"Sum over {a.input!r} of type {t.simpleString()}: CAST it to BIGINT or DOUBLE")
     return t

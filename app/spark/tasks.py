@@ -65,7 +65,7 @@ class ReadRanges:
 
     The ranges travel inside this (pickled) task, and the task's input is ``spark.range(len(groups))``:
     a txid's read costs the driver no column of literals per range field, and a group is one Spark
-    partition, so a task reads its group's ranges one after the other (see ``SparkExecutor.read_records``).
+    partition, so a task reads its group's ranges one after the other (see :meth:`app.spark.reading.Reads.records`).
 
     Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
     the same range adds the same entry again, so the count is exact however often Spark recomputes.

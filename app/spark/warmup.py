@@ -60,11 +60,11 @@ def warm_up(executor: SparkExecutor, plan: BatchPlan) -> int:
     sc.setJobGroup(group(executor), f"{executor.topology.name}: warm-up of a standby", interruptOnCancel=True)
     ranges = [m for m in plan if not m.empty]
     batch = Batch(plan.txid, 0, plan, frozen=True)  # attempt 0 is never a real attempt
-    records = (executor.read_records(batch, ranges, counted=False) if ranges
+    records = (executor.reads.records(batch, ranges, counted=False) if ranges
                else executor.spark.createDataFrame([], executor.records_schema))
     opened = 0
     for c in executor.sinks:
-        result = c.aggregate(executor.keyed_rows(c, records)[0], executor.commit_partitions)
+        result = c.aggregate(executor.runs.keyed_rows(c, records)[0], executor.commit_partitions)
         if c.is_global:
             result.collect()
         else:

@@ -205,13 +205,13 @@ app.spark.isolation); the rounds and jobs
     executor = SparkExecutor(spark, t, metrics=metrics)
     coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
     reasons: list[str | None] = []
-    errors_at = executor._errors_at
+    errors_at = executor.isolation._errors_at
 
     def watched(*args: Any) -> Any:
         reasons.append(coord.source_problem)
         return errors_at(*args)
 
-    setattr(executor, "_errors_at", watched)  # noqa: B010 - watch the naming round
+    setattr(executor.isolation, "_errors_at", watched)  # noqa: B010 - watch the naming round
     capfd.readouterr()
     caplog.set_level("DEBUG", logger="app.spark.isolation")  # INFO only when isolation is slow
     try:

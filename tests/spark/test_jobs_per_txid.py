@@ -75,7 +75,7 @@ def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_
 
     calls, kept = {}, []
     for n in (1, 6, 1, 6):  # built twice each: the first of each size may warm up caches of py4j's
-        calls[n], records = py4j_calls(spark, lambda n=n: executor.read_records(batch(n), metas[:n]))
+        calls[n], records = py4j_calls(spark, lambda n=n: executor.reads.records(batch(n), metas[:n]))
         kept.append(records)
     assert calls[6] == calls[1], calls
     assert records.rdd.getNumPartitions() == 2

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from app.batch import Batch
 from app.spark import SparkExecutor, TopologyCompileError, fatal
-from app.spark.executor import pack_ranges
+from app.spark.reading import pack_ranges
 from app.spark.session import default_conf, executor_cores, local_master
 from app.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata

@@ -40,7 +40,7 @@ def test_a_warm_up_runs_the_stored_plan_and_opens_the_states_without_writing(spa
         assert jobs and all(j is not None and j.status == "SUCCEEDED" for j in jobs), jobs
         assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == table
         assert {k: store.get(k) for k in store.keys("")} == documents
-        assert standby._counts.value == {} and standby._bad.value == {}  # nothing counted as read
+        assert standby.reads.counts.value == {} and standby.reads.bad.value == {}  # nothing counted as read
 
         active.run_until_idle()
     finally:

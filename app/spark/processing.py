@@ -1,0 +1,141 @@
+"""A process run: each sink's result from one read of the records, and the rows it left out (null keys, failed rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.spark import bad_records as bad_records_
+from app.spark import capture as capture_
+from app.spark.jvm import java_frame
+from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode
+from spouts.bad_records import BadRecord
+
+
+@dataclass(frozen=True)
+class SinkResult:
+    """One sink's share of a processed batch: the persisted result, or a global aggregate's partial."""
+
+    compiled: CompiledSink
+    frame: Any = None  # persisted DataFrame (keyed and partition_persist sinks)
+    keys: int = 0  # rows in ``frame``, or 1 when a global partial exists
+    partial: Any = None  # global aggregates: the combined value (scalar or tuple), None if no rows
+
+
+@dataclass(frozen=True)
+class ObservationNames:
+    """The names of a sink's observations in its process job (None: not observed)."""
+
+    null_keys: str | None = None
+    transform_errors: str | None = None
+
+
+@dataclass
+class LeftOutRows:
+    """The rows a process run left out: null-key records, and records a transform failed on (by sink and
+    expression index, from the error-capturing form)."""
+
+    null_keys: list[BadRecord] = field(default_factory=list)
+    failed: dict[Any, tuple[CompiledSink, int]] = field(default_factory=dict)
+
+    def add(self, c: CompiledSink, df: Any, observed: ObservationNames) -> None:
+        """Take what ``observed`` saw while ``df`` (materialised or collected) ran."""
+        if observed.null_keys is not None:
+            self.null_keys.extend(bad_records_.null_key_records(df, observed.null_keys, c.keys, c.sink.name,
+                                                                c.sink.factory.key_limits(c.spec)))
+        if observed.transform_errors is not None:
+            for coords, k in bad_records_.failed_expressions(df, observed.transform_errors).items():
+                self.failed.setdefault(coords, (c, k))
+
+
+class SinkRuns:
+    """Runs the compiled sinks over a DataFrame of records: transforms, keys checked, aggregates persisted."""
+
+    def __init__(self, sinks: tuple[CompiledSink, ...]) -> None:
+        self.sinks = sinks
+
+    def results(self, records: Any, partitions: int, *,
+                capture: bool = False) -> tuple[list[SinkResult], LeftOutRows]:
+        """Each sink's result, and the records left out of them (found in the same jobs): rows with a null
+        group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on."""
+        several = len(self.sinks) > 1
+        if several:
+            records = records.persist()
+        results: list[SinkResult] = []
+        left_out = LeftOutRows()
+        try:
+            for c in self.sinks:
+                results.append(self._sink(c, records, partitions, left_out, capture))
+            if not self.sinks:
+                materialise(records)
+        except BaseException:
+            unpersist(results)  # nobody will commit them
+            raise
+        finally:
+            if several:
+                records.unpersist()
+        return results, left_out
+
+    def one_row_per_record(self) -> bool:
+        """Whether leaving out a bad row leaves out its whole record: one sink, one row per record."""
+        return len(self.sinks) == 1 and self.sinks[0].one_row_per_record
+
+    def capturable(self) -> bool:
+        """Whether every sink's transforms run in the error-capturing form (:mod:`app.spark.capture`)."""
+        return all(capture_.capturable(c.steps) and c.carries_source for c in self.sinks)
+
+    def keyed_rows(self, c: CompiledSink, records: Any, capture: bool = False) -> tuple[Any, ObservationNames]:
+        """``c``'s transformed rows without null keys or keys the state refuses (and the observations naming the
+        rows left out), or, when its rows lost their source coordinates, rows that fail on such a key (then found
+        by bisection).
+        ``capture``: the transforms in the error-capturing form, failed rows left out too."""
+        if capture:
+            rows, errors = bad_records_.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
+                                                               SOURCE_COLUMN, capture_.ERROR_COLUMN)
+        else:
+            rows, errors = c.transform(records), None
+        limits = c.sink.factory.key_limits(c.spec) if c.keys else None  # keys the state refuses: bad records too
+        if c.keys and c.carries_source:
+            rows, null_keys = bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN, limits)
+            return rows, ObservationNames(null_keys, errors)
+        return bad_records_.guard_keys(rows, c.keys, c.sink.name, limits), ObservationNames(None, errors)
+
+    def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
+              capture: bool = False) -> SinkResult:
+        rows, observed = self.keyed_rows(c, records, capture)
+        result = c.aggregate(rows, partitions)
+        if c.is_global:
+            got = result.collect()  # one row at most
+            left_out.add(c, result, observed)
+            if c.mode is Mode.BUILTIN:
+                got = [r for r in got if r[COUNT_COLUMN] > 0]
+            if not got:
+                return SinkResult(c)
+            values = tuple(got[0][v] for v in c.values)
+            return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
+        frame = result.persist()
+        try:
+            keys = materialise(frame)  # the one job that reads, aggregates and caches
+            left_out.add(c, frame, observed)
+            return SinkResult(c, frame, keys)
+        except BaseException:
+            frame.unpersist(blocking=False)
+            raise
+
+
+def unpersist(results: Iterable[SinkResult]) -> None:
+    """Release the persisted frames of ``results``."""
+    for r in results:
+        if r.frame is not None:
+            r.frame.unpersist(blocking=False)
+
+
+def materialise(frame: Any) -> int:
+    """Build ``frame``'s cache in one job and return its rows: an RDD count of its physical plan.
+
+    ``DataFrame.count()`` would plan an aggregate over the cache (a partial count per partition, a
+    shuffle to one partition, a final count: one more stage and task); counting the rows of the
+    plan's RDD (the cached scan) builds the same cache with one stage per shuffle of the result.
+    """
+    return int(java_frame(frame).queryExecution().toRdd().count())

@@ -1,0 +1,88 @@
+"""The process job's input: a txid's ranges read on executors in packed read tasks, and what the reads counted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyspark.accumulators import AccumulatorParam
+
+from app.batch import Batch
+from app.spark import bad_records as bad_records_
+from app.spark.tasks import ReadRanges, TaskFaults
+from spouts.bad_records import BadRecord
+from spouts.metadata import PartitionMetadata
+from spouts.protocols import ArrowSpout
+
+
+class RangeCounts(AccumulatorParam[dict[Any, int]]):
+    """Merges ``{range: records}`` dicts; a range counted twice (a recomputed task) keeps one entry."""
+
+    def zero(self, value: dict[Any, int]) -> dict[Any, int]:
+        return {}
+
+    def addInPlace(self, a: dict[Any, int], b: dict[Any, int]) -> dict[Any, int]:
+        a.update(b)
+        return a
+
+
+class Reads:
+    """Reads a txid's ranges as a DataFrame of records; counts the records read and the undecodable ones."""
+
+    def __init__(self, spark: Any, spout: ArrowSpout, arrow_schema: Any, records_schema: Any,
+                 faults: TaskFaults | None) -> None:
+        self.spark, self.spout, self.faults = spark, spout, faults
+        self.arrow_schema, self.records_schema = arrow_schema, records_schema
+        self.tasks = 1  # read tasks per txid at most: chosen from the executors before every txid
+        self.counts = spark.sparkContext.accumulator({}, RangeCounts())
+        self.bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
+
+    def records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
+        """The records of ``ranges``: one Spark partition per group of :func:`pack_ranges`, each range read once.
+
+        A task per range would cost a Python task each (a round trip to a worker, tens of ms) for no
+        more parallelism than the executors' cores give: a txid of 32 partitions on 4 cores reads in 4.
+        """
+        groups = pack_ranges(ranges, self.tasks)
+        read = ReadRanges(self.spout, self.arrow_schema, groups, batch.txid, batch.attempt,
+                          self.counts if counted else None, self.faults, self.bad if counted else None, rows)
+        return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
+
+    def take_counts(self, batch: Batch) -> int:
+        """Records read by ``batch`` (and forget older entries of the accumulator)."""
+        counts = self.counts.value
+        mine = [k for k in list(counts) if k[:2] == (batch.txid, batch.attempt)]
+        total = sum(counts.get(k, 0) for k in mine)
+        for k in mine:
+            counts.pop(k, None)
+        return int(total)
+
+    def take_bad(self, batch: Batch) -> list[BadRecord]:
+        """Records ``batch``'s reads could not decode (and forget older entries of the accumulator)."""
+        seen = self.bad.value
+        mine = [k for k in list(seen) if k[:2] == (batch.txid, batch.attempt)]
+        return [r for k in mine for r in seen.pop(k, ())]
+
+    def forget(self, which: Callable[[int, int], bool]) -> None:
+        """Drop the counts of the (txid, attempt) pairs ``which`` says."""
+        counts = self.counts.value
+        for k in [k for k in list(counts) if which(k[0], k[1])]:
+            counts.pop(k, None)
+        seen = self.bad.value
+        for k in [k for k in list(seen) if which(k[0], k[1])]:
+            seen.pop(k, None)
+
+
+def pack_ranges(ranges: Sequence[PartitionMetadata], tasks: int) -> tuple[tuple[PartitionMetadata, ...], ...]:
+    """``ranges`` in at most ``tasks`` groups of about equal records (each group by topic and partition).
+
+    Largest range first, into the group with the fewest records so far (ties: the lowest group): the
+    same plan always packs the same way, and the heaviest group exceeds the lightest by one range at most.
+    """
+    groups: list[list[PartitionMetadata]] = [[] for _ in range(max(1, min(tasks, len(ranges))))]
+    loads = [0] * len(groups)
+    for meta in sorted(ranges, key=lambda m: (-m.record_count, m.topic, m.partition)):
+        g = loads.index(min(loads))
+        groups[g].append(meta)
+        loads[g] += max(1, meta.record_count)  # a range that may hold nothing still costs a read
+    return tuple(tuple(sorted(g, key=lambda m: (m.topic, m.partition))) for g in groups if g)
