@@ -110,3 +110,12 @@ class Cluster:
 
     def images(self) -> list[str]:
         return self.script("image.sh", "list", timeout=120).split()
+
+
+if __name__ == "__main__":  # `python3 -m tests.k8s.kit where`: the realk8s folder, or exit 1 saying why
+    if sys.argv[1:] != ["where"]:
+        sys.exit("usage: python3 -m tests.k8s.kit where")
+    try:
+        print(folder())
+    except FileNotFoundError as e:
+        sys.exit(str(e))
