@@ -92,7 +92,8 @@ def check_access(config: ServiceConfig, metrics: Metrics, stop: threading.Event 
         if p.state.backend == "sqlite":
             problem = sqlite_path_problem(p.state.sqlite_path)
             if problem is not None:
-                raise StartupError(f"pipelines[{i}].state.sqlite_path: {problem}")
+                msg = f"pipelines[{i}].state.sqlite_path: {problem}"
+                raise StartupError(msg)
     cassandra = config.cassandra_settings()
     if cassandra is not None and any(p.state.backend == "cassandra" for p in config.pipelines):
         client = _connect(config, cassandra, stop)
@@ -100,9 +101,12 @@ def check_access(config: ServiceConfig, metrics: Metrics, stop: threading.Event 
             return  # stopped while waiting
         keyspaces = client.cluster.metadata.keyspaces
         if not cassandra.create_keyspace and cassandra.keyspace not in keyspaces:
-            raise StartupError(f"cassandra.keyspace: keyspace {cassandra.keyspace!r} does not exist on the cluster and "
-                               "cassandra.create_keyspace is false: create it (CREATE KEYSPACE ... WITH replication "
-                               "= ...) or set create_keyspace: true")
+            msg = (
+                f"cassandra.keyspace: keyspace {cassandra.keyspace!r} does not exist on the cluster and "
+                "cassandra.create_keyspace is false: create it (CREATE KEYSPACE ... WITH replication "
+                "= ...) or set create_keyspace: true"
+            )
+            raise StartupError(msg)
         for p in config.pipelines:  # claimed again (a no-op) when the pipelines start
             compile_pipeline(config, p, metrics=metrics).claim_tables()
 
@@ -141,8 +145,11 @@ def _connect(config: ServiceConfig, settings: Any, stop: threading.Event | None)
                 raise StartupError(wrong) from None
             waited = time.monotonic() - began
             if limit is not None and waited >= limit:
-                raise StartupError(f"Cassandra at {where} did not answer for {waited:.0f} s (outage_limit_s "
-                                   f"{limit:.0f}): {describe(e)}", FAILED) from None
+                msg = (
+                    f"Cassandra at {where} did not answer for {waited:.0f} s (outage_limit_s "
+                    f"{limit:.0f}): {describe(e)}"
+                )
+                raise StartupError(msg, FAILED) from None
             wait = min(RETRY_MAX_S, 2.0 ** attempt)
             log.warning("Cassandra at %s does not answer (%s): trying again in %.0f s; Spark starts once it does",
                         where, describe(e), wait)

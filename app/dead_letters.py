@@ -203,8 +203,11 @@ class DeadLetterWriter:
             deadline = time.monotonic() + self.timeout_s
             while todo:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"dead-letter topic {self.topic!r}: could not read back to its end "
-                                       f"(an open transaction?); still at {todo}")
+                    msg = (
+                        f"dead-letter topic {self.topic!r}: could not read back to its end "
+                        f"(an open transaction?); still at {todo}"
+                    )
+                    raise TimeoutError(msg)
                 for m in consumer.consume(500, timeout=0.2):
                     p, offset, err = m.partition() or 0, m.offset() or 0, m.error()
                     if err is not None:

@@ -52,7 +52,8 @@ class ErrorPolicy:
 
     def __post_init__(self) -> None:
         if (self.action is Action.DEAD_LETTER) != (self.topic is not None):
-            raise ValueError("a dead-letter policy needs a topic, and only it has one")
+            msg = "a dead-letter policy needs a topic, and only it has one"
+            raise ValueError(msg)
 
     @classmethod
     def fail(cls) -> ErrorPolicy:
@@ -116,7 +117,8 @@ class BadRecordHandler:
     def __init__(self, pipeline: str, policy: ErrorPolicy, metrics: Metrics,
                  dead_letters: DeadLetterWriter | None = None) -> None:
         if policy.action is Action.DEAD_LETTER and dead_letters is None:
-            raise ValueError(f"pipeline {pipeline!r}: a dead-letter policy needs a dead-letter writer")
+            msg = f"pipeline {pipeline!r}: a dead-letter policy needs a dead-letter writer"
+            raise ValueError(msg)
         self.pipeline, self.policy, self.metrics, self.dead_letters = pipeline, policy, metrics, dead_letters
         self._counted_txid = 0  # a replay in this process does not count its records again
 

@@ -58,15 +58,21 @@ def check_sink(sink: PersistentAggregate) -> None:
     """Refuse a sink whose upsert settings cannot work, saying why (ValueError)."""
     where = f"table {sink.name!r}"
     if sink.tombstones is not None and sink.tombstones not in TOMBSTONE_POLICIES:
-        raise ValueError(f"{where}: tombstones must be one of {', '.join(TOMBSTONE_POLICIES)} (or None: a null "
-                         f"value is aggregated like any record), got {sink.tombstones!r}")
+        msg = (
+            f"{where}: tombstones must be one of {', '.join(TOMBSTONE_POLICIES)} (or None: a null "
+            f"value is aggregated like any record), got {sink.tombstones!r}"
+        )
+        raise ValueError(msg)
     for a in sink.aggregates:
         if is_stamped(a) and a.input is None:
-            raise ValueError(f"{where}: {a.aggregator.name}() needs an input column")
+            msg = f"{where}: {a.aggregator.name}() needs an input column"
+            raise ValueError(msg)
     for _, problem in tombstone_problems(sink.tombstones, [(a.aggregator.name, a.output) for a in sink.aggregates]):
-        raise ValueError(f"{where}: {problem}")
+        msg = f"{where}: {problem}"
+        raise ValueError(msg)
     if sink.ttl_s is not None and (isinstance(sink.ttl_s, bool) or not isinstance(sink.ttl_s, int) or sink.ttl_s < 1):
-        raise ValueError(f"{where}: ttl_s must be a whole number of seconds >= 1, got {sink.ttl_s!r}")
+        msg = f"{where}: ttl_s must be a whole number of seconds >= 1, got {sink.ttl_s!r}"
+        raise ValueError(msg)
 
 
 def stored_aggregates(sink: PersistentAggregate) -> tuple[Agg, ...]:

@@ -18,7 +18,8 @@ class Caps:
 
     def __post_init__(self) -> None:
         if self.per_partition < 1 or self.per_batch < 1:
-            raise ValueError("caps must be >= 1")
+            msg = "caps must be >= 1"
+            raise ValueError(msg)
 
 
 def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedEmitter,
@@ -47,7 +48,8 @@ def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedE
         if meta is None:
             continue
         if meta.next_offset - meta.first_offset > allowance:
-            raise AssertionError(f"emitter planned past its cap on {p.id}: {meta}")
+            msg = f"emitter planned past its cap on {p.id}: {meta}"
+            raise AssertionError(msg)
         budget -= meta.next_offset - meta.first_offset
         metas[p] = meta
     return BatchPlan(txid, {**carried(last, metas), **metas})

@@ -63,13 +63,17 @@ class StateFactory:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"unknown state backend {self.backend!r} (one of {', '.join(BACKENDS)})")
+            msg = f"unknown state backend {self.backend!r} (one of {', '.join(BACKENDS)})"
+            raise ValueError(msg)
         if self.backend == "sqlite" and not self.sqlite_path:
-            raise ValueError("the sqlite backend needs sqlite_path")
+            msg = "the sqlite backend needs sqlite_path"
+            raise ValueError(msg)
         if self.backend == "cassandra" and self.cassandra is None:
-            raise ValueError("the cassandra backend needs cassandra settings")
+            msg = "the cassandra backend needs cassandra settings"
+            raise ValueError(msg)
         if self.cache_size < 0:
-            raise ValueError("cache_size must be >= 0 (0 disables the cache)")
+            msg = "cache_size must be >= 0 (0 disables the cache)"
+            raise ValueError(msg)
 
     @property
     def shared_across_processes(self) -> bool:
@@ -89,7 +93,8 @@ class StateFactory:
         ``committed_txid``: the last txid committed into the table (0: none, so it may be created if
         absent); ``create`` overrides that (False: a reader, which never creates a table)."""
         if spec.kind is not self.kind:
-            raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
+            msg = f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}"
+            raise ValueError(msg)
         return self._once(("state", spec), lambda: self._wrap(self.backing_map(
             spec, create=committed_txid == 0 if create is None else create, committed_txid=committed_txid)))
 
@@ -104,7 +109,8 @@ class StateFactory:
         when ``cache_size`` is 0. ``committed_txid`` and ``create`` as for :meth:`make_state`.
         """
         if spec.kind is not self.kind:
-            raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
+            msg = f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}"
+            raise ValueError(msg)
         backing = self._once(("process backing", spec), lambda: self.backing_map(
             spec, create=committed_txid == 0 if create is None else create, committed_txid=committed_txid))
         if not self.cache_size:
@@ -149,7 +155,8 @@ class StateFactory:
             from states.memory import MemoryBackingMap
 
             if spec.ttl_s is not None:
-                raise ValueError(f"table {spec.table}: ttl_s needs the cassandra backend (memory rows do not expire)")
+                msg = f"table {spec.table}: ttl_s needs the cassandra backend (memory rows do not expire)"
+                raise ValueError(msg)
 
             return self._once(("backing", spec), MemoryBackingMap)
         if self.backend == "sqlite":

@@ -53,7 +53,8 @@ class TxidMap:
 
     def multi_update(self, keys: Sequence[Hashable], updaters: Sequence[Updater]) -> list[Any]:
         if self._txid is None:
-            raise CommitProtocolError("multi_update outside begin_commit/commit")
+            msg = "multi_update outside begin_commit/commit"
+            raise CommitProtocolError(msg)
         txid, rule, written = self._txid, self.value_type.next, self._written
         wrote: dict[Hashable, bool] = {}  # key -> this call changed it (a skipped replay does not)
 

@@ -170,7 +170,8 @@ def observed(df: Any, name: str) -> list[Any]:
 
     got = java_frame(df).queryExecution().observedMetrics().get(name)
     if got.isEmpty():
-        raise RuntimeError(f"Spark did not report observation {name} of the batch")
+        msg = f"Spark did not report observation {name} of the batch"
+        raise RuntimeError(msg)
     return list(json.loads(got.get().getString(0) or "[]"))
 
 

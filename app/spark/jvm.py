@@ -22,7 +22,8 @@ def active_gateway() -> Any:
 
     sc = SparkContext._active_spark_context  # noqa: SLF001 - the active context has no public accessor
     if sc is None or sc._jvm is None:  # noqa: SLF001 - see above
-        raise RuntimeError("no active Spark context in this thread")
+        msg = "no active Spark context in this thread"
+        raise RuntimeError(msg)
     return sc._jvm  # noqa: SLF001 - see above
 
 

@@ -246,7 +246,8 @@ def to_record(m: Message) -> Record:
     """A delivered message as a :class:`Record` (timestamp 0 when the broker gave none)."""
     topic, partition, offset = m.topic(), m.partition(), m.offset()
     if topic is None or partition is None or offset is None:
-        raise ValueError(f"not a delivered record (an event message?): {m.error()}")
+        msg = f"not a delivered record (an event message?): {m.error()}"
+        raise ValueError(msg)
     ts_type, ts = m.timestamp()
     return Record(topic, partition, offset, m.key(), m.value(), ts if ts_type else 0, _headers(m.headers()))
 

@@ -32,7 +32,8 @@ def librdkafka_path() -> str:
     libs = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
     found = sorted(glob.glob(os.path.join(libs, "librdkafka*.so*")))
     if not found:
-        raise RuntimeError(f"no bundled librdkafka under {libs}")
+        msg = f"no bundled librdkafka under {libs}"
+        raise RuntimeError(msg)
     return found[0]
 
 
@@ -79,11 +80,13 @@ class MockKafkaCluster:
             lib.rd_kafka_conf_set(conf, key, value, errstr, len(errstr))
         self._rk = lib.rd_kafka_new(_RK_PRODUCER, conf, errstr, len(errstr))
         if not self._rk:
-            raise MockClusterError(f"rd_kafka_new failed: {errstr.value.decode()}")
+            msg = f"rd_kafka_new failed: {errstr.value.decode()}"
+            raise MockClusterError(msg)
         self._mc = lib.rd_kafka_mock_cluster_new(self._rk, brokers)
         if not self._mc:
             lib.rd_kafka_destroy(self._rk)
-            raise MockClusterError("rd_kafka_mock_cluster_new failed")
+            msg = "rd_kafka_mock_cluster_new failed"
+            raise MockClusterError(msg)
         self.broker_ids = tuple(range(1, brokers + 1))
         self._bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
 
@@ -140,7 +143,8 @@ class MockKafkaCluster:
 
     def _check(self, err: int, what: str) -> None:
         if err:
-            raise MockClusterError(f"{what}: {self._lib.rd_kafka_err2str(err).decode()} ({err})")
+            msg = f"{what}: {self._lib.rd_kafka_err2str(err).decode()} ({err})"
+            raise MockClusterError(msg)
 
     def __enter__(self) -> MockKafkaCluster:
         return self

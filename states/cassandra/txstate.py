@@ -210,5 +210,6 @@ class CassandraTransactionalStateStore:
 
 def _ttl(ttl_s: float) -> int:
     if ttl_s <= 0:
-        raise ValueError("lease ttl must be positive")
+        msg = "lease ttl must be positive"
+        raise ValueError(msg)
     return max(1, math.ceil(ttl_s))

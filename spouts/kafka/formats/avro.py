@@ -109,11 +109,13 @@ def avro_type(schema: Any, named: dict[str, pa.DataType], namespace: str = "") -
         for name in (full, schema):
             if name in named:
                 return named[name]
-        raise ValueError(f"avro: unknown type {schema!r}")
+        msg = f"avro: unknown type {schema!r}"
+        raise ValueError(msg)
     if isinstance(schema, list):
         types = [t for t in schema if t != "null"]
         if len(types) != 1:
-            raise ValueError(f"avro: a union of {types} has no column type (only [\"null\", T] unions are read)")
+            msg = f"avro: a union of {types} has no column type (only [\"null\", T] unions are read)"
+            raise ValueError(msg)
         return avro_type(types[0], named, namespace)
     kind, logical = schema["type"], schema.get("logicalType")
     if logical == "decimal" and kind in ("bytes", "fixed"):
@@ -130,7 +132,8 @@ def avro_type(schema: Any, named: dict[str, pa.DataType], namespace: str = "") -
         named[name] = pa.null()  # a recursive record has no column type: refused below when met
         t = pa.struct([pa.field(f["name"], avro_type(f["type"], named, ns)) for f in schema["fields"]])
         if any(pa.types.is_null(f.type) for f in t):
-            raise ValueError(f"avro: record {name} refers to itself or holds only null: no column type")
+            msg = f"avro: record {name} refers to itself or holds only null: no column type"
+            raise ValueError(msg)
         named[name] = t
         return t
     elif kind == "enum":

@@ -54,7 +54,8 @@ def field_type(name: str) -> pa.DataType:
     m = _DECIMAL.fullmatch(t)
     if m and 0 < int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
         return pa.decimal128(int(m.group(1)), int(m.group(2)))
-    raise ValueError(f"unknown field type {name!r} (one of {', '.join(FIELD_TYPES)}, decimal(p,s))")
+    msg = f"unknown field type {name!r} (one of {', '.join(FIELD_TYPES)}, decimal(p,s))"
+    raise ValueError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,25 +81,33 @@ class RecordFormat:
         object.__setattr__(self, "fields", tuple((str(n), str(t)) for n, t in self.fields))
         if self.type is FormatType.JSON:
             if not self.fields:
-                raise ValueError("format json needs fields: {name: type, ...} (the typed columns it produces)")
+                msg = "format json needs fields: {name: type, ...} (the typed columns it produces)"
+                raise ValueError(msg)
             names = [n for n, _ in self.fields]
             for n, t in self.fields:
                 if not _FIELD_NAME.match(n):
-                    raise ValueError(f"json field {n!r}: a field name is letters, digits and '_'")
+                    msg = f"json field {n!r}: a field name is letters, digits and '_'"
+                    raise ValueError(msg)
                 if names.count(n) > 1:
-                    raise ValueError(f"json field {n!r} is declared twice")
+                    msg = f"json field {n!r} is declared twice"
+                    raise ValueError(msg)
                 try:
                     field_type(t)
                 except ValueError as e:
-                    raise ValueError(f"json field {n!r}: {e}") from None
+                    msg = f"json field {n!r}: {e}"
+                    raise ValueError(msg) from None
         elif self.fields:
-            raise ValueError(f"fields are declared for format json only, not {self.type.value}")
+            msg = f"fields are declared for format json only, not {self.type.value}"
+            raise ValueError(msg)
         if not self.type.registry and (self.subject, self.version, self.schema_id) != (None, None, None):
-            raise ValueError(f"subject, version and schema_id belong to a registry format, not {self.type.value}")
+            msg = f"subject, version and schema_id belong to a registry format, not {self.type.value}"
+            raise ValueError(msg)
         if self.version is not None and self.schema_id is not None:
-            raise ValueError("set at most one of version and schema_id")
+            msg = "set at most one of version and schema_id"
+            raise ValueError(msg)
         if self.message is not None and self.type is not FormatType.PROTOBUF:
-            raise ValueError("message belongs to format protobuf")
+            msg = "message belongs to format protobuf"
+            raise ValueError(msg)
 
     @classmethod
     def of(cls, spec: str | dict[str, Any] | RecordFormat | None) -> RecordFormat:
