@@ -213,7 +213,8 @@ def cassandra_tls_refusal(settings: Any) -> Exception | None:
     from states.cassandra.session import ssl_context
 
     ctx = ssl_context(settings.tls)
-    assert ctx is not None
+    if ctx is None:  # only when TLS is off, handled above
+        return None
     errors: dict[str, BaseException] = {}
     for host in settings.contact_points:
         try:

@@ -132,7 +132,9 @@ class BadRecordHandler:
             self._count(txid, bad[:1])
             raise BadRecordError(bad[0])
         if action is Action.DEAD_LETTER:
-            assert self.dead_letters is not None
+            if self.dead_letters is None:  # refused by __init__
+                msg = f"pipeline {self.pipeline!r}: a dead-letter policy needs a dead-letter writer"
+                raise ValueError(msg)
             written = self.dead_letters.write(txid, bad, progress)
             log.info("pipeline %s txid %d: %d bad records in dead-letter topic %s (%d written now, the rest by an "
                      "earlier attempt)", self.pipeline, txid, len(bad), self.policy.topic, written)

@@ -75,6 +75,20 @@ class StateFactory:
             msg = "cache_size must be >= 0 (0 disables the cache)"
             raise ValueError(msg)
 
+    def sqlite_file(self) -> str:
+        """``sqlite_path``, which the sqlite backend requires (checked when the factory is made)."""
+        if not self.sqlite_path:
+            msg = "the sqlite backend needs sqlite_path"
+            raise ValueError(msg)
+        return self.sqlite_path
+
+    def cassandra_settings(self) -> CassandraSettings:
+        """``cassandra``, which the cassandra backend requires (checked when the factory is made)."""
+        if self.cassandra is None:
+            msg = "the cassandra backend needs cassandra settings"
+            raise ValueError(msg)
+        return self.cassandra
+
     @property
     def shared_across_processes(self) -> bool:
         """Whether every process of one machine that opens this state sees the same data (Spark
@@ -162,13 +176,11 @@ class StateFactory:
         if self.backend == "sqlite":
             from states.sqlite import SqliteBackingMap
 
-            assert self.sqlite_path is not None  # checked in __post_init__
-            return SqliteBackingMap(self.sqlite_path, spec, metrics=self.metrics, create=create,
+            return SqliteBackingMap(self.sqlite_file(), spec, metrics=self.metrics, create=create,
                                     committed_txid=committed_txid)
         from states.cassandra.backing_map import CassandraBackingMap
 
-        assert self.cassandra is not None  # checked in __post_init__
-        return CassandraBackingMap(self.cassandra, spec, metrics=self.metrics, create=create,
+        return CassandraBackingMap(self.cassandra_settings(), spec, metrics=self.metrics, create=create,
                                    committed_txid=committed_txid)
 
     def txstate_store(self, topology_id: str) -> CoordinatorStore:
@@ -181,13 +193,11 @@ class StateFactory:
             if self.backend == "sqlite":
                 from states.sqlite import SqliteTransactionalStateStore
 
-                assert self.sqlite_path is not None
-                return SqliteTransactionalStateStore(self.sqlite_path, topology_id,
+                return SqliteTransactionalStateStore(self.sqlite_file(), topology_id,
                                                      metrics=self._store_metrics(topology_id))
             from states.cassandra.txstate import CassandraTransactionalStateStore
 
-            assert self.cassandra is not None
-            return CassandraTransactionalStateStore(self.cassandra, topology_id, metrics=self._store_metrics(topology_id))
+            return CassandraTransactionalStateStore(self.cassandra_settings(), topology_id, metrics=self._store_metrics(topology_id))
 
         return self._once(("store", topology_id), open_store)
 

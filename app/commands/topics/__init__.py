@@ -114,7 +114,9 @@ def _apply(change: Change, topic: TopicSettings, cluster: TopicCluster) -> None:
     if change.kind == "create":
         cluster.create(topic)
     elif change.kind == "add_partitions":
-        assert change.partitions is not None
+        if change.partitions is None:  # the plan gives every add_partitions change its total
+            msg = f"topic {change.topic}: an add_partitions change needs a partition count"
+            raise ValueError(msg)
         cluster.add_partitions(change.topic, change.partitions)
     else:
         cluster.set_configs(change.topic, change.configs)
