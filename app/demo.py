@@ -45,7 +45,7 @@ def run(records: int = 100_000, partitions: int = 4, *, db: str | None = None, m
             f"--master {master}: the demo keeps its counts in SQLite, a file on this machine, which a "
             "cluster's executors cannot share; run the demo on a local master (--master local[*]), "
             "and on a Spark cluster run the service with a cassandra state (python -m app run; "
-            "docs/operations.md, \"Run on a Spark cluster\")"
+            'docs/operations.md, "Run on a Spark cluster")'
         )
         raise CommandError(msg, BAD_INPUT)
 

@@ -54,9 +54,9 @@ CAUSES = ("lease_lost", "data_loss", "stale_batch", "bad_record", "configuration
 
 #: librdkafka errors that no retry can mend (KafkaError codes): bad settings (refusals: :mod:`app.refusals`).
 KAFKA_CONFIG_ERRORS = frozenset({
-    KafkaError._INVALID_ARG,  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
-    KafkaError._UNKNOWN_PROTOCOL,  # noqa: SLF001 - as above
-    KafkaError._NOT_IMPLEMENTED,  # noqa: SLF001 - as above
+    KafkaError._INVALID_ARG,  # librdkafka's local error codes are public, named with a leading underscore
+    KafkaError._UNKNOWN_PROTOCOL,  # as above
+    KafkaError._NOT_IMPLEMENTED,  # as above
 })
 
 

@@ -43,9 +43,9 @@ def unique_owner(prefix: str | None = None) -> str:
 
 
 def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threading.Event | None = None, *,
-               on_standby: Callable[[LeaseInfo | None], None] = lambda info: None,
+               on_standby: Callable[[LeaseInfo | None], None] = lambda _: None,
                policy: FailurePolicy | None = None,
-               on_permanent: Callable[[Decision], None] = lambda decision: None,
+               on_permanent: Callable[[Decision], None] = lambda _: None,
                clock: Callable[[], float] = time.monotonic,
                wall_clock: Callable[[], float] = time.time) -> tuple[int, float] | None:
     """Acquire the lease: its epoch and the ``clock`` time the successful attempt started (the store's
@@ -111,7 +111,7 @@ class LeaseKeeper:
     """Renews one held lease on its own schedule and tells when it is lost (see the module docstring)."""
 
     def __init__(self, store: CoordinatorStore, owner: str, epoch: int, ttl_s: float, *,
-                 renewed_at: float, on_lost: Callable[[LeaseLostError], None] = lambda e: None,
+                 renewed_at: float, on_lost: Callable[[LeaseLostError], None] = lambda _: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store, self.owner, self.epoch, self.ttl_s = store, owner, epoch, ttl_s
         self._renewed_at, self._on_lost, self._clock = renewed_at, on_lost, clock

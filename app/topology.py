@@ -146,7 +146,7 @@ class Stream:
         return GroupedStream(self, tuple(fields))
 
     def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
-                             output: str | None = None, input: str | None = None, name: str,
+                             output: str | None = None, input: str | None = None, name: str,  # noqa: A002  the keyword of Agg.input
                              tombstones: str | None = None, ttl_s: int | None = None) -> PersistentAggregate:
         """A global aggregate (no grouping) into a snapshottable state, in table ``name``."""
         return self.topology.attach(PersistentAggregate(check_identifier(name, "table name"), factory, (),
@@ -167,7 +167,7 @@ class GroupedStream:
     fields: tuple[str, ...]
 
     def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
-                             output: str | None = None, input: str | None = None,
+                             output: str | None = None, input: str | None = None,  # noqa: A002  the keyword of Agg.input
                              name: str | None = None, tombstones: str | None = None,
                              ttl_s: int | None = None) -> PersistentAggregate:
         """Keyed aggregates into a map state; table ``name`` (default: the topology's name + the fields).
@@ -214,7 +214,7 @@ class Topology:
         return sink
 
 
-def _aggs(aggregates: CombinerAggregator | Sequence[Agg], output: str | None, input: str | None) -> tuple[Agg, ...]:
+def _aggs(aggregates: CombinerAggregator | Sequence[Agg], output: str | None, input: str | None) -> tuple[Agg, ...]:  # noqa: A002  as Agg.input
     if isinstance(aggregates, Sequence):
         if output or input:
             msg = "give output/input per Agg when passing several aggregates"

@@ -103,9 +103,8 @@ def upsert_transforms(transforms: tuple[Transform, ...], sink: PersistentAggrega
         exprs = {PLACE_COLUMN: f"{PLACE_SQL} AS {PLACE_COLUMN}", TOMBSTONE_COLUMN: f"`value` IS NULL AS {TOMBSTONE_COLUMN}"}
         out.append(Transform("with", tuple(exprs[h] for h in hidden)))
     for t in transforms:
-        if t.kind == "select" and hidden and not any(_is_star(e) for e in t.exprs):
-            t = Transform("select", (*t.exprs, *hidden))
-        out.append(t)
+        widened = t.kind == "select" and bool(hidden) and not any(_is_star(e) for e in t.exprs)
+        out.append(Transform("select", (*t.exprs, *hidden)) if widened else t)
     return tuple(out)
 
 

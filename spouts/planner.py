@@ -41,10 +41,7 @@ def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedE
     for p in ordered:
         prev = last.partitions.get(p) if last else None
         allowance = min(caps.per_partition, budget)
-        if allowance > 0:
-            meta = emitter.plan_partition(p, prev, allowance)
-        else:
-            meta = prev.empty_after() if prev else None
+        meta = emitter.plan_partition(p, prev, allowance) if allowance > 0 else (prev.empty_after() if prev else None)
         if meta is None:
             continue
         if meta.next_offset - meta.first_offset > allowance:

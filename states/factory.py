@@ -38,7 +38,7 @@ def on_one_machine(backend: str) -> bool:
     """Whether ``backend`` keeps its data on one machine (its disk or a process's memory): processes on
     other machines would each open a copy of their own, and the state would split between them."""
     return backend in IN_ONE_PROCESS | ON_ONE_MACHINE
-_MAPS: dict[StateKind, type[OpaqueMap] | type[TransactionalMap] | type[NonTransactionalMap]] = {
+_MAPS: dict[StateKind, type[OpaqueMap | TransactionalMap | NonTransactionalMap]] = {
     StateKind.OPAQUE: OpaqueMap, StateKind.TRANSACTIONAL: TransactionalMap,
     StateKind.NON_TRANSACTIONAL: NonTransactionalMap}
 _opened: dict[tuple[object, ...], object] = {}  # per process: (factory, spec or topology) -> state or store

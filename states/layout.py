@@ -79,7 +79,7 @@ class RowLayout:
         if len(key) != len(self.key_columns):
             msg = f"table {self.spec.table}: key {key!r} must have {len(self.key_columns)} fields"
             raise TypeError(msg)
-        return tuple([None if v is None else f(v) for f, v in zip(self._key_enc, key)])
+        return tuple([None if v is None else f(v) for f, v in zip(self._key_enc, key, strict=True)])
 
     # stored values
     def value_row(self, value: Any) -> Row | None:

@@ -21,7 +21,7 @@ class TxidMap:
     """
 
     kind: ClassVar[StateKind]
-    value_type: ClassVar[type[OpaqueValue[Any]] | type[TransactionalValue[Any]]]  # owns the rule
+    value_type: ClassVar[type[OpaqueValue[Any] | TransactionalValue[Any]]]  # owns the rule
 
     def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics

@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     columns = [n for n, _ in visible_columns(spec)]
     if args.key:
         found = reader.get(spec, [parse_key(spec, k) for k in args.key])
-        missing = [k for k, r in zip(args.key, found) if r is None]
+        missing = [k for k, r in zip(args.key, found, strict=True) if r is None]
         rows = [r for r in found if r is not None]
         for k in missing:
             progress(f"key {k!r}: not in table {spec.table!r} (never written{', or deleted' if spec.tombstones else ''})")
@@ -111,7 +111,7 @@ def parse_key(spec: Any, text: str) -> tuple[Any, ...]:
         raise CommandError(msg,
                            BAD_INPUT)
     out = []
-    for c, raw in zip(spec.key, parts):
+    for c, raw in zip(spec.key, parts, strict=True):
         try:
             out.append(_typed(c.type, raw))
         except ValueError as e:

@@ -24,6 +24,7 @@ import argparse
 import logging
 import socket
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -109,7 +110,7 @@ def parse_target(text: str) -> tuple[str, Any]:
     kind, _, rest = text.partition(":")
     if kind == "timestamp" and rest:
         try:
-            t = datetime.fromisoformat(rest.replace("Z", "+00:00"))
+            t = datetime.fromisoformat(rest.replace("Z", "+00:00"))  # noqa: FURB162  a date alone with Z is taken too
         except ValueError as e:
             msg = f"--to {text!r}: not an ISO-8601 time ({e})"
             raise CommandError(msg, BAD_INPUT) from None
@@ -119,19 +120,27 @@ def parse_target(text: str) -> tuple[str, Any]:
     if kind == "offsets" and rest:
         out = {}
         for item in rest.split(","):
-            pid, eq, off = item.rpartition("=")
-            try:
-                p = Partition.parse(pid)
-                if not eq or not p.topic or int(off) < 0:
-                    raise ValueError
-            except ValueError:
+            found = _partition_offset(item)
+            if found is None:
                 msg = f"--to {text!r}: {item!r} is not TOPIC:PARTITION=OFFSET"
-                raise CommandError(msg, BAD_INPUT) from None
-            out[p] = int(off)
+                raise CommandError(msg, BAD_INPUT)
+            out[found[0]] = found[1]
         return "offsets", out
     msg = f"--to {text!r}: use earliest, latest, timestamp:ISO-8601 or offsets:TOPIC:PARTITION=OFFSET,..."
     raise CommandError(msg,
                        BAD_INPUT)
+
+
+def _partition_offset(item: str) -> tuple[Partition, int] | None:
+    """``TOPIC:PARTITION=OFFSET`` as (partition, offset); None when ``item`` is not that."""
+    pid, eq, off = item.rpartition("=")
+    try:
+        p = Partition.parse(pid)
+        if not eq or not p.topic or int(off) < 0:
+            return None
+        return p, int(off)
+    except ValueError:
+        return None
 
 
 def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner: str,
@@ -158,13 +167,7 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         prog = read_progress(store)
         before = {} if prog.committed_plan is None else \
             {m.partition_id: m.next_offset for m in prog.committed_plan.partitions.values()}
-        unknown = sorted(set(forget) - {p.topic for p in before})
-        if unknown:
-            msg = (
-                f"--forget: no stored position of topic {', '.join(unknown)} (stored: "
-                f"{', '.join(sorted({p.topic for p in before})) or 'none'})"
-            )
-            raise CommandError(msg, BAD_INPUT)
+        _refuse_unknown_forget(forget, before)
         offsets = {p: o for p, o in _targets(kafka, target, before).items() if p.topic not in forget}
         forgotten = sorted(p.id for p in before if p.topic in forget)
         txid = max([prog.committed_txid, *prog.frozen_txids]) + 1
@@ -189,7 +192,6 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         done = True
         log.info("rewind of %s by %s: txid %d (after %d), %s, from %s to %s, reset_state=%s", compiled.id, owner, txid,
                  prog.committed_txid, audit["target"], audit["from"], audit["to_offsets"], reset_state)
-        return audit
     except CommandError:
         raise
     except Exception as e:
@@ -205,9 +207,22 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
             "service starts on a half-done rewind: run the same rewind again"
         )
         raise CommandError(msg) from e
+    else:
+        return audit
     finally:
         if done or not started:
             _release(store, owner, epoch, compiled.id)
+
+
+def _refuse_unknown_forget(forget: Sequence[str], before: Mapping[Partition, int]) -> None:
+    """``--forget`` names only topics that have a stored position (else exit 2)."""
+    unknown = sorted(set(forget) - {p.topic for p in before})
+    if unknown:
+        msg = (
+            f"--forget: no stored position of topic {', '.join(unknown)} (stored: "
+            f"{', '.join(sorted({p.topic for p in before})) or 'none'})"
+        )
+        raise CommandError(msg, BAD_INPUT)
 
 
 def _release(store: Any, owner: str, epoch: int, pipeline_id: str) -> None:

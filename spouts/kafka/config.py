@@ -50,7 +50,7 @@ RESERVED_PROPERTIES = frozenset({
     "enable.partition.eof", "auto.offset.reset",
 })
 
-_SECRET_NAME = re.compile(r"password|secret|ssl\.key\.pem|sasl\.oauthbearer\.config|sasl\.jaas\.config", re.I)
+_SECRET_NAME = re.compile(r"password|secret|ssl\.key\.pem|sasl\.oauthbearer\.config|sasl\.jaas\.config", re.IGNORECASE)
 
 
 def is_secret(name: str) -> bool:

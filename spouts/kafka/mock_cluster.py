@@ -16,8 +16,8 @@ answers -1; no CreateTopics/CreatePartitions/DeleteRecords admin requests (hence
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
+from pathlib import Path
+from typing import Self
 
 import confluent_kafka
 from confluent_kafka import Consumer
@@ -29,12 +29,12 @@ _RK_PRODUCER = 0
 
 def librdkafka_path() -> str:
     """The librdkafka shared library bundled with confluent-kafka (the one its C extension uses)."""
-    libs = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
-    found = sorted(glob.glob(os.path.join(libs, "librdkafka*.so*")))
+    libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+    found = sorted(libs.glob("librdkafka*.so*"))
     if not found:
         msg = f"no bundled librdkafka under {libs}"
         raise RuntimeError(msg)
-    return found[0]
+    return str(found[0])
 
 
 def _load() -> ctypes.CDLL:
@@ -146,7 +146,7 @@ class MockKafkaCluster:
             msg = f"{what}: {self._lib.rd_kafka_err2str(err).decode()} ({err})"
             raise MockClusterError(msg)
 
-    def __enter__(self) -> MockKafkaCluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

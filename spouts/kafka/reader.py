@@ -8,6 +8,7 @@ past ``next_offset``, or an end-of-partition event at or past it), never after a
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Generator
 
@@ -26,7 +27,7 @@ from spouts.metadata import PartitionMetadata
 #: How long one ``consume`` call may wait; progress is checked between calls.
 POLL_S = 0.05
 
-_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
+_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}  # librdkafka's local error codes are public, named with a leading underscore
 
 
 def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: float,
@@ -67,7 +68,7 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                     if offset >= pos:
                         out.append(m)
                         pos = offset + 1
-                elif err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - as above
+                elif err.code() == KafkaError._PARTITION_EOF:  # as above
                     pos = max(pos, offset)  # everything before the end was delivered or was a gap
                 elif err.code() in _OUT_OF_RANGE:
                     raise _range_error(consumer, meta, pos, err)
@@ -84,10 +85,8 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                 raise PartitionUnavailableError(
                     p, f"no progress at offset {pos} for {read_timeout_s}s (range ends at {end})")
     finally:
-        try:
+        with contextlib.suppress(KafkaException):
             consumer.unassign()  # stop prefetching past the range
-        except KafkaException:
-            pass
 
 
 def _last_offset_within(msgs: list[Message], pos: int, end: int) -> int | None:

@@ -57,7 +57,7 @@ class AvroDecoder:
         reader = _parsed(self.schema)
         writers: dict[bytes, Any] = {}
         rows: list[Any] = []
-        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist())):
+        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist(), strict=True)):
             if raw is None or i in bad:
                 rows.append(None)
                 continue
@@ -114,7 +114,7 @@ def avro_type(schema: Any, named: dict[str, pa.DataType], namespace: str = "") -
     if isinstance(schema, list):
         types = [t for t in schema if t != "null"]
         if len(types) != 1:
-            msg = f"avro: a union of {types} has no column type (only [\"null\", T] unions are read)"
+            msg = f'avro: a union of {types} has no column type (only ["null", T] unions are read)'
             raise ValueError(msg)
         return avro_type(types[0], named, namespace)
     kind, logical = schema["type"], schema.get("logicalType")

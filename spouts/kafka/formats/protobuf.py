@@ -61,7 +61,7 @@ class ProtobufDecoder:
         raw_ids, bad = framing(values, self.registry)
         parse = _message_class(self.schema, self.message).FromString
         rows: list[Any] = []
-        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist())):
+        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist(), strict=True)):
             if raw is None or i in bad:
                 rows.append(None)
                 continue
