@@ -78,22 +78,8 @@ def check_access(config: ServiceConfig, metrics: Metrics, stop: threading.Event 
     """Raise the first refusal met: Kafka's as :class:`AccessRefusedError`, Cassandra's as the driver raised it;
     a setting the servers or the machine contradict as :class:`StartupError`. Returns early when ``stop`` is set."""
     fold_driver_tracebacks()
-    for p in config.pipelines:
-        coordinator = KafkaCoordinator(spout_config(config, p), p.id)
-        try:
-            coordinator.refresh()
-        except AccessRefusedError:
-            raise
-        except SpoutError as e:  # away, or no topic yet: the pipeline reports it as degraded
-            log.info("pipeline %s: Kafka not checked before start: %s", p.id, e)
-        finally:
-            coordinator.close()
-    for i, p in enumerate(config.pipelines):
-        if p.state.backend == "sqlite":
-            problem = sqlite_path_problem(p.state.sqlite_path)
-            if problem is not None:
-                msg = f"pipelines[{i}].state.sqlite_path: {problem}"
-                raise StartupError(msg)
+    _check_kafka(config)
+    _check_sqlite_paths(config)
     cassandra = config.cassandra_settings()
     if cassandra is not None and any(p.state.backend == "cassandra" for p in config.pipelines):
         client = _connect(config, cassandra, stop)
@@ -109,6 +95,30 @@ def check_access(config: ServiceConfig, metrics: Metrics, stop: threading.Event 
             raise StartupError(msg)
         for p in config.pipelines:  # claimed again (a no-op) when the pipelines start
             compile_pipeline(config, p, metrics=metrics).claim_tables()
+
+
+def _check_kafka(config: ServiceConfig) -> None:
+    """Raise :class:`AccessRefusedError` when Kafka refuses a pipeline's client; a Kafka away is only logged."""
+    for p in config.pipelines:
+        coordinator = KafkaCoordinator(spout_config(config, p), p.id)
+        try:
+            coordinator.refresh()
+        except AccessRefusedError:
+            raise
+        except SpoutError as e:  # away, or no topic yet: the pipeline reports it as degraded
+            log.info("pipeline %s: Kafka not checked before start: %s", p.id, e)
+        finally:
+            coordinator.close()
+
+
+def _check_sqlite_paths(config: ServiceConfig) -> None:
+    """Raise :class:`StartupError` for a SQLite state file this machine cannot hold."""
+    for i, p in enumerate(config.pipelines):
+        if p.state.backend == "sqlite":
+            problem = sqlite_path_problem(p.state.sqlite_path)
+            if problem is not None:
+                msg = f"pipelines[{i}].state.sqlite_path: {problem}"
+                raise StartupError(msg)
 
 
 def _connect(config: ServiceConfig, settings: Any, stop: threading.Event | None) -> Any:

@@ -102,7 +102,7 @@ class FailurePolicy:
     outage_limit_s: float | None = 1800.0  # None: ride out transient failures for ever
     deterministic_attempts: int = 3
 
-    def decide(self, f: Failure) -> Decision:
+    def decide(self, f: Failure) -> Decision:  # noqa: C901, PLR0911  one ordered rule per failure class, the first that matches decides
         e, why = f.error, describe(f.error)
         if isinstance(e, spout_errors.AccessRefusedError):
             return Decision(FailureClass.PERMANENT, str(e), exit_code=BAD_INPUT, cause=e.kind.lower())

@@ -96,22 +96,9 @@ class KafkaSpoutConfig:
         object.__setattr__(self, "topics", tuple(self.topics))
         object.__setattr__(self, "key_format", RecordFormat.of(self.key_format))
         object.__setattr__(self, "value_format", RecordFormat.of(self.value_format))
-        for part, fmt in (("key", self.key_format), ("value", self.value_format)):
-            if fmt.type.registry:
-                if self.schema_registry is None:
-                    msg = f"{part}_format {fmt.type.value} needs schema_registry (its url)"
-                    raise ValueError(msg)
-                fmt.subject_for(self.topics if self.topic_pattern is None else (), part)
+        self._check_registry_formats()
         object.__setattr__(self, "properties", MappingProxyType({str(k): str(v) for k, v in self.properties.items()}))
-        if bool(self.topics) == (self.topic_pattern is not None):
-            msg = "set exactly one of topics (a list) or topic_pattern (a regular expression)"
-            raise ValueError(msg)
-        if self.topic_pattern is not None:
-            try:
-                re.compile(self.topic_pattern)
-            except re.error as e:
-                msg = f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}"
-                raise ValueError(msg) from e
+        self._check_topics()
         if not self.bootstrap_servers:
             msg = "bootstrap_servers is required"
             raise ValueError(msg)
@@ -128,6 +115,27 @@ class KafkaSpoutConfig:
         if min(self.discovery_interval_s, self.request_timeout_s, self.read_timeout_s) < 0:
             msg = "intervals and timeouts must be >= 0"
             raise ValueError(msg)
+
+    def _check_registry_formats(self) -> None:
+        """A registry format needs ``schema_registry``, and a subject it can name for the topics."""
+        for part, fmt in (("key", self.key_format), ("value", self.value_format)):
+            if fmt.type.registry:
+                if self.schema_registry is None:
+                    msg = f"{part}_format {fmt.type.value} needs schema_registry (its url)"
+                    raise ValueError(msg)
+                fmt.subject_for(self.topics if self.topic_pattern is None else (), part)
+
+    def _check_topics(self) -> None:
+        """Exactly one of ``topics`` and ``topic_pattern``, the pattern a regular expression."""
+        if bool(self.topics) == (self.topic_pattern is not None):
+            msg = "set exactly one of topics (a list) or topic_pattern (a regular expression)"
+            raise ValueError(msg)
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as e:
+                msg = f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}"
+                raise ValueError(msg) from e
 
     def __repr__(self) -> str:
         target = f"topics={list(self.topics)!r}" if self.topics else f"topic_pattern={self.topic_pattern!r}"

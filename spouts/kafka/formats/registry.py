@@ -78,7 +78,7 @@ class RegistrySettings:
 
 
 def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | None, version: int | None,
-                  schema_type: str, fmt: str | None = None) -> Any:
+                  schema_type: str, *, fmt: str | None = None) -> Any:
     """The schema records are read as (a registry ``Schema``): by id, by version, else the subject's latest.
 
     A schema in another ``fmt`` than the registry's default text (Protobuf's ``serialized``) is always

@@ -80,22 +80,7 @@ class RecordFormat:
         object.__setattr__(self, "type", FormatType(self.type))
         object.__setattr__(self, "fields", tuple((str(n), str(t)) for n, t in self.fields))
         if self.type is FormatType.JSON:
-            if not self.fields:
-                msg = "format json needs fields: {name: type, ...} (the typed columns it produces)"
-                raise ValueError(msg)
-            names = [n for n, _ in self.fields]
-            for n, t in self.fields:
-                if not _FIELD_NAME.match(n):
-                    msg = f"json field {n!r}: a field name is letters, digits and '_'"
-                    raise ValueError(msg)
-                if names.count(n) > 1:
-                    msg = f"json field {n!r} is declared twice"
-                    raise ValueError(msg)
-                try:
-                    field_type(t)
-                except ValueError as e:
-                    msg = f"json field {n!r}: {e}"
-                    raise ValueError(msg) from None
+            self._check_json_fields()
         elif self.fields:
             msg = f"fields are declared for format json only, not {self.type.value}"
             raise ValueError(msg)
@@ -108,6 +93,25 @@ class RecordFormat:
         if self.message is not None and self.type is not FormatType.PROTOBUF:
             msg = "message belongs to format protobuf"
             raise ValueError(msg)
+
+    def _check_json_fields(self) -> None:
+        """Format json declares its fields: names of letters, digits and '_', each once, of known types."""
+        if not self.fields:
+            msg = "format json needs fields: {name: type, ...} (the typed columns it produces)"
+            raise ValueError(msg)
+        names = [n for n, _ in self.fields]
+        for n, t in self.fields:
+            if not _FIELD_NAME.match(n):
+                msg = f"json field {n!r}: a field name is letters, digits and '_'"
+                raise ValueError(msg)
+            if names.count(n) > 1:
+                msg = f"json field {n!r} is declared twice"
+                raise ValueError(msg)
+            try:
+                field_type(t)
+            except ValueError as e:
+                msg = f"json field {n!r}: {e}"
+                raise ValueError(msg) from None
 
     @classmethod
     def of(cls, spec: str | dict[str, Any] | RecordFormat | None) -> RecordFormat:
