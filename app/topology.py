@@ -214,13 +214,13 @@ class Topology:
         return sink
 
 
-def _aggs(aggregates: CombinerAggregator | Sequence[Agg], output: str | None, input: str | None) -> tuple[Agg, ...]:  # noqa: A002  as Agg.input
+def _aggs(aggregates: CombinerAggregator | Sequence[Agg], output: str | None, column: str | None) -> tuple[Agg, ...]:
     if isinstance(aggregates, Sequence):
-        if output or input:
+        if output or column:
             msg = "give output/input per Agg when passing several aggregates"
             raise ValueError(msg)
         if not aggregates:
             msg = "persistent_aggregate needs at least one aggregate"
             raise ValueError(msg)
         return tuple(aggregates)
-    return (Agg(aggregates, output or aggregates.name, input),)
+    return (Agg(aggregates, output or aggregates.name, column),)
