@@ -51,22 +51,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.command}: {refused.line}", file=sys.stderr)
             return BAD_INPUT
         if _unreachable(e):
-            untrusted = _cassandra_tls_refusal(args)
-            refused = None if untrusted is None else refusal(untrusted, cassandra_role=_cassandra_role(args))
-            if refused is not None:
-                print(f"{args.command}: {refused.line}", file=sys.stderr)
-                return BAD_INPUT
-            wrong = _wrong_local_dc(args)
-            if wrong is not None:
-                print(f"{args.command}: {wrong}", file=sys.stderr)
-                return BAD_INPUT
-            print(f"{args.command}: cannot reach a server: {describe(e)}", file=sys.stderr)
-            return FAILED
+            line, code = _unreachable_line(args, e)
+            print(f"{args.command}: {line}", file=sys.stderr)
+            return code
         if args.traceback:
             raise  # a bug: its traceback is the report
         print(f"{args.command}: failed: {describe(e)} (python -m app --debug {args.command} ... shows where)",
               file=sys.stderr)
         return FAILED
+
+
+def _unreachable_line(args: argparse.Namespace, e: BaseException) -> tuple[str, int]:
+    """What to say (and the exit code) when a server cannot be reached: a Cassandra TLS refusal or a wrong
+    local data centre, found by asking again, else the error itself."""
+    from app.error_text import describe
+    from app.refusals import refusal
+
+    untrusted = _cassandra_tls_refusal(args)
+    refused = None if untrusted is None else refusal(untrusted, cassandra_role=_cassandra_role(args))
+    if refused is not None:
+        return refused.line, BAD_INPUT
+    wrong = _wrong_local_dc(args)
+    if wrong is not None:
+        return wrong, BAD_INPUT
+    return f"cannot reach a server: {describe(e)}", FAILED
 
 
 def _unreachable(e: BaseException) -> bool:

@@ -78,6 +78,27 @@ def check_access(config: ServiceConfig, metrics: Metrics, stop: threading.Event 
     """Raise the first refusal met: Kafka's as :class:`AccessRefusedError`, Cassandra's as the driver raised it;
     a setting the servers or the machine contradict as :class:`StartupError`. Returns early when ``stop`` is set."""
     fold_driver_tracebacks()
+    _check_kafka(config)
+    _check_sqlite_paths(config)
+    cassandra = config.cassandra_settings()
+    if cassandra is not None and any(p.state.backend == "cassandra" for p in config.pipelines):
+        client = _connect(config, cassandra, stop)
+        if client is None:
+            return  # stopped while waiting
+        keyspaces = client.cluster.metadata.keyspaces
+        if not cassandra.create_keyspace and cassandra.keyspace not in keyspaces:
+            msg = (
+                f"cassandra.keyspace: keyspace {cassandra.keyspace!r} does not exist on the cluster and "
+                "cassandra.create_keyspace is false: create it (CREATE KEYSPACE ... WITH replication "
+                "= ...) or set create_keyspace: true"
+            )
+            raise StartupError(msg)
+        for p in config.pipelines:  # claimed again (a no-op) when the pipelines start
+            compile_pipeline(config, p, metrics=metrics).claim_tables()
+
+
+def _check_kafka(config: ServiceConfig) -> None:
+    """Raise :class:`AccessRefusedError` when Kafka refuses a pipeline's client; a Kafka away is only logged."""
     for p in config.pipelines:
         coordinator = KafkaCoordinator(spout_config(config, p), p.id)
         try:
@@ -88,23 +109,16 @@ def check_access(config: ServiceConfig, metrics: Metrics, stop: threading.Event 
             log.info("pipeline %s: Kafka not checked before start: %s", p.id, e)
         finally:
             coordinator.close()
+
+
+def _check_sqlite_paths(config: ServiceConfig) -> None:
+    """Raise :class:`StartupError` for a SQLite state file this machine cannot hold."""
     for i, p in enumerate(config.pipelines):
         if p.state.backend == "sqlite":
             problem = sqlite_path_problem(p.state.sqlite_path)
             if problem is not None:
-                raise StartupError(f"pipelines[{i}].state.sqlite_path: {problem}")
-    cassandra = config.cassandra_settings()
-    if cassandra is not None and any(p.state.backend == "cassandra" for p in config.pipelines):
-        client = _connect(config, cassandra, stop)
-        if client is None:
-            return  # stopped while waiting
-        keyspaces = client.cluster.metadata.keyspaces
-        if not cassandra.create_keyspace and cassandra.keyspace not in keyspaces:
-            raise StartupError(f"cassandra.keyspace: keyspace {cassandra.keyspace!r} does not exist on the cluster and "
-                               "cassandra.create_keyspace is false: create it (CREATE KEYSPACE ... WITH replication "
-                               "= ...) or set create_keyspace: true")
-        for p in config.pipelines:  # claimed again (a no-op) when the pipelines start
-            compile_pipeline(config, p, metrics=metrics).claim_tables()
+                msg = f"pipelines[{i}].state.sqlite_path: {problem}"
+                raise StartupError(msg)
 
 
 def _connect(config: ServiceConfig, settings: Any, stop: threading.Event | None) -> Any:
@@ -141,8 +155,11 @@ def _connect(config: ServiceConfig, settings: Any, stop: threading.Event | None)
                 raise StartupError(wrong) from None
             waited = time.monotonic() - began
             if limit is not None and waited >= limit:
-                raise StartupError(f"Cassandra at {where} did not answer for {waited:.0f} s (outage_limit_s "
-                                   f"{limit:.0f}): {describe(e)}", FAILED) from None
+                msg = (
+                    f"Cassandra at {where} did not answer for {waited:.0f} s (outage_limit_s "
+                    f"{limit:.0f}): {describe(e)}"
+                )
+                raise StartupError(msg, FAILED) from None
             wait = min(RETRY_MAX_S, 2.0 ** attempt)
             log.warning("Cassandra at %s does not answer (%s): trying again in %.0f s; Spark starts once it does",
                         where, describe(e), wait)
@@ -206,7 +223,8 @@ def cassandra_tls_refusal(settings: Any) -> Exception | None:
     from states.cassandra.session import ssl_context
 
     ctx = ssl_context(settings.tls)
-    assert ctx is not None
+    if ctx is None:  # only when TLS is off, handled above
+        return None
     errors: dict[str, BaseException] = {}
     for host in settings.contact_points:
         try:

@@ -60,7 +60,8 @@ class Batch:
     def advance(self, to: BatchStatus) -> None:
         """Move to ``to``, or raise BatchLifecycleError when the lifecycle does not allow it."""
         if to not in _NEXT[self.status]:
-            raise BatchLifecycleError(f"txid {self.txid} attempt {self.attempt}: {self.status.value} -> {to.value}")
+            msg = f"txid {self.txid} attempt {self.attempt}: {self.status.value} -> {to.value}"
+            raise BatchLifecycleError(msg)
         self.status = to
 
 

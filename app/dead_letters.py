@@ -163,9 +163,10 @@ class DeadLetterWriter:
         if isinstance(err, KafkaError) and err.txn_requires_abort():
             try:
                 producer.abort_transaction(self.timeout_s)
-                return
             except KafkaException:
                 pass
+            else:
+                return
         self._producer = None  # fatal (fenced) or unknown: start over with a new producer next attempt
 
     def _consumer(self) -> Consumer:
@@ -203,12 +204,15 @@ class DeadLetterWriter:
             deadline = time.monotonic() + self.timeout_s
             while todo:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"dead-letter topic {self.topic!r}: could not read back to its end "
-                                       f"(an open transaction?); still at {todo}")
+                    msg = (
+                        f"dead-letter topic {self.topic!r}: could not read back to its end "
+                        f"(an open transaction?); still at {todo}"
+                    )
+                    raise TimeoutError(msg)
                 for m in consumer.consume(500, timeout=0.2):
                     p, offset, err = m.partition() or 0, m.offset() or 0, m.error()
                     if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF and offset >= ends.get(p, 0):  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
+                        if err.code() == KafkaError._PARTITION_EOF and offset >= ends.get(p, 0):  # librdkafka's local error codes are public, named with a leading underscore
                             todo.pop(p, None)
                         continue
                     pipeline, coords = coordinates_of(_headers(m))

@@ -41,10 +41,13 @@ def run(records: int = 100_000, partitions: int = 4, *, db: str | None = None, m
     from spouts.kafka.mock_cluster import MockKafkaCluster
 
     if not is_local(master):  # the counts live in a SQLite file: a cluster's executors would each write their own
-        raise CommandError(f"--master {master}: the demo keeps its counts in SQLite, a file on this machine, which a "
-                           "cluster's executors cannot share; run the demo on a local master (--master local[*]), "
-                           "and on a Spark cluster run the service with a cassandra state (python -m app run; "
-                           "docs/operations.md, \"Run on a Spark cluster\")", BAD_INPUT)
+        msg = (
+            f"--master {master}: the demo keeps its counts in SQLite, a file on this machine, which a "
+            "cluster's executors cannot share; run the demo on a local master (--master local[*]), "
+            "and on a Spark cluster run the service with a cassandra state (python -m app run; "
+            'docs/operations.md, "Run on a Spark cluster")'
+        )
+        raise CommandError(msg, BAD_INPUT)
 
     with tempfile.TemporaryDirectory(prefix="trident-demo-") as tmp, MockKafkaCluster(3) as kafka:
         path = Path(db) if db else Path(tmp) / "demo.db"
@@ -82,7 +85,8 @@ def produce(bootstrap: str, records: int, partitions: int, seed: int) -> Counter
         if i % 5000 == 4999:
             producer.poll(0)
     if producer.flush(60) or failed:
-        raise RuntimeError(f"producing failed: {failed[:3]} ({len(failed)} errors)")
+        msg = f"producing failed: {failed[:3]} ({len(failed)} errors)"
+        raise RuntimeError(msg)
     return truth
 
 

@@ -52,7 +52,8 @@ class ErrorPolicy:
 
     def __post_init__(self) -> None:
         if (self.action is Action.DEAD_LETTER) != (self.topic is not None):
-            raise ValueError("a dead-letter policy needs a topic, and only it has one")
+            msg = "a dead-letter policy needs a topic, and only it has one"
+            raise ValueError(msg)
 
     @classmethod
     def fail(cls) -> ErrorPolicy:
@@ -116,7 +117,8 @@ class BadRecordHandler:
     def __init__(self, pipeline: str, policy: ErrorPolicy, metrics: Metrics,
                  dead_letters: DeadLetterWriter | None = None) -> None:
         if policy.action is Action.DEAD_LETTER and dead_letters is None:
-            raise ValueError(f"pipeline {pipeline!r}: a dead-letter policy needs a dead-letter writer")
+            msg = f"pipeline {pipeline!r}: a dead-letter policy needs a dead-letter writer"
+            raise ValueError(msg)
         self.pipeline, self.policy, self.metrics, self.dead_letters = pipeline, policy, metrics, dead_letters
         self._counted_txid = 0  # a replay in this process does not count its records again
 
@@ -130,7 +132,9 @@ class BadRecordHandler:
             self._count(txid, bad[:1])
             raise BadRecordError(bad[0])
         if action is Action.DEAD_LETTER:
-            assert self.dead_letters is not None
+            if self.dead_letters is None:  # refused by __init__
+                msg = f"pipeline {self.pipeline!r}: a dead-letter policy needs a dead-letter writer"
+                raise ValueError(msg)
             written = self.dead_letters.write(txid, bad, progress)
             log.info("pipeline %s txid %d: %d bad records in dead-letter topic %s (%d written now, the rest by an "
                      "earlier attempt)", self.pipeline, txid, len(bad), self.policy.topic, written)

@@ -54,9 +54,9 @@ CAUSES = ("lease_lost", "data_loss", "stale_batch", "bad_record", "configuration
 
 #: librdkafka errors that no retry can mend (KafkaError codes): bad settings (refusals: :mod:`app.refusals`).
 KAFKA_CONFIG_ERRORS = frozenset({
-    KafkaError._INVALID_ARG,  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
-    KafkaError._UNKNOWN_PROTOCOL,  # noqa: SLF001 - as above
-    KafkaError._NOT_IMPLEMENTED,  # noqa: SLF001 - as above
+    KafkaError._INVALID_ARG,  # librdkafka's local error codes are public, named with a leading underscore
+    KafkaError._UNKNOWN_PROTOCOL,  # as above
+    KafkaError._NOT_IMPLEMENTED,  # as above
 })
 
 
@@ -102,7 +102,7 @@ class FailurePolicy:
     outage_limit_s: float | None = 1800.0  # None: ride out transient failures for ever
     deterministic_attempts: int = 3
 
-    def decide(self, f: Failure) -> Decision:
+    def decide(self, f: Failure) -> Decision:  # noqa: C901, PLR0911  one ordered rule per failure class, the first that matches decides
         e, why = f.error, describe(f.error)
         if isinstance(e, spout_errors.AccessRefusedError):
             return Decision(FailureClass.PERMANENT, str(e), exit_code=BAD_INPUT, cause=e.kind.lower())

@@ -26,13 +26,15 @@ def check_combination(spout: SpoutKind, state: StateKind, *, accept_at_least_onc
     if state is StateKind.NON_TRANSACTIONAL:
         if accept_at_least_once:
             return Guarantee.AT_LEAST_ONCE
-        raise CombinationError(
+        msg = (
             f"a non-transactional state counts replayed batches again (at-least-once) with a {spout.value} spout; "
             "use state kind 'opaque' for exactly-once, or set accept_at_least_once: true"
         )
+        raise CombinationError(msg)
     if spout is SpoutKind.OPAQUE and state is StateKind.TRANSACTIONAL:
-        raise CombinationError(
+        msg = (
             "an opaque spout may replay a txid with different records, which a transactional state would "
             "skip or miscount; use state kind 'opaque' (or a transactional spout)"
         )
+        raise CombinationError(msg)
     return Guarantee.EXACTLY_ONCE

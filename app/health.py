@@ -36,7 +36,7 @@ class Health:
         return {"state": self.state.value, "reason": self.reason, "since": self.since}
 
 
-def assess(*, active: bool, error: str | None, failing: tuple[str, float] | None, source_problem: str | None,
+def assess(*, active: bool, error: str | None, failing: tuple[str, float] | None, source_problem: str | None,  # noqa: PLR0911  ordered cases, the first that holds decides
            progress_age_s: float | None, window_s: float, now: float,
            source_problem_since: float | None = None) -> Health:
     """The health of a pipeline from what its runner knows.

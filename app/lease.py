@@ -43,9 +43,9 @@ def unique_owner(prefix: str | None = None) -> str:
 
 
 def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threading.Event | None = None, *,
-               on_standby: Callable[[LeaseInfo | None], None] = lambda info: None,
+               on_standby: Callable[[LeaseInfo | None], None] = lambda _: None,
                policy: FailurePolicy | None = None,
-               on_permanent: Callable[[Decision], None] = lambda decision: None,
+               on_permanent: Callable[[Decision], None] = lambda _: None,
                clock: Callable[[], float] = time.monotonic,
                wall_clock: Callable[[], float] = time.time) -> tuple[int, float] | None:
     """Acquire the lease: its epoch and the ``clock`` time the successful attempt started (the store's
@@ -79,39 +79,59 @@ def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threadin
             held, info = e, None
         if not isinstance(held, LeaseHeldError):
             failures, failing_since = failures + 1, failing_since if failures else asked_at
-            decision = policy.decide(Failure(held, 0, failures, failures, clock() - failing_since))
-            if decision.permanent:
-                on_permanent(decision)
-                raise held
-            log.warning("topology %s: cannot take the lease (attempt %d): %s; trying again in %.2f s",
-                        store.topology_id, failures, decision.reason, decision.retry_in_s)
+            retry_in_s = _retry_in(policy, Failure(held, 0, failures, failures, clock() - failing_since),
+                                   on_permanent, store.topology_id)
             on_standby(None)
-            if stop.wait(decision.retry_in_s):
+            if stop.wait(retry_in_s):
                 return None
             continue
         failures = 0
-        if info is not None and (info.owner, info.epoch) != seen:
-            seen = (info.owner, info.epoch)
-            until = "an unknown time" if info.expires_at is None else time.strftime(
-                "%H:%M:%S UTC", time.gmtime(info.expires_at))
-            log.info("topology %s: standby; the lease is held by %s (epoch %d) until %s", store.topology_id,
-                     info.owner, info.epoch, until)
-        elif info is None and seen is None:
-            log.info("topology %s: standby; %s", store.topology_id, held)
+        seen = _log_standby(store.topology_id, held, info, seen)
         on_standby(info)  # after the log line, so whoever sees the role can already read who holds the lease
-        remaining = None if info is None or info.expires_at is None else info.expires_at - wall_clock()
-        wait = min(STANDBY_POLL_MAX_S, ttl_s * RENEW_FRACTION)
-        if remaining is not None:
-            wait = min(wait, max(remaining, 0.0) + 0.05)
-        if stop.wait(max(wait, 0.05)):
+        if stop.wait(_standby_wait(info, ttl_s, wall_clock)):
             return None
+
+
+def _retry_in(policy: FailurePolicy, failure: Failure, on_permanent: Callable[[Decision], None],
+              topology_id: str) -> float:
+    """Seconds before asking the store again; raises the failure's error once ``policy`` calls it permanent."""
+    decision = policy.decide(failure)
+    if decision.permanent:
+        on_permanent(decision)
+        raise failure.error
+    log.warning("topology %s: cannot take the lease (attempt %d): %s; trying again in %.2f s",
+                topology_id, failure.failures_in_a_row, decision.reason, decision.retry_in_s)
+    return decision.retry_in_s
+
+
+def _log_standby(topology_id: str, held: Exception, info: LeaseInfo | None,
+                 seen: tuple[str, int] | None) -> tuple[str, int] | None:
+    """Log the standby once per holder and epoch; the holder (owner, epoch) seen now."""
+    if info is not None and (info.owner, info.epoch) != seen:
+        until = "an unknown time" if info.expires_at is None else time.strftime(
+            "%H:%M:%S UTC", time.gmtime(info.expires_at))
+        log.info("topology %s: standby; the lease is held by %s (epoch %d) until %s", topology_id,
+                 info.owner, info.epoch, until)
+        return (info.owner, info.epoch)
+    if info is None and seen is None:
+        log.info("topology %s: standby; %s", topology_id, held)
+    return seen
+
+
+def _standby_wait(info: LeaseInfo | None, ttl_s: float, wall_clock: Callable[[], float]) -> float:
+    """Seconds until a standby asks again: the holder's expiry, at most STANDBY_POLL_MAX_S or a third of the TTL."""
+    remaining = None if info is None or info.expires_at is None else info.expires_at - wall_clock()
+    wait = min(STANDBY_POLL_MAX_S, ttl_s * RENEW_FRACTION)
+    if remaining is not None:
+        wait = min(wait, max(remaining, 0.0) + 0.05)
+    return max(wait, 0.05)
 
 
 class LeaseKeeper:
     """Renews one held lease on its own schedule and tells when it is lost (see the module docstring)."""
 
     def __init__(self, store: CoordinatorStore, owner: str, epoch: int, ttl_s: float, *,
-                 renewed_at: float, on_lost: Callable[[LeaseLostError], None] = lambda e: None,
+                 renewed_at: float, on_lost: Callable[[LeaseLostError], None] = lambda _: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store, self.owner, self.epoch, self.ttl_s = store, owner, epoch, ttl_s
         self._renewed_at, self._on_lost, self._clock = renewed_at, on_lost, clock

@@ -52,7 +52,7 @@ class LocalExecutor:
             for record in self.emitter.emit_partition(meta):
                 records += 1
                 for item in self.flat_map(record):
-                    for sink, acc in zip(self.sinks, partials):
+                    for sink, acc in zip(self.sinks, partials, strict=True):
                         key = sink.key(item) if sink.key else None
                         v = sink.aggregator.init(sink.value(item))
                         acc[key] = sink.aggregator.combine(acc[key], v) if key in acc else v
@@ -61,7 +61,7 @@ class LocalExecutor:
     def commit(self, batch: Batch, processed: tuple[int, list[dict[Any, Any]]]) -> CommitStats:
         records, partials = processed
         keys_updated = 0
-        for sink, acc in zip(self.sinks, partials):
+        for sink, acc in zip(self.sinks, partials, strict=True):
             sink.state.begin_commit(batch.txid)
             if sink.key is None:
                 if None in acc:

@@ -35,15 +35,18 @@ def query(sink: Sink, keys: Sequence[Any] | None = None, *, spec: MapSpec | None
     state = sink.factory.make_state(spec, create=False)  # a reader never creates a table (nor again a lost one)
     if isinstance(sink, PersistentAggregate) and sink.is_global:
         if keys is not None:
-            raise ValueError(f"sink {sink.name!r} is a global aggregate: query it without keys")
+            msg = f"sink {sink.name!r} is a global aggregate: query it without keys"
+            raise ValueError(msg)
         return visible_value(spec, state.multi_get([GLOBAL_KEY])[0])
     if keys is None:
-        raise ValueError(f"sink {sink.name!r} is keyed: give the keys to read")
+        msg = f"sink {sink.name!r} is keyed: give the keys to read"
+        raise ValueError(msg)
     width = len(spec.key)
     wanted = [k if isinstance(k, tuple) else (k,) for k in keys]
     for k in wanted:
         if len(k) != width:
-            raise ValueError(f"key {k!r} of sink {sink.name!r} needs {width} field(s): {[c.name for c in spec.key]}")
+            msg = f"key {k!r} of sink {sink.name!r} needs {width} field(s): {[c.name for c in spec.key]}"
+            raise ValueError(msg)
     return [visible_value(spec, v) for v in state.multi_get(wanted)]
 
 
@@ -54,10 +57,12 @@ def stored_spec(sink: Sink) -> MapSpec:
     """
     f = sink.factory
     if f.backend not in ("sqlite", "cassandra"):
-        raise LookupError(f"sink {sink.name!r}: no spec compiled in this process; pass spec=")
+        msg = f"sink {sink.name!r}: no spec compiled in this process; pass spec="
+        raise LookupError(msg)
     types = open_reader(f).column_types(sink.name)
     if not types:
-        raise LookupError(f"sink {sink.name!r}: table {sink.name!r} does not exist yet (nothing committed)")
+        msg = f"sink {sink.name!r}: table {sink.name!r} does not exist yet (nothing committed)"
+        raise LookupError(msg)
     stamped: set[str] = set()
     if isinstance(sink, PersistentAggregate):
         keys, values = sink.group_by or (GLOBAL_KEY_COLUMN,), tuple(a.output for a in sink.stored_aggregates)
@@ -66,7 +71,8 @@ def stored_spec(sink: Sink) -> MapSpec:
         keys, values = sink.key_columns, sink.value_columns
     missing = [n for n in (*keys, *values) if n not in types]
     if missing:
-        raise LookupError(f"table {sink.name!r} has no column(s) {missing} of sink {sink.name!r}")
+        msg = f"table {sink.name!r} has no column(s) {missing} of sink {sink.name!r}"
+        raise LookupError(msg)
     value_columns = tuple(Column(n, types[n], n in stamped) for n in values)
     if isinstance(sink, PartitionPersist):
         return MapSpec(sink.name, f.kind, tuple(Column(n, types[n]) for n in keys), value_columns)

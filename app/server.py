@@ -87,5 +87,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  the name BaseHTTPRequestHandler gives it
         log.debug("%s %s", self.address_string(), format % args)

@@ -49,7 +49,7 @@ def raised_message(e: BaseException) -> str | None:
         try:
             message = source.getMessageParameters().get("errorMessage")
         except Exception:  # noqa: BLE001 - no parameters to read: not the error sought
-            continue
+            message = None
         if isinstance(message, str):
             return message
     return None

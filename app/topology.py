@@ -47,9 +47,11 @@ class Transform:
 
     def __post_init__(self) -> None:
         if self.kind not in ("select", "with", "filter", "function"):
-            raise ValueError(f"unknown transform kind {self.kind!r}")
+            msg = f"unknown transform kind {self.kind!r}"
+            raise ValueError(msg)
         if (self.kind == "function") != (self.function is not None) or (self.kind != "function" and not self.exprs):
-            raise ValueError(f"transform {self.kind!r} needs {'a function' if self.kind == 'function' else 'expressions'}")
+            msg = f"transform {self.kind!r} needs {'a function' if self.kind == 'function' else 'expressions'}"
+            raise ValueError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +139,14 @@ class Stream:
 
     def group_by(self, *fields: str) -> GroupedStream:
         if not fields:
-            raise ValueError("group_by needs at least one field")
+            msg = "group_by needs at least one field"
+            raise ValueError(msg)
         for f in fields:
             check_identifier(f, "group-by field")
         return GroupedStream(self, tuple(fields))
 
     def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
-                             output: str | None = None, input: str | None = None, name: str,
+                             output: str | None = None, input: str | None = None, name: str,  # noqa: A002  the keyword of Agg.input
                              tombstones: str | None = None, ttl_s: int | None = None) -> PersistentAggregate:
         """A global aggregate (no grouping) into a snapshottable state, in table ``name``."""
         return self.topology.attach(PersistentAggregate(check_identifier(name, "table name"), factory, (),
@@ -164,7 +167,7 @@ class GroupedStream:
     fields: tuple[str, ...]
 
     def persistent_aggregate(self, factory: StateFactory, aggregates: CombinerAggregator | Sequence[Agg], *,
-                             output: str | None = None, input: str | None = None,
+                             output: str | None = None, input: str | None = None,  # noqa: A002  the keyword of Agg.input
                              name: str | None = None, tombstones: str | None = None,
                              ttl_s: int | None = None) -> PersistentAggregate:
         """Keyed aggregates into a map state; table ``name`` (default: the topology's name + the fields).
@@ -189,30 +192,35 @@ class Topology:
     def source(self) -> PartitionedSpout:
         """The spout the topology reads (set by :meth:`new_stream`)."""
         if self.spout is None:
-            raise ValueError(f"topology {self.name!r} has no stream, so no spout to read")
+            msg = f"topology {self.name!r} has no stream, so no spout to read"
+            raise ValueError(msg)
         return self.spout
 
     def new_stream(self, spout: PartitionedSpout) -> Stream:
         if self.spout is not None and self.spout is not spout:
-            raise ValueError("a topology reads one spout; make another topology for another source")
+            msg = "a topology reads one spout; make another topology for another source"
+            raise ValueError(msg)
         self.spout = spout
         return Stream(self)
 
     def attach(self, sink: SinkT, stream: Stream) -> SinkT:
         """Add ``sink``, fed by ``stream``, to this topology (what a stream's terminal methods call)."""
         if any(s.name == sink.name for _, s in self.sinks):
-            raise ValueError(f"two sinks write table {sink.name!r}")
+            msg = f"two sinks write table {sink.name!r}"
+            raise ValueError(msg)
         if not sink.factory.pipeline:  # the metrics its states record carry this topology's id
             sink = replace(sink, factory=replace(sink.factory, pipeline=self.name))
         self.sinks.append((stream, sink))
         return sink
 
 
-def _aggs(aggregates: CombinerAggregator | Sequence[Agg], output: str | None, input: str | None) -> tuple[Agg, ...]:
+def _aggs(aggregates: CombinerAggregator | Sequence[Agg], output: str | None, column: str | None) -> tuple[Agg, ...]:
     if isinstance(aggregates, Sequence):
-        if output or input:
-            raise ValueError("give output/input per Agg when passing several aggregates")
+        if output or column:
+            msg = "give output/input per Agg when passing several aggregates"
+            raise ValueError(msg)
         if not aggregates:
-            raise ValueError("persistent_aggregate needs at least one aggregate")
+            msg = "persistent_aggregate needs at least one aggregate"
+            raise ValueError(msg)
         return tuple(aggregates)
-    return (Agg(aggregates, output or aggregates.name, input),)
+    return (Agg(aggregates, output or aggregates.name, column),)

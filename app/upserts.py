@@ -58,15 +58,21 @@ def check_sink(sink: PersistentAggregate) -> None:
     """Refuse a sink whose upsert settings cannot work, saying why (ValueError)."""
     where = f"table {sink.name!r}"
     if sink.tombstones is not None and sink.tombstones not in TOMBSTONE_POLICIES:
-        raise ValueError(f"{where}: tombstones must be one of {', '.join(TOMBSTONE_POLICIES)} (or None: a null "
-                         f"value is aggregated like any record), got {sink.tombstones!r}")
+        msg = (
+            f"{where}: tombstones must be one of {', '.join(TOMBSTONE_POLICIES)} (or None: a null "
+            f"value is aggregated like any record), got {sink.tombstones!r}"
+        )
+        raise ValueError(msg)
     for a in sink.aggregates:
         if is_stamped(a) and a.input is None:
-            raise ValueError(f"{where}: {a.aggregator.name}() needs an input column")
+            msg = f"{where}: {a.aggregator.name}() needs an input column"
+            raise ValueError(msg)
     for _, problem in tombstone_problems(sink.tombstones, [(a.aggregator.name, a.output) for a in sink.aggregates]):
-        raise ValueError(f"{where}: {problem}")
+        msg = f"{where}: {problem}"
+        raise ValueError(msg)
     if sink.ttl_s is not None and (isinstance(sink.ttl_s, bool) or not isinstance(sink.ttl_s, int) or sink.ttl_s < 1):
-        raise ValueError(f"{where}: ttl_s must be a whole number of seconds >= 1, got {sink.ttl_s!r}")
+        msg = f"{where}: ttl_s must be a whole number of seconds >= 1, got {sink.ttl_s!r}"
+        raise ValueError(msg)
 
 
 def stored_aggregates(sink: PersistentAggregate) -> tuple[Agg, ...]:
@@ -97,9 +103,8 @@ def upsert_transforms(transforms: tuple[Transform, ...], sink: PersistentAggrega
         exprs = {PLACE_COLUMN: f"{PLACE_SQL} AS {PLACE_COLUMN}", TOMBSTONE_COLUMN: f"`value` IS NULL AS {TOMBSTONE_COLUMN}"}
         out.append(Transform("with", tuple(exprs[h] for h in hidden)))
     for t in transforms:
-        if t.kind == "select" and hidden and not any(_is_star(e) for e in t.exprs):
-            t = Transform("select", (*t.exprs, *hidden))
-        out.append(t)
+        widened = t.kind == "select" and bool(hidden) and not any(_is_star(e) for e in t.exprs)
+        out.append(Transform("select", (*t.exprs, *hidden)) if widened else t)
     return tuple(out)
 
 

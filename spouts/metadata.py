@@ -44,9 +44,11 @@ class PartitionMetadata:
 
     def __post_init__(self) -> None:
         if not 0 <= self.first_offset <= self.next_offset:
-            raise ValueError(f"bad offset range [{self.first_offset}, {self.next_offset}) for {self.topic}:{self.partition}")
+            msg = f"bad offset range [{self.first_offset}, {self.next_offset}) for {self.topic}:{self.partition}"
+            raise ValueError(msg)
         if not 0 <= self.record_count <= self.next_offset - self.first_offset:
-            raise ValueError(f"record_count {self.record_count} does not fit range of {self.topic}:{self.partition}")
+            msg = f"record_count {self.record_count} does not fit range of {self.topic}:{self.partition}"
+            raise ValueError(msg)
 
     @property
     def partition_id(self) -> Partition:
@@ -103,6 +105,7 @@ class BatchPlan:
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> BatchPlan:
         if d.get("v") != FORMAT_VERSION:
-            raise ValueError(f"unknown batch metadata format {d.get('v')!r} (expected {FORMAT_VERSION})")
+            msg = f"unknown batch metadata format {d.get('v')!r} (expected {FORMAT_VERSION})"
+            raise ValueError(msg)
         metas = {Partition.parse(pid): PartitionMetadata.from_json(m) for pid, m in d["partitions"].items()}
         return BatchPlan(int(d["txid"]), metas)

@@ -18,7 +18,8 @@ class Caps:
 
     def __post_init__(self) -> None:
         if self.per_partition < 1 or self.per_batch < 1:
-            raise ValueError("caps must be >= 1")
+            msg = "caps must be >= 1"
+            raise ValueError(msg)
 
 
 def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedEmitter,
@@ -40,14 +41,12 @@ def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedE
     for p in ordered:
         prev = last.partitions.get(p) if last else None
         allowance = min(caps.per_partition, budget)
-        if allowance > 0:
-            meta = emitter.plan_partition(p, prev, allowance)
-        else:
-            meta = prev.empty_after() if prev else None
+        meta = emitter.plan_partition(p, prev, allowance) if allowance > 0 else (prev.empty_after() if prev else None)
         if meta is None:
             continue
         if meta.next_offset - meta.first_offset > allowance:
-            raise AssertionError(f"emitter planned past its cap on {p.id}: {meta}")
+            msg = f"emitter planned past its cap on {p.id}: {meta}"
+            raise AssertionError(msg)
         budget -= meta.next_offset - meta.first_offset
         metas[p] = meta
     return BatchPlan(txid, {**carried(last, metas), **metas})

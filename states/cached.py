@@ -34,7 +34,8 @@ class CachedMap(Generic[K, V]):
     def __init__(self, backing: BackingMap[K, V], size: int = 10_000,
                  entries: Iterable[tuple[K, V | None]] = ()) -> None:
         if size < 1:
-            raise ValueError("cache size must be >= 1")
+            msg = "cache size must be >= 1"
+            raise ValueError(msg)
         self.backing, self.size = backing, size
         self._lru: OrderedDict[K, V | None] = OrderedDict()
         self._remember(entries)
@@ -99,8 +100,11 @@ class CasCachedMap(CachedMap[K, V]):
                  entries: Iterable[tuple[K, V | None]] = (), *, blind_inserts: bool = True,
                  sample: int = 64, absent_rate: float | None = 1.0) -> None:
         if not isinstance(backing, CasBackingMap):
-            raise TypeError(f"CasCachedMap needs a compare-and-set backing map, not {type(backing).__name__} "
-                            f"(use CachedMap over a plain backing map)")
+            msg = (
+                f"CasCachedMap needs a compare-and-set backing map, not {type(backing).__name__} "
+                f"(use CachedMap over a plain backing map)"
+            )
+            raise TypeError(msg)
         super().__init__(backing, size, entries)
         self.blind_inserts, self.sample = blind_inserts, sample
         # moving share of misses found absent; an empty cache has no evidence

@@ -60,49 +60,63 @@ def _run(pipe: CasPipe, keys: Sequence[Any], computes: Sequence[Callable[[Any], 
     Keys are started (planned, then read or compare-and-set) while the pipe's queue is short, so
     a read key's compare-and-set and a conflict's retry join a window that is still full.
     """
-    result: list[Any] = [None] * len(keys)
-    attempts = [0] * len(keys)
-    exhausted: list[int] = []
-    left, started = len(keys), 0
-
-    def step(i: int, stored: Any) -> None:
-        """Compute key ``i`` from ``stored``; compare-and-set it if it changed, else it is done."""
-        nonlocal left
-        result[i] = _compute(computes[i], stored, keys[i])
-        if result[i] == stored:
-            left -= 1
-        elif attempts[i] == max_attempts:
-            exhausted.append(i)
-            left -= 1
-        else:
-            attempts[i] += 1
-            pipe.cas(i, keys[i], stored, result[i])
-
+    run = _Run(pipe, keys, computes, max_attempts)
     try:
-        while left:
-            while started < len(keys) and pipe.queued < pipe.size:
-                part = range(started, min(len(keys), started + pipe.size))
-                for i, stored in zip(part, pipe.plan([keys[i] for i in part]), strict=True):
-                    if stored is READ:
-                        pipe.read(i, keys[i])
-                    else:
-                        step(i, stored)
-                started = part.stop
+        while run.left:
+            run.start()
             for i, answer in pipe.answers():
                 if isinstance(answer, Stored):
-                    step(i, answer.value)
+                    run.step(i, answer.value)
                 elif answer.applied:
-                    left -= 1
+                    run.left -= 1
                 else:
                     metrics.cas_conflicts.inc()
-                    step(i, answer.current)
+                    run.step(i, answer.current)
     except BaseException:
         pipe.close(failed=True)
         raise
     pipe.close(failed=False)
-    if exhausted:
-        raise CasRetriesExhaustedError([keys[i] for i in sorted(exhausted)], max_attempts)
-    return result
+    if run.exhausted:
+        raise CasRetriesExhaustedError([keys[i] for i in sorted(run.exhausted)], max_attempts)
+    return run.result
+
+
+class _Run:
+    """One run of the loop: each key's result and attempts, the keys out of attempts, how many are left."""
+
+    __slots__ = ("attempts", "computes", "exhausted", "keys", "left", "max_attempts", "pipe", "result", "started")
+
+    def __init__(self, pipe: CasPipe, keys: Sequence[Any], computes: Sequence[Callable[[Any], Any]],
+                 max_attempts: int) -> None:
+        self.pipe, self.keys, self.computes, self.max_attempts = pipe, keys, computes, max_attempts
+        self.result: list[Any] = [None] * len(keys)
+        self.attempts = [0] * len(keys)
+        self.exhausted: list[int] = []
+        self.left, self.started = len(keys), 0
+
+    def start(self) -> None:
+        """Start keys (planned, then read or compare-and-set) while the pipe's queue is short."""
+        pipe, keys = self.pipe, self.keys
+        while self.started < len(keys) and pipe.queued < pipe.size:
+            part = range(self.started, min(len(keys), self.started + pipe.size))
+            for i, stored in zip(part, pipe.plan([keys[i] for i in part]), strict=True):
+                if stored is READ:
+                    pipe.read(i, keys[i])
+                else:
+                    self.step(i, stored)
+            self.started = part.stop
+
+    def step(self, i: int, stored: Any) -> None:
+        """Compute key ``i`` from ``stored``; compare-and-set it if it changed, else it is done."""
+        self.result[i] = _compute(self.computes[i], stored, self.keys[i])
+        if self.result[i] == stored:
+            self.left -= 1
+        elif self.attempts[i] == self.max_attempts:
+            self.exhausted.append(i)
+            self.left -= 1
+        else:
+            self.attempts[i] += 1
+            self.pipe.cas(i, self.keys[i], stored, self.result[i])
 
 
 def _compute(compute: Callable[[Any], Any], stored: Any, key: object) -> Any:

@@ -99,7 +99,7 @@ class StateTableMissingError(StateError):
         done = "txids were" if committed_txid is None else f"txid {committed_txid} was"
         super().__init__(f"state table {table} is missing, but {done} committed into it: it is never created "
                          "again empty (every key would restart from zero); restore it, or recount with "
-                         "`rewind --reset-state` (docs/operations.md, \"A state table is missing\")")
+                         '`rewind --reset-state` (docs/operations.md, "A state table is missing")')
 
     def after(self, committed_txid: int) -> StateTableMissingError:
         """This error naming ``committed_txid`` as the last committed txid, unless it names one already."""

@@ -38,7 +38,7 @@ def on_one_machine(backend: str) -> bool:
     """Whether ``backend`` keeps its data on one machine (its disk or a process's memory): processes on
     other machines would each open a copy of their own, and the state would split between them."""
     return backend in IN_ONE_PROCESS | ON_ONE_MACHINE
-_MAPS: dict[StateKind, type[OpaqueMap] | type[TransactionalMap] | type[NonTransactionalMap]] = {
+_MAPS: dict[StateKind, type[OpaqueMap | TransactionalMap | NonTransactionalMap]] = {
     StateKind.OPAQUE: OpaqueMap, StateKind.TRANSACTIONAL: TransactionalMap,
     StateKind.NON_TRANSACTIONAL: NonTransactionalMap}
 _opened: dict[tuple[object, ...], object] = {}  # per process: (factory, spec or topology) -> state or store
@@ -63,13 +63,31 @@ class StateFactory:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"unknown state backend {self.backend!r} (one of {', '.join(BACKENDS)})")
+            msg = f"unknown state backend {self.backend!r} (one of {', '.join(BACKENDS)})"
+            raise ValueError(msg)
         if self.backend == "sqlite" and not self.sqlite_path:
-            raise ValueError("the sqlite backend needs sqlite_path")
+            msg = "the sqlite backend needs sqlite_path"
+            raise ValueError(msg)
         if self.backend == "cassandra" and self.cassandra is None:
-            raise ValueError("the cassandra backend needs cassandra settings")
+            msg = "the cassandra backend needs cassandra settings"
+            raise ValueError(msg)
         if self.cache_size < 0:
-            raise ValueError("cache_size must be >= 0 (0 disables the cache)")
+            msg = "cache_size must be >= 0 (0 disables the cache)"
+            raise ValueError(msg)
+
+    def sqlite_file(self) -> str:
+        """``sqlite_path``, which the sqlite backend requires (checked when the factory is made)."""
+        if not self.sqlite_path:
+            msg = "the sqlite backend needs sqlite_path"
+            raise ValueError(msg)
+        return self.sqlite_path
+
+    def cassandra_settings(self) -> CassandraSettings:
+        """``cassandra``, which the cassandra backend requires (checked when the factory is made)."""
+        if self.cassandra is None:
+            msg = "the cassandra backend needs cassandra settings"
+            raise ValueError(msg)
+        return self.cassandra
 
     @property
     def shared_across_processes(self) -> bool:
@@ -89,7 +107,8 @@ class StateFactory:
         ``committed_txid``: the last txid committed into the table (0: none, so it may be created if
         absent); ``create`` overrides that (False: a reader, which never creates a table)."""
         if spec.kind is not self.kind:
-            raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
+            msg = f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}"
+            raise ValueError(msg)
         return self._once(("state", spec), lambda: self._wrap(self.backing_map(
             spec, create=committed_txid == 0 if create is None else create, committed_txid=committed_txid)))
 
@@ -104,7 +123,8 @@ class StateFactory:
         when ``cache_size`` is 0. ``committed_txid`` and ``create`` as for :meth:`make_state`.
         """
         if spec.kind is not self.kind:
-            raise ValueError(f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}")
+            msg = f"table {spec.table}: spec kind {spec.kind.value} != factory kind {self.kind.value}"
+            raise ValueError(msg)
         backing = self._once(("process backing", spec), lambda: self.backing_map(
             spec, create=committed_txid == 0 if create is None else create, committed_txid=committed_txid))
         if not self.cache_size:
@@ -149,19 +169,18 @@ class StateFactory:
             from states.memory import MemoryBackingMap
 
             if spec.ttl_s is not None:
-                raise ValueError(f"table {spec.table}: ttl_s needs the cassandra backend (memory rows do not expire)")
+                msg = f"table {spec.table}: ttl_s needs the cassandra backend (memory rows do not expire)"
+                raise ValueError(msg)
 
             return self._once(("backing", spec), MemoryBackingMap)
         if self.backend == "sqlite":
             from states.sqlite import SqliteBackingMap
 
-            assert self.sqlite_path is not None  # checked in __post_init__
-            return SqliteBackingMap(self.sqlite_path, spec, metrics=self.metrics, create=create,
+            return SqliteBackingMap(self.sqlite_file(), spec, metrics=self.metrics, create=create,
                                     committed_txid=committed_txid)
         from states.cassandra.backing_map import CassandraBackingMap
 
-        assert self.cassandra is not None  # checked in __post_init__
-        return CassandraBackingMap(self.cassandra, spec, metrics=self.metrics, create=create,
+        return CassandraBackingMap(self.cassandra_settings(), spec, metrics=self.metrics, create=create,
                                    committed_txid=committed_txid)
 
     def txstate_store(self, topology_id: str) -> CoordinatorStore:
@@ -174,13 +193,11 @@ class StateFactory:
             if self.backend == "sqlite":
                 from states.sqlite import SqliteTransactionalStateStore
 
-                assert self.sqlite_path is not None
-                return SqliteTransactionalStateStore(self.sqlite_path, topology_id,
+                return SqliteTransactionalStateStore(self.sqlite_file(), topology_id,
                                                      metrics=self._store_metrics(topology_id))
             from states.cassandra.txstate import CassandraTransactionalStateStore
 
-            assert self.cassandra is not None
-            return CassandraTransactionalStateStore(self.cassandra, topology_id, metrics=self._store_metrics(topology_id))
+            return CassandraTransactionalStateStore(self.cassandra_settings(), topology_id, metrics=self._store_metrics(topology_id))
 
         return self._once(("store", topology_id), open_store)
 

@@ -73,11 +73,13 @@ class RowLayout:
     def key_row(self, key: Hashable) -> Row:
         if not isinstance(key, tuple):
             if len(self.key_columns) != 1:
-                raise TypeError(f"table {self.spec.table}: key {key!r} must be a tuple of {len(self.key_columns)}")
+                msg = f"table {self.spec.table}: key {key!r} must be a tuple of {len(self.key_columns)}"
+                raise TypeError(msg)
             key = (key,)
         if len(key) != len(self.key_columns):
-            raise TypeError(f"table {self.spec.table}: key {key!r} must have {len(self.key_columns)} fields")
-        return tuple([None if v is None else f(v) for f, v in zip(self._key_enc, key)])
+            msg = f"table {self.spec.table}: key {key!r} must have {len(self.key_columns)} fields"
+            raise TypeError(msg)
+        return tuple([None if v is None else f(v) for f, v in zip(self._key_enc, key, strict=True)])
 
     # stored values
     def value_row(self, value: Any) -> Row | None:
@@ -114,7 +116,8 @@ class RowLayout:
         elif v is None:
             parts = (None,) * len(self.spec.value)
         elif not isinstance(v, tuple) or isinstance(v, Stamped) or len(v) != len(self.spec.value):
-            raise TypeError(f"table {self.spec.table}: value {v!r} must be a tuple of {len(self.spec.value)}")
+            msg = f"table {self.spec.table}: value {v!r} must be a tuple of {len(self.spec.value)}"
+            raise TypeError(msg)
         else:
             parts = v
         out: list[Any] = []

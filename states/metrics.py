@@ -63,7 +63,7 @@ class StateMetrics:
     def bound(self, pipeline: str) -> StateMetrics:
         """The same families, recording for ``pipeline``; its alerting series exist at 0 from now on."""
         view = copy.copy(self)
-        view._bind(pipeline)  # noqa: SLF001 - a copy of this very object
+        view._bind(pipeline)  # a copy of this very object
         view.cas_conflicts.labels()
         for r in RESOLUTIONS:
             view.cas_unknown.labels(resolution=r)

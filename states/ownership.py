@@ -42,8 +42,11 @@ def check_claimable(table: str) -> str:
     """``table`` if a map state may use it, else ValueError (a store table or the owners table)."""
     check_identifier(table, "table name")
     if table in RESERVED_TABLES:
-        raise ValueError(f"table name {table!r} is reserved for the service's own tables "
-                         f"({', '.join(sorted(RESERVED_TABLES))})")
+        msg = (
+            f"table name {table!r} is reserved for the service's own tables "
+            f"({', '.join(sorted(RESERVED_TABLES))})"
+        )
+        raise ValueError(msg)
     return table
 
 

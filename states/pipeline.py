@@ -106,7 +106,8 @@ class BatchPipe:
         return self.backing.multi_get(keys)
 
     def read(self, tag: int, key: Hashable) -> None:
-        raise AssertionError("a batch pipe reads every key when planning")
+        msg = "a batch pipe reads every key when planning"
+        raise AssertionError(msg)
 
     def cas(self, tag: int, key: Hashable, expected: Any, value: Any) -> None:
         self._cas.append((tag, key, expected, value))

@@ -8,7 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from states.spec import StateKind
 
-K = TypeVar("K", contravariant=True)  # keys are only ever passed in
+K_contra = TypeVar("K_contra", contravariant=True)  # keys are only ever passed in
 V = TypeVar("V")
 #: What ``json.dumps`` accepts: dict / list / str / int / float / bool / None, nested. (``Any``:
 #: mypy cannot spell a recursive JSON type that callers' plain dicts would satisfy.)
@@ -28,18 +28,18 @@ class State(Protocol):
 
 
 @runtime_checkable
-class MapState(State, Protocol[K, V]):
+class MapState(State, Protocol[K_contra, V]):
     """A keyed state: read values, apply per-key updaters for the current txid, or overwrite. ``kind`` is the
     fault-tolerance rule it applies."""
 
     @property
     def kind(self) -> StateKind: ...
 
-    def multi_get(self, keys: Sequence[K]) -> list[V | None]: ...
+    def multi_get(self, keys: Sequence[K_contra]) -> list[V | None]: ...
 
-    def multi_update(self, keys: Sequence[K], updaters: Sequence[Updater]) -> list[V]: ...
+    def multi_update(self, keys: Sequence[K_contra], updaters: Sequence[Updater]) -> list[V]: ...
 
-    def multi_put(self, keys: Sequence[K], values: Sequence[V]) -> None: ...
+    def multi_put(self, keys: Sequence[K_contra], values: Sequence[V]) -> None: ...
 
 
 @runtime_checkable
@@ -54,12 +54,12 @@ class Snapshottable(State, Protocol[V]):
 
 
 @runtime_checkable
-class BackingMap(Protocol[K, V]):
+class BackingMap(Protocol[K_contra, V]):
     """Storage of stored values (opaque, transactional or plain) by key: two methods."""
 
-    def multi_get(self, keys: Sequence[K]) -> list[V | None]: ...
+    def multi_get(self, keys: Sequence[K_contra]) -> list[V | None]: ...
 
-    def multi_put(self, keys: Sequence[K], values: Sequence[V]) -> None: ...
+    def multi_put(self, keys: Sequence[K_contra], values: Sequence[V]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ class CasResult(Generic[V]):
 
 
 @runtime_checkable
-class CasBackingMap(BackingMap[K, V], Protocol[K, V]):
+class CasBackingMap(BackingMap[K_contra, V], Protocol[K_contra, V]):
     """A backing map that can write a value only if the stored one is still ``expected``.
 
     ``expected`` None means "only if absent". A result that is not applied carries the value
@@ -80,7 +80,7 @@ class CasBackingMap(BackingMap[K, V], Protocol[K, V]):
     """
 
     def multi_cas(
-        self, keys: Sequence[K], expected: Sequence[V | None], values: Sequence[V]
+        self, keys: Sequence[K_contra], expected: Sequence[V | None], values: Sequence[V]
     ) -> list[CasResult[V]]: ...
 
 

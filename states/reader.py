@@ -71,4 +71,5 @@ def open_reader(factory: Any) -> TableReader:
         from states.cassandra.reader import CassandraTableReader
 
         return CassandraTableReader(factory.cassandra)
-    raise ValueError(f"backend {factory.backend!r} keeps no table to read")
+    msg = f"backend {factory.backend!r} keeps no table to read"
+    raise ValueError(msg)

@@ -18,7 +18,8 @@ class RotatingTransactionalState:
 
     def __init__(self, store: TransactionalStateStore, namespace: str, *, epoch: int, retention: int = 16) -> None:
         if retention < 1:
-            raise ValueError("retention must be >= 1")
+            msg = "retention must be >= 1"
+            raise ValueError(msg)
         self._store, self._ns, self.epoch, self.retention = store, namespace.rstrip("/"), epoch, retention
         self._txids = sorted(self._txid_of(k) for k in store.keys(self._ns + "/"))
         self._cache: dict[int, Json] = {}

@@ -32,10 +32,11 @@ class StateKind(enum.Enum):
 def check_identifier(name: str, what: str = "identifier") -> str:
     """``name`` if it is a safe lower-case identifier (no quoting, no CQL/SQL injection), else raise."""
     if not isinstance(name, str) or not _IDENT.match(name) or name in RESERVED:
-        raise InvalidIdentifierError(
+        msg = (
             f"invalid {what} {name!r}: use 1-48 lower-case letters, digits and underscores, starting with a "
             f"letter, and not a reserved word"
         )
+        raise InvalidIdentifierError(msg)
     return name
 
 
@@ -53,9 +54,11 @@ class Column:
     def __post_init__(self) -> None:
         check_identifier(self.name, "column name")
         if self.name.startswith("prev_"):
-            raise InvalidIdentifierError(f"column name {self.name!r}: the prefix prev_ is reserved for opaque state")
+            msg = f"column name {self.name!r}: the prefix prev_ is reserved for opaque state"
+            raise InvalidIdentifierError(msg)
         if self.type not in COLUMN_TYPES:
-            raise ValueError(f"column {self.name!r}: unsupported type {self.type!r} (one of {sorted(COLUMN_TYPES)})")
+            msg = f"column {self.name!r}: unsupported type {self.type!r} (one of {sorted(COLUMN_TYPES)})"
+            raise ValueError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,16 +80,22 @@ class MapSpec:
     def __post_init__(self) -> None:
         check_identifier(self.table, "table name")
         if not self.key or not self.value:
-            raise ValueError(f"table {self.table!r} needs at least one key column and one value column")
+            msg = f"table {self.table!r} needs at least one key column and one value column"
+            raise ValueError(msg)
         names = [c.name for c in self.key + self.value] + [c.name + AT_SUFFIX for c in self.value if c.stamped]
         if len(set(names)) != len(names):
-            raise ValueError(f"table {self.table!r}: duplicate column names in {names}")
+            msg = f"table {self.table!r}: duplicate column names in {names}"
+            raise ValueError(msg)
         if self.tombstones and (self.value[-1].name != DELETED_COLUMN or self.value[-1].type != "boolean"
                                 or not self.value[-1].stamped):
-            raise ValueError(f"table {self.table!r}: with tombstones the last value column is the stamped boolean "
-                             f"{DELETED_COLUMN!r}")
+            msg = (
+                f"table {self.table!r}: with tombstones the last value column is the stamped boolean "
+                f"{DELETED_COLUMN!r}"
+            )
+            raise ValueError(msg)
         if self.ttl_s is not None and self.ttl_s < 1:
-            raise ValueError(f"table {self.table!r}: ttl_s must be at least 1 second, got {self.ttl_s}")
+            msg = f"table {self.table!r}: ttl_s must be at least 1 second, got {self.ttl_s}"
+            raise ValueError(msg)
 
     @property
     def scalar(self) -> bool:

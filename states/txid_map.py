@@ -21,7 +21,7 @@ class TxidMap:
     """
 
     kind: ClassVar[StateKind]
-    value_type: ClassVar[type[OpaqueValue[Any]] | type[TransactionalValue[Any]]]  # owns the rule
+    value_type: ClassVar[type[OpaqueValue[Any] | TransactionalValue[Any]]]  # owns the rule
 
     def __init__(self, backing: BackingMap[Any, Any], *, max_cas_attempts: int = 8, metrics: StateMetrics = STATE_METRICS) -> None:
         self.backing, self._max_attempts, self._metrics = backing, max_cas_attempts, metrics
@@ -53,7 +53,8 @@ class TxidMap:
 
     def multi_update(self, keys: Sequence[Hashable], updaters: Sequence[Updater]) -> list[Any]:
         if self._txid is None:
-            raise CommitProtocolError("multi_update outside begin_commit/commit")
+            msg = "multi_update outside begin_commit/commit"
+            raise CommitProtocolError(msg)
         txid, rule, written = self._txid, self.value_type.next, self._written
         wrote: dict[Hashable, bool] = {}  # key -> this call changed it (a skipped replay does not)
 

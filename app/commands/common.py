@@ -52,7 +52,8 @@ def load_config(path: str) -> ServiceConfig:
     try:
         return load(path)
     except ConfigError as e:
-        raise CommandError(f"config error in {path}: {e}", BAD_INPUT) from None
+        msg = f"config error in {path}: {e}"
+        raise CommandError(msg, BAD_INPUT) from None
 
 
 def pipeline_of(config: ServiceConfig, pipeline_id: str) -> Any:
@@ -60,7 +61,8 @@ def pipeline_of(config: ServiceConfig, pipeline_id: str) -> Any:
         return config.pipeline(pipeline_id)
     except KeyError:
         known = ", ".join(p.id for p in config.pipelines)
-        raise CommandError(f"--pipeline {pipeline_id!r}: no such pipeline in the config (known: {known})",
+        msg = f"--pipeline {pipeline_id!r}: no such pipeline in the config (known: {known})"
+        raise CommandError(msg,
                            BAD_INPUT) from None
 
 
@@ -80,4 +82,5 @@ def compile_all(config: ServiceConfig, path: str) -> list[Any]:
     try:
         return [compile_pipeline(config, p) for p in config.pipelines]
     except ConfigError as e:
-        raise CommandError(f"config error in {path}: {e}", BAD_INPUT) from None
+        msg = f"config error in {path}: {e}"
+        raise CommandError(msg, BAD_INPUT) from None

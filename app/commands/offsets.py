@@ -8,7 +8,7 @@ level: in ``read_committed`` mode the end offset is the last stable offset, as t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -78,7 +78,7 @@ class KafkaOffsets:
     def close(self) -> None:
         self._consumer.close()
 
-    def __enter__(self) -> KafkaOffsets:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

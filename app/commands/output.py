@@ -36,10 +36,10 @@ def print_table(columns: Sequence[str], rows: Sequence[dict[str, Any]], out: Tex
     out = out or sys.stdout
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(), file=out)
     print("  ".join("-" * w for w in widths), file=out)
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
 
 
 def _cell(v: Any) -> str:

@@ -56,16 +56,18 @@ def main(args: argparse.Namespace) -> int:
     p = pipeline_of(config, args.pipeline)
     sink = compile_pipeline(config, p).topology.sinks[0][1]
     if args.top is not None and args.top < 1:
-        raise CommandError("--top: must be >= 1", BAD_INPUT)
+        msg = "--top: must be >= 1"
+        raise CommandError(msg, BAD_INPUT)
     try:
         spec = stored_spec(sink)
     except LookupError as e:
-        raise CommandError(f"pipeline {p.id!r}: {e}", FAILED) from None
+        msg = f"pipeline {p.id!r}: {e}"
+        raise CommandError(msg, FAILED) from None
     reader = open_reader(sink.factory)
     columns = [n for n, _ in visible_columns(spec)]
     if args.key:
         found = reader.get(spec, [parse_key(spec, k) for k in args.key])
-        missing = [k for k, r in zip(args.key, found) if r is None]
+        missing = [k for k, r in zip(args.key, found, strict=True) if r is None]
         rows = [r for r in found if r is not None]
         for k in missing:
             progress(f"key {k!r}: not in table {spec.table!r} (never written{', or deleted' if spec.tombstones else ''})")
@@ -74,7 +76,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         by = args.by or spec.value[0].name
         if by not in columns:
-            raise CommandError(f"--by {by!r}: table {spec.table!r} has no such column (columns: {', '.join(columns)})",
+            msg = f"--by {by!r}: table {spec.table!r} has no such column (columns: {', '.join(columns)})"
+            raise CommandError(msg,
                                BAD_INPUT)
         scanned = ProgressEvery(f"scanning {spec.table}")
         rows = reader.top(spec, args.top or 10, by, scanned)
@@ -97,25 +100,31 @@ def parse_key(spec: Any, text: str) -> tuple[Any, ...]:
         if all("=" in part for part in parts):
             given = dict(part.split("=", 1) for part in parts)
             if sorted(given) != sorted(names):
-                raise CommandError(f"--key {text!r}: name every key column of table {spec.table!r}: "
-                                   f"{', '.join(names)}", BAD_INPUT)
+                msg = (
+                    f"--key {text!r}: name every key column of table {spec.table!r}: "
+                    f"{', '.join(names)}"
+                )
+                raise CommandError(msg, BAD_INPUT)
             parts = [given[n] for n in names]
     if len(parts) != len(names):
-        raise CommandError(f"--key {text!r}: table {spec.table!r} has {len(names)} key column(s): {', '.join(names)}",
+        msg = f"--key {text!r}: table {spec.table!r} has {len(names)} key column(s): {', '.join(names)}"
+        raise CommandError(msg,
                            BAD_INPUT)
     out = []
-    for c, raw in zip(spec.key, parts):
+    for c, raw in zip(spec.key, parts, strict=True):
         try:
             out.append(_typed(c.type, raw))
         except ValueError as e:
-            raise CommandError(f"--key {text!r}: column {c.name!r} is {c.type}: {e}", BAD_INPUT) from None
+            msg = f"--key {text!r}: column {c.name!r} is {c.type}: {e}"
+            raise CommandError(msg, BAD_INPUT) from None
     return tuple(out)
 
 
 def _typed(type_: str, raw: str) -> Any:
     if type_ == "boolean":
         if raw.lower() not in ("true", "false"):
-            raise ValueError(f"expected true or false, got {raw!r}")
+            msg = f"expected true or false, got {raw!r}"
+            raise ValueError(msg)
         return raw.lower() == "true"
     return _PARSE[type_](raw)
 

@@ -24,6 +24,7 @@ import argparse
 import logging
 import socket
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,11 +74,15 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     pipeline = pipeline_of(config, args.pipeline)
     if args.to is None and not args.forget:
-        raise CommandError("name a target (--to) or topics to forget (--forget TOPIC)", BAD_INPUT)
+        msg = "name a target (--to) or topics to forget (--forget TOPIC)"
+        raise CommandError(msg, BAD_INPUT)
     target = parse_target(args.to) if args.to is not None else ("keep", None)
     if args.reset_state and not args.yes_i_know:
-        raise CommandError("--reset-state deletes every stored value of the pipeline's tables: add --yes-i-know "
-                           "to confirm", REFUSED)
+        msg = (
+            "--reset-state deletes every stored value of the pipeline's tables: add --yes-i-know "
+            "to confirm"
+        )
+        raise CommandError(msg, REFUSED)
     compiled = next(c for c in compile_all(config, args.config) if c.id == pipeline.id)
     from app.config import spout_config
 
@@ -105,26 +110,37 @@ def parse_target(text: str) -> tuple[str, Any]:
     kind, _, rest = text.partition(":")
     if kind == "timestamp" and rest:
         try:
-            t = datetime.fromisoformat(rest.replace("Z", "+00:00"))
+            t = datetime.fromisoformat(rest.replace("Z", "+00:00"))  # noqa: FURB162  a date alone with Z is taken too
         except ValueError as e:
-            raise CommandError(f"--to {text!r}: not an ISO-8601 time ({e})", BAD_INPUT) from None
+            msg = f"--to {text!r}: not an ISO-8601 time ({e})"
+            raise CommandError(msg, BAD_INPUT) from None
         if t.tzinfo is None:
             t = t.replace(tzinfo=UTC)
         return "timestamp", int(t.timestamp() * 1000)
     if kind == "offsets" and rest:
         out = {}
         for item in rest.split(","):
-            pid, eq, off = item.rpartition("=")
-            try:
-                p = Partition.parse(pid)
-                if not eq or not p.topic or int(off) < 0:
-                    raise ValueError
-            except ValueError:
-                raise CommandError(f"--to {text!r}: {item!r} is not TOPIC:PARTITION=OFFSET", BAD_INPUT) from None
-            out[p] = int(off)
+            found = _partition_offset(item)
+            if found is None:
+                msg = f"--to {text!r}: {item!r} is not TOPIC:PARTITION=OFFSET"
+                raise CommandError(msg, BAD_INPUT)
+            out[found[0]] = found[1]
         return "offsets", out
-    raise CommandError(f"--to {text!r}: use earliest, latest, timestamp:ISO-8601 or offsets:TOPIC:PARTITION=OFFSET,...",
+    msg = f"--to {text!r}: use earliest, latest, timestamp:ISO-8601 or offsets:TOPIC:PARTITION=OFFSET,..."
+    raise CommandError(msg,
                        BAD_INPUT)
+
+
+def _partition_offset(item: str) -> tuple[Partition, int] | None:
+    """``TOPIC:PARTITION=OFFSET`` as (partition, offset); None when ``item`` is not that."""
+    pid, eq, off = item.rpartition("=")
+    try:
+        p = Partition.parse(pid)
+        if not eq or not p.topic or int(off) < 0:
+            return None
+        return p, int(off)
+    except ValueError:
+        return None
 
 
 def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner: str,
@@ -140,18 +156,18 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         info = store.lease_info()
         expiry = "" if info is None or info.expires_at is None else \
             f", lease expires at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(info.expires_at))}"
-        raise CommandError(f"pipeline {compiled.id!r}: refused: the lease is held by {e.owner!r} (epoch {e.epoch}"
-                           f"{expiry}); stop that service first (a standby would take over: stop every instance)",
+        msg = (
+            f"pipeline {compiled.id!r}: refused: the lease is held by {e.owner!r} (epoch {e.epoch}"
+            f"{expiry}); stop that service first (a standby would take over: stop every instance)"
+        )
+        raise CommandError(msg,
                            REFUSED) from None
     started = done = False
     try:
         prog = read_progress(store)
         before = {} if prog.committed_plan is None else \
             {m.partition_id: m.next_offset for m in prog.committed_plan.partitions.values()}
-        unknown = sorted(set(forget) - {p.topic for p in before})
-        if unknown:
-            raise CommandError(f"--forget: no stored position of topic {', '.join(unknown)} (stored: "
-                               f"{', '.join(sorted({p.topic for p in before})) or 'none'})", BAD_INPUT)
+        _refuse_unknown_forget(forget, before)
         offsets = {p: o for p, o in _targets(kafka, target, before).items() if p.topic not in forget}
         forgotten = sorted(p.id for p in before if p.topic in forget)
         txid = max([prog.committed_txid, *prog.frozen_txids]) + 1
@@ -176,19 +192,37 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         done = True
         log.info("rewind of %s by %s: txid %d (after %d), %s, from %s to %s, reset_state=%s", compiled.id, owner, txid,
                  prog.committed_txid, audit["target"], audit["from"], audit["to_offsets"], reset_state)
-        return audit
     except CommandError:
         raise
     except Exception as e:
         if not started:
-            raise CommandError(f"pipeline {compiled.id!r}: rewind failed before writing anything: "
-                               f"{type(e).__name__}: {e}") from e
-        raise CommandError(f"pipeline {compiled.id!r}: rewind interrupted after its first write "
-                           f"({type(e).__name__}: {e}); the lease stays with {owner!r} for {LEASE_TTL_S:.0f} s so no "
-                           "service starts on a half-done rewind: run the same rewind again") from e
+            msg = (
+                f"pipeline {compiled.id!r}: rewind failed before writing anything: "
+                f"{type(e).__name__}: {e}"
+            )
+            raise CommandError(msg) from e
+        msg = (
+            f"pipeline {compiled.id!r}: rewind interrupted after its first write "
+            f"({type(e).__name__}: {e}); the lease stays with {owner!r} for {LEASE_TTL_S:.0f} s so no "
+            "service starts on a half-done rewind: run the same rewind again"
+        )
+        raise CommandError(msg) from e
+    else:
+        return audit
     finally:
         if done or not started:
             _release(store, owner, epoch, compiled.id)
+
+
+def _refuse_unknown_forget(forget: Sequence[str], before: Mapping[Partition, int]) -> None:
+    """``--forget`` names only topics that have a stored position (else exit 2)."""
+    unknown = sorted(set(forget) - {p.topic for p in before})
+    if unknown:
+        msg = (
+            f"--forget: no stored position of topic {', '.join(unknown)} (stored: "
+            f"{', '.join(sorted({p.topic for p in before})) or 'none'})"
+        )
+        raise CommandError(msg, BAD_INPUT)
 
 
 def _release(store: Any, owner: str, epoch: int, pipeline_id: str) -> None:
@@ -208,13 +242,17 @@ def _refuse_missing_topics(pipeline: Any, kafka: KafkaOffsets, *, forget: tuple[
     try:
         found = {p.topic for p in kafka.partitions()}
     except Exception as e:  # noqa: BLE001 - Kafka could not answer: nothing was written yet
-        raise CommandError(f"cannot read the topics from Kafka: {kafka_reason(e)}", FAILED) from None
+        msg = f"cannot read the topics from Kafka: {kafka_reason(e)}"
+        raise CommandError(msg, FAILED) from None
     missing = [t for t in pipeline.spout.topics if t not in found and t not in forget]
     if missing or not (found or forget):
         named = ", ".join(missing) or f"/{pipeline.spout.topic_pattern}/"
-        raise CommandError(f"pipeline {pipeline.id!r}: topic {named} does not exist on the cluster: nothing to "
-                           "rewind (a misspelled topic, or not created yet: python -m app topics apply; "
-                           "--forget TOPIC drops its stored positions)", BAD_INPUT)
+        msg = (
+            f"pipeline {pipeline.id!r}: topic {named} does not exist on the cluster: nothing to "
+            "rewind (a misspelled topic, or not created yet: python -m app topics apply; "
+            "--forget TOPIC drops its stored positions)"
+        )
+        raise CommandError(msg, BAD_INPUT)
 
 
 def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partition, int]) -> dict[Partition, int]:
@@ -236,15 +274,20 @@ def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partitio
     except CommandError:
         raise
     except Exception as e:  # noqa: BLE001 - Kafka could not answer: nothing was written yet
-        raise CommandError(f"cannot read offsets from Kafka: {kafka_reason(e)}", FAILED) from None
+        msg = f"cannot read offsets from Kafka: {kafka_reason(e)}"
+        raise CommandError(msg, FAILED) from None
     out = dict(before)
     for p, o in value.items():
         if p not in marks:
-            raise CommandError(f"--to offsets: partition {p.id} is not one the pipeline reads "
-                               f"(known: {', '.join(q.id for q in parts)})", BAD_INPUT)
+            msg = (
+                f"--to offsets: partition {p.id} is not one the pipeline reads "
+                f"(known: {', '.join(q.id for q in parts)})"
+            )
+            raise CommandError(msg, BAD_INPUT)
         low, end = marks[p]
         if not low <= o <= end:
-            raise CommandError(f"--to offsets: {p.id}={o} is outside the log [{low}, {end}]", BAD_INPUT)
+            msg = f"--to offsets: {p.id}={o} is outside the log [{low}, {end}]"
+            raise CommandError(msg, BAD_INPUT)
         out[p] = o
     return out
 

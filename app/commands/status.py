@@ -93,9 +93,9 @@ def print_report(r: dict[str, Any]) -> None:
                              f"held by {lease['owner']} (epoch {lease['epoch']})" +
                              ("" if lease["expires_in_s"] is None else f", expires in {lease['expires_in_s']:g} s")))
     print(f"  standby:   {r['standby']}")
-    when = "" if r["committed_at"] is None else \
-        f" at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(r['committed_at']))} " \
-        f"({time.time() - r['committed_at']:.0f} s ago)"
+    when = "" if r["committed_at"] is None else (
+        f" at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(r['committed_at']))} "
+        f"({time.time() - r['committed_at']:.0f} s ago)")
     print(f"  committed: txid {r['committed_txid']}{when}")
     print("  frozen:    " + ("none" if r["frozen_txid"] is None else
                              f"txid {r['frozen_txid']} (attempt {r['frozen_attempt']}): replayed by the next start"))

@@ -38,13 +38,15 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(schema_text())
         return OK
     if not args.config:
-        raise CommandError("validate needs --config FILE (or --schema)", BAD_INPUT)
+        msg = "validate needs --config FILE (or --schema)"
+        raise CommandError(msg, BAD_INPUT)
     config = load_config(args.config)
     compiled = compile_all(config, args.config)
     for i, p in enumerate(config.pipelines):
         problem = sqlite_path_problem(p.state.sqlite_path) if p.state.backend == "sqlite" else None
         if problem is not None:
-            raise CommandError(f"config error in {args.config}: pipelines[{i}].state.sqlite_path: {problem}",
+            msg = f"config error in {args.config}: pipelines[{i}].state.sqlite_path: {problem}"
+            raise CommandError(msg,
                                BAD_INPUT)
     plan = {"spark": {"master": config.spark.master, "conf": sorted(config.spark.conf)},
             "http": {"enabled": config.http.enabled, "host": config.http.host, "port": config.http.port},

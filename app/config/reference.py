@@ -134,7 +134,8 @@ def refresh(text: str) -> str:
     def fill(m: re.Match[str]) -> str:
         name = m.group(2)
         if name not in TABLES:
-            raise KeyError(f"no table {name!r} (one of {', '.join(TABLES)})")
+            msg = f"no table {name!r} (one of {', '.join(TABLES)})"
+            raise KeyError(msg)
         return m.group(1) + table(TABLES[name]) + m.group(4)
     return _BLOCK.sub(fill, text)
 

@@ -88,10 +88,12 @@ Text = Annotated[StrictStr, Field(min_length=1)]
 def _choice(*options: str, upper: bool = False) -> Any:
     def check(v: Any) -> str:
         if not isinstance(v, str) or not v:
-            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+            msg = f"expected one of {', '.join(options)}, got {v!r}"
+            raise ValueError(msg)
         v = v.upper() if upper else v.lower()
         if v not in options:
-            raise ValueError(f"{v!r} is not one of {', '.join(options)}")
+            msg = f"{v!r} is not one of {', '.join(options)}"
+            raise ValueError(msg)
         return str(v)
     return Annotated[str, PlainValidator(check), WithJsonSchema({"enum": list(options), "type": "string"})]
 
@@ -104,11 +106,13 @@ def _member(kind: type[enum.Enum]) -> Any:
         if isinstance(v, kind):
             return v
         if not isinstance(v, str) or not v:
-            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+            msg = f"expected one of {', '.join(options)}, got {v!r}"
+            raise ValueError(msg)
         try:
             return kind(v.lower())
         except ValueError:
-            raise ValueError(f"{v.lower()!r} is not one of {', '.join(options)}") from None
+            msg = f"{v.lower()!r} is not one of {', '.join(options)}"
+            raise ValueError(msg) from None
     return Annotated[kind, PlainValidator(check), PlainSerializer(lambda m: m.value, return_type=str),
                      WithJsonSchema({"enum": options, "type": "string"})]
 
@@ -117,8 +121,11 @@ def _identifier(what: str, *, stored: bool = False) -> Any:
     def check(v: str) -> str:
         check_identifier(v, what)
         if stored and v.startswith("prev_"):
-            raise ValueError(f"{what} {v!r}: the prefix prev_ is reserved (opaque state stores the previous value "
-                             "of each column as prev_<column>)")
+            msg = (
+                f"{what} {v!r}: the prefix prev_ is reserved (opaque state stores the previous value "
+                "of each column as prev_<column>)"
+            )
+            raise ValueError(msg)
         return v
     return Annotated[StrictStr, AfterValidator(check), Field(json_schema_extra={"pattern": r"^[a-z][a-z0-9_]{0,47}$"})]
 
@@ -128,7 +135,8 @@ def _scalar(v: Any) -> str:
         return str(v).lower()
     if isinstance(v, (str, int, float)):
         return str(v)
-    raise ValueError("must be a scalar (a string, a number or a boolean)")
+    msg = "must be a scalar (a string, a number or a boolean)"
+    raise ValueError(msg)
 
 
 Scalar = Annotated[str, PlainValidator(_scalar), WithJsonSchema({"type": ["string", "number", "boolean"]})]
@@ -136,7 +144,8 @@ Scalar = Annotated[str, PlainValidator(_scalar), WithJsonSchema({"type": ["strin
 
 def _expression(e: Any) -> str:
     if not isinstance(e, str) or not e.strip():
-        raise ValueError(f"expected a Spark SQL expression (a non-empty string), got {e!r}")
+        msg = f"expected a Spark SQL expression (a non-empty string), got {e!r}"
+        raise ValueError(msg)
     return e
 
 
@@ -147,7 +156,8 @@ Expressions = Annotated[list[Expression], BeforeValidator(lambda v: [v] if isins
 
 def _topic(name: str) -> str:
     if not _TOPIC.match(name):
-        raise ValueError(f"invalid topic name {name!r} (letters, digits, '.', '_', '-')")
+        msg = f"invalid topic name {name!r} (letters, digits, '.', '_', '-')"
+        raise ValueError(msg)
     return name
 
 
@@ -182,7 +192,8 @@ def _bootstrap(servers: str) -> str:
     for entry in servers.split(","):
         m = _BROKER.fullmatch(entry.strip())
         if m is None or (m.group(1) is not None and not 0 < int(m.group(1)) < 65536):
-            raise ValueError(f"{entry.strip()!r} is not a broker address (host:port, e.g. kafka-0:9092)")
+            msg = f"{entry.strip()!r} is not a broker address (host:port, e.g. kafka-0:9092)"
+            raise ValueError(msg)
     return servers
 
 
@@ -206,7 +217,8 @@ class RegistryModel(Section):
     @model_validator(mode="after")
     def _settings(self) -> RegistryModel:
         if self.username and self.password is None:
-            raise at("password", "required with a username: set TRIDENT_SCHEMA_REGISTRY_PASSWORD "
+            msg = "password"
+            raise at(msg, "required with a username: set TRIDENT_SCHEMA_REGISTRY_PASSWORD "
                                  "(or kafka.schema_registry.password, e.g. from ${A_VARIABLE})")
         try:
             self.settings()
@@ -244,8 +256,11 @@ def _removed_reader(v: Any) -> str | None:
     """``spark.kafka_reader``: ``python`` (the only read path, so a no-op) or nothing; the JVM's values are refused."""
     if v is None or (isinstance(v, str) and v.strip().lower() == "python"):
         return None if v is None else "python"
-    raise ValueError(f"{v!r} is no longer accepted: the JVM read path was removed and Python reads every format "
-                     "(delete this setting)")
+    msg = (
+        f"{v!r} is no longer accepted: the JVM read path was removed and Python reads every format "
+        "(delete this setting)"
+    )
+    raise ValueError(msg)
 
 
 _RemovedReader = Annotated[str | None, PlainValidator(_removed_reader),
@@ -333,7 +348,8 @@ _C, _T = CassandraSettings(), TlsSettings()
 def _keyspace(name: str) -> str:
     check_identifier(name, "keyspace name")
     if name.startswith("system"):
-        raise ValueError(f"keyspace {name!r} is Cassandra's own (system*): name the service's keyspace")
+        msg = f"keyspace {name!r} is Cassandra's own (system*): name the service's keyspace"
+        raise ValueError(msg)
     return name
 
 
@@ -395,10 +411,12 @@ class CassandraModel(Section):
     @model_validator(mode="after")
     def _credentials(self) -> CassandraModel:
         if self.username and self.password is None:
-            raise at("password", "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
+            msg = "password"
+            raise at(msg, "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
                                  "(or cassandra.password, e.g. from ${A_VARIABLE})")
         if self.password is not None and not self.username:
-            raise at("username", "required with a password: set TRIDENT_CASSANDRA_USERNAME "
+            msg = "username"
+            raise at(msg, "required with a password: set TRIDENT_CASSANDRA_USERNAME "
                                  "(or cassandra.username)")
         try:
             self.settings()
@@ -422,7 +440,8 @@ def _pattern(p: str) -> str:
     try:
         re.compile(p)
     except re.error as e:
-        raise ValueError(f"not a regular expression: {e}") from None
+        msg = f"not a regular expression: {e}"
+        raise ValueError(msg) from None
     return p
 
 
@@ -493,16 +512,19 @@ class SpoutModel(Section):
     @model_validator(mode="after")
     def _source(self) -> SpoutModel:
         if bool(self.topics) == (self.topic_pattern is not None):
-            raise ValueError("set exactly one of topics (a non-empty list) or topic_pattern (a regular expression)")
+            msg = "set exactly one of topics (a non-empty list) or topic_pattern (a regular expression)"
+            raise ValueError(msg)
         for part in ("key", "value"):
             fmt = getattr(self, f"{part}_format").format()
             if fmt.type.registry:
                 try:
                     fmt.subject_for(tuple(self.topics), part)
                 except ValueError as e:
-                    raise at(f"{part}_format.subject", str(e)) from None
+                    msg = f"{part}_format.subject"
+                    raise at(msg, str(e)) from None
         if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
-            raise at("first_poll_timestamp_ms", f"first_poll {self.first_poll.value} needs it")
+            msg = "first_poll_timestamp_ms"
+            raise at(msg, f"first_poll {self.first_poll.value} needs it")
         return self
 
 
@@ -519,7 +541,8 @@ class TransformModel(Section):
     @classmethod
     def _one(cls, data: Any) -> Any:
         if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in ("map", "each", "filter"):
-            raise ValueError("a transform is one of {map: [expressions]}, {each: [expressions]} or {filter: predicate}")
+            msg = "a transform is one of {map: [expressions]}, {each: [expressions]} or {filter: predicate}"
+            raise ValueError(msg)
         return data
 
     def step(self) -> tuple[str, tuple[str, ...]]:
@@ -563,8 +586,11 @@ class AggregateModel(Section):
         if isinstance(data, str):
             data = {data: None}
         if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in AGGREGATORS:
-            raise ValueError(f"an aggregate is one of {sorted(AGGREGATORS)} with its options, "
-                             "e.g. {sum: {field: amount, as: total}}")
+            msg = (
+                f"an aggregate is one of {sorted(AGGREGATORS)} with its options, "
+                "e.g. {sum: {field: amount, as: total}}"
+            )
+            raise ValueError(msg)
         return {k: {} if v is None else v for k, v in data.items()}
 
     def function(self) -> tuple[str, str | None, str]:
@@ -599,7 +625,8 @@ class StateModel(Section):
     @model_validator(mode="after")
     def _ttl(self) -> StateModel:
         if self.ttl_s is not None and self.backend != "cassandra":
-            raise at("ttl_s", f"needs backend cassandra (backend {self.backend} keeps rows for ever)")
+            msg = "ttl_s"
+            raise at(msg, f"needs backend cassandra (backend {self.backend} keeps rows for ever)")
         return self
 
 
@@ -620,8 +647,11 @@ ErrorsModel = Annotated[_choice("fail", "skip") | DeadLetterModel,  # type: igno
 
 def _pipeline_id(pid: str) -> str:
     if not _PIPELINE_ID.match(pid):
-        raise ValueError(f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, '-' and '_', "
-                         "starting with a letter)")
+        msg = (
+            f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, '-' and '_', "
+            "starting with a letter)"
+        )
+        raise ValueError(msg)
     return pid
 
 
@@ -676,16 +706,19 @@ class PipelineModel(Section):
         outputs = [a.function()[2] for a in self.aggregates]
         functions = [(a.function()[0], a.function()[2]) for a in self.aggregates]
         for i, problem in tombstone_problems(self.state.tombstones, functions):
-            raise at(f"aggregates[{i}]", f"state.{problem}")
+            msg = f"aggregates[{i}]"
+            raise at(msg, f"state.{problem}")
         for i, out in enumerate(outputs):
             if outputs.count(out) > 1 or out in self.group_by:
-                raise at(f"aggregates[{i}]", f"output column {out!r} is used twice (group-by fields and aggregate "
+                msg = f"aggregates[{i}]"
+                raise at(msg, f"output column {out!r} is used twice (group-by fields and aggregate "
                                              "outputs need distinct names)")
         try:
             check_combination(self.spout.kind, self.state.kind,
                               accept_at_least_once=self.accept_at_least_once)
         except ValueError as e:
-            raise at("state.kind", str(e)) from None
+            msg = "state.kind"
+            raise at(msg, str(e)) from None
         try:
             check_claimable(self.table())
         except ValueError as e:
@@ -713,7 +746,8 @@ class TopicModel(Section):
     @classmethod
     def _declared(cls, data: Any) -> Any:
         if data is None:
-            raise ValueError("declare at least partitions")
+            msg = "declare at least partitions"
+            raise ValueError(msg)
         return data
 
     @model_validator(mode="after")
@@ -723,7 +757,8 @@ class TopicModel(Section):
         try:
             object.__setattr__(self, "configs", check_configs(self.configs, self.replication_factor))
         except TopicConfigError as e:
-            raise at(f"configs.{e.key}", e.message) from None
+            msg = f"configs.{e.key}"
+            raise at(msg, e.message) from None
         return self
 
 
@@ -763,22 +798,27 @@ class Document(Section):
         writers: dict[tuple[str, str, str], int] = {}
         for i, p in enumerate(self.pipelines):
             if p.id in seen:
-                raise at(f"pipelines[{i}].id", f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
+                msg = f"pipelines[{i}].id"
+                raise at(msg, f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
             seen[p.id] = i
             for part in ("key", "value"):
                 if getattr(p.spout, f"{part}_format").format().type.registry and self.kafka.schema_registry is None:
-                    raise at(f"pipelines[{i}].spout.{part}_format", "a registry format needs kafka.schema_registry "
+                    msg = f"pipelines[{i}].spout.{part}_format"
+                    raise at(msg, "a registry format needs kafka.schema_registry "
                                                                    "(its url)")
             if p.state.backend == "cassandra" and self.cassandra is None:
-                raise at(f"pipelines[{i}].state.backend", "backend cassandra needs a top-level cassandra section")
+                msg = f"pipelines[{i}].state.backend"
+                raise at(msg, "backend cassandra needs a top-level cassandra section")
             refusal = state_refusal(p.state.backend, self.spark.master)
             if refusal is not None:  # a state on one machine's disk would split between a cluster's executors
-                raise at(f"pipelines[{i}].state.backend", refusal)
+                msg = f"pipelines[{i}].state.backend"
+                raise at(msg, refusal)
             where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"
             key = (p.state.backend, where, p.table())
             if key in writers:
                 other = self.pipelines[writers[key]]
-                raise at(f"pipelines[{i}].state.table", f"table {key[2]!r} is also written by pipeline {other.id!r} "
+                msg = f"pipelines[{i}].state.table"
+                raise at(msg, f"table {key[2]!r} is also written by pipeline {other.id!r} "
                                                         f"(pipelines[{writers[key]}]): a state table belongs to one "
                                                         "pipeline")
             writers[key] = i

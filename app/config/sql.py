@@ -45,11 +45,14 @@ def parse(text: str) -> exp.Expr:
         where = e.errors[0] if e.errors else {}
         what = where.get("description") or _first_line(e)
         at = f" at column {where['col']}" if where.get("col") else ""
-        raise ValueError(f"not a valid Spark SQL expression: {what}{at}: {text!r}") from None
+        msg = f"not a valid Spark SQL expression: {what}{at}: {text!r}"
+        raise ValueError(msg) from None
     except TokenError as e:
-        raise ValueError(f"not a valid Spark SQL expression: {_first_line(e)}: {text!r}") from None
+        msg = f"not a valid Spark SQL expression: {_first_line(e)}: {text!r}"
+        raise ValueError(msg) from None
     if isinstance(tree, (exp.Query, exp.Command, exp.DDL, exp.DML)):
-        raise ValueError(f"expected an expression, got a {tree.key.upper()} statement: {text!r}")
+        msg = f"expected an expression, got a {tree.key.upper()} statement: {text!r}"
+        raise ValueError(msg)
     return tree
 
 

@@ -68,7 +68,8 @@ def check_configs(configs: dict[str, str], rf: int | None) -> dict[str, str]:
         values[key] = value
     isr = values.get("min.insync.replicas")
     if isr is not None and rf is not None and int(isr) > rf:
-        raise TopicConfigError("min.insync.replicas", f"{isr} is more than the replication_factor {rf}: no write "
+        msg = "min.insync.replicas"
+        raise TopicConfigError(msg, f"{isr} is more than the replication_factor {rf}: no write "
                                                       "could ever be acknowledged")
     return dict(sorted(values.items()))
 

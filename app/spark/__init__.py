@@ -37,5 +37,6 @@ _HOMES = {"SinkResult": "app.spark.processing", "SparkBatch": "app.spark.executo
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
     return getattr(importlib.import_module(_HOMES[name]), name)

@@ -56,7 +56,7 @@ class SeenBadRecords(AccumulatorParam[dict[Any, tuple[BadRecord, ...]]]):
     def zero(self, value: dict[Any, tuple[BadRecord, ...]]) -> dict[Any, tuple[BadRecord, ...]]:
         return {}
 
-    def addInPlace(self, a: dict[Any, tuple[BadRecord, ...]],
+    def addInPlace(self, a: dict[Any, tuple[BadRecord, ...]],  # noqa: N802  the name AccumulatorParam gives it
                    b: dict[Any, tuple[BadRecord, ...]]) -> dict[Any, tuple[BadRecord, ...]]:
         a.update(b)
         return a
@@ -88,17 +88,17 @@ def guard_keys(df: Any, keys: Sequence[str], sink: str, limits: KeyLimits | None
     state refuses (``limits``)."""
     if not keys:
         return df
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
-    null = F.col(keys[0]).isNull()
+    null = sf.col(keys[0]).isNull()
     for k in keys[1:]:
-        null = null | F.col(k).isNull()
-    check = F.when(null, F.raise_error(F.lit(f"{_NULL_KEY_TEXT}: sink {sink}, key {', '.join(keys)}")))
+        null = null | sf.col(k).isNull()
+    check = sf.when(null, sf.raise_error(sf.lit(f"{_NULL_KEY_TEXT}: sink {sink}, key {', '.join(keys)}")))
     if limits is not None:
         for problem, refused in _refusals(limits):
             text = f"{_BAD_KEY_TEXT} {problem.value}: {key_message(problem, keys, sink, limits)}"
-            check = check.when(refused, F.raise_error(F.lit(text)))
-    return df.filter(check.otherwise(F.lit(True)))
+            check = check.when(refused, sf.raise_error(sf.lit(text)))
+    return df.filter(check.otherwise(sf.lit(True)))
 
 
 def null_key_message(keys: Sequence[str], sink: str) -> str:
@@ -113,19 +113,19 @@ def key_message(problem: KeyProblem, keys: Sequence[str], sink: str, limits: Key
 def _refusals(limits: KeyLimits) -> list[tuple[KeyProblem, Any]]:
     """Per problem, the Spark column that is true for a (non-null) key ``limits`` refuses: the same rule as
     :meth:`KeyLimits.problem`, evaluated in the process job."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     out: list[tuple[KeyProblem, Any]] = []
     if limits.non_empty:
-        empty = F.lit(False)
+        empty = sf.lit(False)
         for n in limits.non_empty:
-            empty = empty | (F.length(F.col(n)) == 0)  # characters of a string, bytes of a binary
+            empty = empty | (sf.length(sf.col(n)) == 0)  # characters of a string, bytes of a binary
         out.append((KeyProblem.EMPTY, empty))
-    size: Any = F.lit(0)
+    size: Any = sf.lit(0)
     for n, t in limits.columns:
         fixed = limits.size_of(t)
-        size = size + (F.lit(fixed) if fixed is not None else F.octet_length(F.col(n))) + F.lit(limits.overhead)
-    out.append((KeyProblem.TOO_LONG, size > F.lit(limits.max_bytes)))
+        size = size + (sf.lit(fixed) if fixed is not None else sf.octet_length(sf.col(n))) + sf.lit(limits.overhead)
+    out.append((KeyProblem.TOO_LONG, size > sf.lit(limits.max_bytes)))
     return out
 
 
@@ -138,16 +138,16 @@ def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str,
     Spark's observed metrics are aggregated from the tasks of the job (a recomputed task may add its
     rows twice; :func:`null_key_records` keeps one entry per record).
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
-    null = F.col(keys[0]).isNull()
+    null = sf.col(keys[0]).isNull()
     for k in keys[1:]:
-        null = null | F.col(k).isNull()
-    reason = F.when(null, F.lit(NULL_KEY))
+        null = null | sf.col(k).isNull()
+    reason = sf.when(null, sf.lit(NULL_KEY))
     for problem, refused in _refusals(limits) if limits is not None else []:
-        reason = reason.when(refused, F.lit(problem.value))
+        reason = reason.when(refused, sf.lit(problem.value))
     name = f"null_keys_{sink}"
-    found = F.to_json(F.collect_list(F.when(reason.isNotNull(), F.struct(F.col(source).alias("source"),
+    found = sf.to_json(sf.collect_list(sf.when(reason.isNotNull(), sf.struct(sf.col(source).alias("source"),
                                                                         reason.alias("reason"))))).alias("records")
     return df.observe(name, found).filter(reason.isNull()), name
 
@@ -155,12 +155,12 @@ def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str,
 def split_transform_errors(df: Any, sink: str, source: str, error: str) -> tuple[Any, str]:
     """``df`` (in the capturing form, :mod:`app.spark.capture`) without its failed rows, and the name of
     the observation that lists their source records and failed expressions, in the same job."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     name = f"transform_errors_{sink}"
-    failed = F.col(error).isNotNull()
-    found = F.to_json(F.collect_list(F.when(failed, F.struct(F.col(source).alias("source"),
-                                                             F.col(error).alias("expr"))))).alias("records")
+    failed = sf.col(error).isNotNull()
+    found = sf.to_json(sf.collect_list(sf.when(failed, sf.struct(sf.col(source).alias("source"),
+                                                             sf.col(error).alias("expr"))))).alias("records")
     return df.observe(name, found).filter(~failed).drop(error), name
 
 
@@ -170,7 +170,8 @@ def observed(df: Any, name: str) -> list[Any]:
 
     got = java_frame(df).queryExecution().observedMetrics().get(name)
     if got.isEmpty():
-        raise RuntimeError(f"Spark did not report observation {name} of the batch")
+        msg = f"Spark did not report observation {name} of the batch"
+        raise RuntimeError(msg)
     return list(json.loads(got.get().getString(0) or "[]"))
 
 

@@ -52,12 +52,12 @@ def cannot_fail(expr: str) -> bool:
 
 def tried(column: Any) -> Any:
     """``column`` as ``TryEval(struct(column AS v))``: null exactly when evaluating ``column`` threw."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
     from pyspark.sql.classic.column import Column
 
     jvm = active_gateway()  # the session's context (an active session is per thread)
     utils = jvm.org.apache.spark.sql.classic.ExpressionUtils
-    struct = utils.expression(java_column(F.struct(column.alias("v"))))
+    struct = utils.expression(java_column(sf.struct(column.alias("v"))))
     return Column(utils.column(jvm.org.apache.spark.sql.catalyst.expressions.TryEval(struct)))
 
 
@@ -69,9 +69,9 @@ def capture(df: Any, steps: Sequence[Step]) -> Any:
     renamed), else two (three for a filter): one evaluates the expressions, those that may fail tried,
     the next marks the rows and takes the tried values.
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
-    df = df.withColumn(ERROR_COLUMN, F.lit(None).cast("int"))
+    df = df.withColumn(ERROR_COLUMN, sf.lit(None).cast("int"))
     index = 0
     for step in steps:
         first, index = index, index + len(step.transform.exprs)
@@ -82,7 +82,7 @@ def capture(df: Any, steps: Sequence[Step]) -> Any:
 
 def _project(df: Any, step: Step, first: int) -> Any:
     """A ``select`` or ``with`` step in the capturing form."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     from app.spark.plan import is_star
 
@@ -92,45 +92,45 @@ def _project(df: Any, step: Step, first: int) -> Any:
     tries = [(n, k, e) for n, k, e in outputs if n is not None and not cannot_fail(e)]
     plain = [(n, e) for n, _, e in outputs if n is None or cannot_fail(e)]
     if t.kind == "with":
-        df = df.withColumns({**{n: F.expr(e) for n, e in plain if n is not None},
-                             **{f"{_TRIED}{k}": tried(F.expr(e)) for _, k, e in tries}})
+        df = df.withColumns({**{n: sf.expr(e) for n, e in plain if n is not None},
+                             **{f"{_TRIED}{k}": tried(sf.expr(e)) for _, k, e in tries}})
     else:  # a select: stars pass through (they cannot fail); ERROR_COLUMN is kept (a "*" keeps it already)
-        df = df.select(*[F.expr(e) for _, e in plain], *[tried(F.expr(e)).alias(f"{_TRIED}{k}") for _, k, e in tries],
-                       *([] if any(e.strip() == "*" for e in t.exprs) else [F.col(ERROR_COLUMN)]))
+        df = df.select(*[sf.expr(e) for _, e in plain], *[tried(sf.expr(e)).alias(f"{_TRIED}{k}") for _, k, e in tries],
+                       *([] if any(e.strip() == "*" for e in t.exprs) else [sf.col(ERROR_COLUMN)]))
     if not tries:
         return df
     made = {n for n, _, _ in tries}
     return df.select(*[_mark([(k, f"{_TRIED}{k}") for _, k, _ in tries]) if c == ERROR_COLUMN else _col(c)
                        for c in df.columns if not c.startswith(_TRIED) and c not in made],
-                     *[F.col(f"{_TRIED}{k}.v").alias(n) for n, k, _ in tries])
+                     *[sf.col(f"{_TRIED}{k}.v").alias(n) for n, k, _ in tries])
 
 
 def _filter(df: Any, k: int, expr: str) -> Any:
     """A ``filter`` step in the capturing form: a row it fails on is kept, marked."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     columns = df.columns
-    df = df.withColumn(_TRIED, tried(F.expr(expr)))
-    df = df.filter(F.col(ERROR_COLUMN).isNotNull() | F.col(_TRIED).isNull() | F.coalesce(F.col(f"{_TRIED}.v"),
-                                                                                      F.lit(False)))
+    df = df.withColumn(_TRIED, tried(sf.expr(expr)))
+    df = df.filter(sf.col(ERROR_COLUMN).isNotNull() | sf.col(_TRIED).isNull() | sf.coalesce(sf.col(f"{_TRIED}.v"),
+                                                                                      sf.lit(False)))
     return df.select(*[_mark([(k, _TRIED)]) if c == ERROR_COLUMN else _col(c) for c in columns])
 
 
 def _col(name: str) -> Any:
     """Column ``name`` itself (a dot in it is no field access)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
-    return F.col("`" + name.replace("`", "``") + "`")
+    return sf.col("`" + name.replace("`", "``") + "`")
 
 
 def _mark(tries: list[tuple[int, str]]) -> Any:
     """:data:`ERROR_COLUMN` of a row not yet marked set to the first of ``tries`` that failed on it."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
-    first = F.when(F.col(tries[0][1]).isNull(), F.lit(tries[0][0]))
+    first = sf.when(sf.col(tries[0][1]).isNull(), sf.lit(tries[0][0]))
     for k, name in tries[1:]:
-        first = first.when(F.col(name).isNull(), F.lit(k))
-    return F.coalesce(F.col(ERROR_COLUMN), first).alias(ERROR_COLUMN)
+        first = first.when(sf.col(name).isNull(), sf.lit(k))
+    return sf.coalesce(sf.col(ERROR_COLUMN), first).alias(ERROR_COLUMN)
 
 
 def step_of(steps: Sequence[Step], index: int) -> int:

@@ -31,7 +31,8 @@ class ExecutorWatch:
     def __init__(self, count: Callable[[], int | None], bound_s: float = DEFAULT_BOUND_S, gauge: Any = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if bound_s <= 0:
-            raise ValueError("the bound on executors gone must be > 0 seconds")
+            msg = "the bound on executors gone must be > 0 seconds"
+            raise ValueError(msg)
         self.count, self.bound_s, self.gauge, self._clock = count, bound_s, gauge, clock
         self.executors: int | None = None
         self._none_since: float | None = None

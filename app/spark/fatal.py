@@ -32,7 +32,8 @@ def encode(error: BaseException) -> str:
     """The JSON record of ``error`` (an instance of a class in :data:`CARRIED`)."""
     cls = type(error)
     if _BY_NAME.get(cls.__name__) is not cls:
-        raise TypeError(f"{cls.__name__} is not carried across Spark")
+        msg = f"{cls.__name__} is not carried across Spark"
+        raise TypeError(msg)
     fields = {name: _plain(getattr(error, name)) for name in inspect.signature(cls).parameters}
     return json.dumps({"error": cls.__name__, "fields": fields}, default=repr)
 

@@ -25,7 +25,7 @@ SLOW_S = 5.0  # an isolation running longer than this says its rounds and summar
 class Isolation:
     """One isolation of one txid's bad records: its progress, as log lines, a status text and metrics."""
 
-    def __init__(self, pipeline: str, txid: int, stage: str, records: int, metrics: Metrics,
+    def __init__(self, pipeline: str, txid: int, stage: str, records: int, metrics: Metrics, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.pipeline, self.txid, self.stage, self.records, self.metrics = pipeline, txid, stage, records, metrics
         self.rounds = self.probes = 0

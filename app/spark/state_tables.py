@@ -22,18 +22,18 @@ class StateTables:
 
     def __init__(self, sinks: Sequence[CompiledSink]) -> None:
         self.sinks = sinks
-        self._reset_txid: int | None = None  # the txid of the last rewind that emptied the tables, once read
-        self._recorded: set[str] | None = None  # where the recorded tables live, once read
+        # once read: the txid of the last rewind that emptied the tables, and where the recorded tables live
+        self._loaded: tuple[int, set[str]] | None = None
 
     def check(self, committed_txid: int, progress: Any) -> None:
         """Raise StateTableMissingError for a recorded table that is gone (``committed_txid`` committed into
         it); record a table found but not recorded yet. Before the first txid, so an idle pipeline stops too."""
-        self._load(progress)
-        if progress is None or committed_txid <= self._reset():
+        reset_txid, tables = self._load(progress)
+        if progress is None or committed_txid <= reset_txid:
             return
         for c in self.sinks:
             factory, where = c.sink.factory, c.sink.factory.where(c.spec)
-            if where in self._tables():
+            if where in tables:
                 factory.check_table(c.spec, committed_txid)
             elif factory.backend != "memory" and factory.has_table(c.spec):
                 self._record(progress, where, committed_txid)
@@ -41,8 +41,8 @@ class StateTables:
     def committed_into(self, c: CompiledSink, batch: Batch) -> int:
         """The last txid committed into ``c``'s table before ``batch``: 0 (it may be created) when the table is
         not recorded, or when a rewind emptied the tables and no txid has committed since."""
-        self._load(batch.progress)
-        if batch.txid - 1 <= self._reset() or c.sink.factory.where(c.spec) not in self._tables():
+        reset_txid, tables = self._load(batch.progress)
+        if batch.txid - 1 <= reset_txid or c.sink.factory.where(c.spec) not in tables:
             return 0
         return batch.txid - 1
 
@@ -56,19 +56,13 @@ class StateTables:
                     self._record(batch.progress, c.sink.factory.where(c.spec), batch.txid)
 
     def _record(self, progress: Any, where: str, txid: int) -> None:
-        if where not in self._tables():
+        tables = self._load(progress)[1]
+        if where not in tables:
             progress.record_table(where, txid)
-            self._tables().add(where)
+            tables.add(where)
 
-    def _load(self, progress: Any) -> None:
-        if self._reset_txid is None or self._recorded is None:
-            self._reset_txid = 0 if progress is None else progress.state_reset_txid()
-            self._recorded = set() if progress is None else progress.tables()
-
-    def _reset(self) -> int:
-        assert self._reset_txid is not None
-        return self._reset_txid
-
-    def _tables(self) -> set[str]:
-        assert self._recorded is not None
-        return self._recorded
+    def _load(self, progress: Any) -> tuple[int, set[str]]:
+        """The reset txid and the recorded tables, read from ``progress`` the first time."""
+        if self._loaded is None:
+            self._loaded = (0, set()) if progress is None else (progress.state_reset_txid(), progress.tables())
+        return self._loaded

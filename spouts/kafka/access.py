@@ -11,6 +11,7 @@ distinct line at most once per :data:`LOG_EVERY_S`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -25,10 +26,10 @@ AUTHENTICATION, AUTHORIZATION, TLS = "authentication", "authorization", "TLS"
 
 #: librdkafka and broker error codes that mean "refused", by kind.
 REFUSALS: dict[int, str] = {
-    KafkaError._AUTHENTICATION: AUTHENTICATION,  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
+    KafkaError._AUTHENTICATION: AUTHENTICATION,  # librdkafka's local error codes are public, named with a leading underscore
     KafkaError.SASL_AUTHENTICATION_FAILED: AUTHENTICATION,
     KafkaError.UNSUPPORTED_SASL_MECHANISM: AUTHENTICATION,
-    KafkaError._SSL: TLS,  # noqa: SLF001 - as above
+    KafkaError._SSL: TLS,  # as above
     KafkaError.TOPIC_AUTHORIZATION_FAILED: AUTHORIZATION,
     KafkaError.GROUP_AUTHORIZATION_FAILED: AUTHORIZATION,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: AUTHORIZATION,
@@ -110,10 +111,8 @@ class AccessWatch:
 
 def serve(client: Any) -> None:
     """Serve a client's queued callbacks (errors, logs) without waiting; a closed client has none."""
-    try:
+    with contextlib.suppress(RuntimeError, ValueError):  # closed
         client.poll(0)
-    except (RuntimeError, ValueError):  # closed
-        pass
 
 
 class _OncePer(logging.Filter):

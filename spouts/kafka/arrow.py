@@ -50,7 +50,8 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
     range yields nothing.
     """
     if batch_size < 1:
-        raise ValueError("batch_size must be >= 1")
+        msg = "batch_size must be >= 1"
+        raise ValueError(msg)
     if meta.empty:
         return
     conf = config.consumer_config(topology_id, range_records=meta.next_offset - meta.first_offset)

@@ -50,7 +50,7 @@ RESERVED_PROPERTIES = frozenset({
     "enable.partition.eof", "auto.offset.reset",
 })
 
-_SECRET_NAME = re.compile(r"password|secret|ssl\.key\.pem|sasl\.oauthbearer\.config|sasl\.jaas\.config", re.I)
+_SECRET_NAME = re.compile(r"password|secret|ssl\.key\.pem|sasl\.oauthbearer\.config|sasl\.jaas\.config", re.IGNORECASE)
 
 
 def is_secret(name: str) -> bool:
@@ -96,30 +96,46 @@ class KafkaSpoutConfig:
         object.__setattr__(self, "topics", tuple(self.topics))
         object.__setattr__(self, "key_format", RecordFormat.of(self.key_format))
         object.__setattr__(self, "value_format", RecordFormat.of(self.value_format))
+        self._check_registry_formats()
+        object.__setattr__(self, "properties", MappingProxyType({str(k): str(v) for k, v in self.properties.items()}))
+        self._check_topics()
+        if not self.bootstrap_servers:
+            msg = "bootstrap_servers is required"
+            raise ValueError(msg)
+        if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
+            msg = f"first_poll {self.first_poll.name} needs first_poll_timestamp_ms"
+            raise ValueError(msg)
+        if self.isolation_level not in ISOLATION_LEVELS:
+            msg = f"isolation_level must be one of {ISOLATION_LEVELS}, not {self.isolation_level!r}"
+            raise ValueError(msg)
+        reserved = RESERVED_PROPERTIES & set(self.properties)
+        if reserved:
+            msg = f"properties {sorted(reserved)} are set by the spout; use the typed settings instead"
+            raise ValueError(msg)
+        if min(self.discovery_interval_s, self.request_timeout_s, self.read_timeout_s) < 0:
+            msg = "intervals and timeouts must be >= 0"
+            raise ValueError(msg)
+
+    def _check_registry_formats(self) -> None:
+        """A registry format needs ``schema_registry``, and a subject it can name for the topics."""
         for part, fmt in (("key", self.key_format), ("value", self.value_format)):
             if fmt.type.registry:
                 if self.schema_registry is None:
-                    raise ValueError(f"{part}_format {fmt.type.value} needs schema_registry (its url)")
+                    msg = f"{part}_format {fmt.type.value} needs schema_registry (its url)"
+                    raise ValueError(msg)
                 fmt.subject_for(self.topics if self.topic_pattern is None else (), part)
-        object.__setattr__(self, "properties", MappingProxyType({str(k): str(v) for k, v in self.properties.items()}))
+
+    def _check_topics(self) -> None:
+        """Exactly one of ``topics`` and ``topic_pattern``, the pattern a regular expression."""
         if bool(self.topics) == (self.topic_pattern is not None):
-            raise ValueError("set exactly one of topics (a list) or topic_pattern (a regular expression)")
+            msg = "set exactly one of topics (a list) or topic_pattern (a regular expression)"
+            raise ValueError(msg)
         if self.topic_pattern is not None:
             try:
                 re.compile(self.topic_pattern)
             except re.error as e:
-                raise ValueError(f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}") from e
-        if not self.bootstrap_servers:
-            raise ValueError("bootstrap_servers is required")
-        if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
-            raise ValueError(f"first_poll {self.first_poll.name} needs first_poll_timestamp_ms")
-        if self.isolation_level not in ISOLATION_LEVELS:
-            raise ValueError(f"isolation_level must be one of {ISOLATION_LEVELS}, not {self.isolation_level!r}")
-        reserved = RESERVED_PROPERTIES & set(self.properties)
-        if reserved:
-            raise ValueError(f"properties {sorted(reserved)} are set by the spout; use the typed settings instead")
-        if min(self.discovery_interval_s, self.request_timeout_s, self.read_timeout_s) < 0:
-            raise ValueError("intervals and timeouts must be >= 0")
+                msg = f"topic_pattern {self.topic_pattern!r} is not a regular expression: {e}"
+                raise ValueError(msg) from e
 
     def __repr__(self) -> str:
         target = f"topics={list(self.topics)!r}" if self.topics else f"topic_pattern={self.topic_pattern!r}"

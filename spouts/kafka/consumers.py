@@ -9,6 +9,7 @@ failed while the cluster refused the client raises :class:`~spouts.errors.Access
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -112,10 +113,8 @@ class ConsumerPool:
 
 
 def _close_quietly(consumer: Consumer) -> None:
-    try:
+    with contextlib.suppress(RuntimeError, KafkaException):  # already closed, or the cluster is gone: nothing to release
         consumer.close()
-    except (RuntimeError, KafkaException):  # already closed, or the cluster is gone: nothing to release
-        pass
 
 
 #: The process-wide pool used by the spouts and the Arrow reader.

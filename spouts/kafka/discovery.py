@@ -55,8 +55,7 @@ class KafkaCoordinator:
     def partitions(self) -> list[Partition]:
         self._publisher.check()  # a refusal seen while publishing offsets is as permanent as one here
         if self._known is None or self._clock() - self._refreshed_at >= self.config.discovery_interval_s:
-            self.refresh()
-        assert self._known is not None
+            return self.refresh()
         return list(self._known)
 
     def refresh(self) -> list[Partition]:
@@ -66,10 +65,11 @@ class KafkaCoordinator:
         """
         servers = self.config.bootstrap_servers
         try:
-            if self._metadata_client is None:
+            client = self._metadata_client
+            if client is None:
                 conf, self._watch = watched(self.config.consumer_config(self.topology_id))
-                self._metadata_client = Consumer(conf)
-            md = self._metadata_client.list_topics(timeout=self.config.request_timeout_s)
+                client = self._metadata_client = Consumer(conf)
+            md = client.list_topics(timeout=self.config.request_timeout_s)
         except KafkaException as e:
             self._raise_refusal(e)
             if self._known is None:
@@ -80,7 +80,7 @@ class KafkaCoordinator:
         if self._watch is not None:
             self._watch.clear()
         readable = [n for n, tm in md.topics.items() if tm.error is None]
-        self._refused_topics([t for t in self.config.topics if t not in md.topics])
+        self._refused_topics(client, [t for t in self.config.topics if t not in md.topics])
         found = [Partition(t, p) for t in select_topics(self.config, readable) for p in md.topics[t].partitions]
         found.sort()
         self._report(self._topic_problem(readable, md.topics))
@@ -91,15 +91,14 @@ class KafkaCoordinator:
         self._known, self._refreshed_at = found, self._clock()
         return list(found)
 
-    def _refused_topics(self, missing: Sequence[str]) -> None:
+    def _refused_topics(self, client: Consumer, missing: Sequence[str]) -> None:
         """Raise if a listed topic is absent from the metadata because the principal may not see it: Kafka
         leaves topics without a Describe ACL out of a full listing, and only says why when asked by name
         (a consumer's metadata request never creates a topic)."""
-        assert self._metadata_client is not None
         conf = self.config.consumer_config(self.topology_id)
         for topic in missing:
             try:
-                md = self._metadata_client.list_topics(topic, timeout=self.config.request_timeout_s)
+                md = client.list_topics(topic, timeout=self.config.request_timeout_s)
             except KafkaException:
                 return  # the cluster went away meanwhile: the full listing's answer stands
             tm = md.topics.get(topic)

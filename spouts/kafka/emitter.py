@@ -78,10 +78,9 @@ class KafkaEmitter:
         first_poll = last is None or (not self.config.first_poll.uncommitted and last.topology_id != self.topology_id)
         try:
             low, end = self._watermarks(partition)
-            if first_poll:
+            if first_poll or last is None:
                 start = self._first_offset(partition, low, end)
             else:
-                assert last is not None
                 start = self._checked_resume(partition, last.next_offset, low, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
@@ -135,7 +134,9 @@ class KafkaEmitter:
             return low
         if position == "latest":
             return end
-        assert self.config.first_poll_timestamp_ms is not None
+        if self.config.first_poll_timestamp_ms is None:  # refused when the config is made
+            msg = f"first_poll {self.config.first_poll.name} needs first_poll_timestamp_ms"
+            raise ValueError(msg)
         offset = self._offset_for_time(p, self.config.first_poll_timestamp_ms)
         return end if offset < 0 else min(max(offset, low), end)  # -1: no record at or after the time
 
@@ -246,7 +247,8 @@ def to_record(m: Message) -> Record:
     """A delivered message as a :class:`Record` (timestamp 0 when the broker gave none)."""
     topic, partition, offset = m.topic(), m.partition(), m.offset()
     if topic is None or partition is None or offset is None:
-        raise ValueError(f"not a delivered record (an event message?): {m.error()}")
+        msg = f"not a delivered record (an event message?): {m.error()}"
+        raise ValueError(msg)
     ts_type, ts = m.timestamp()
     return Record(topic, partition, offset, m.key(), m.value(), ts if ts_type else 0, _headers(m.headers()))
 

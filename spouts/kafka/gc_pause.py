@@ -15,24 +15,31 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-_lock = threading.Lock()
-_depth = 0
-_was_enabled = False
+
+class _Pauses:
+    """How many pauses are open, and whether collection was on before the first of them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.was_enabled = False
+
+
+_pauses = _Pauses()
 
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Collection off inside the block; restored to what it was once the outermost pause ends."""
-    global _depth, _was_enabled
-    with _lock:
-        if _depth == 0:
-            _was_enabled = gc.isenabled()
+    with _pauses.lock:
+        if _pauses.depth == 0:
+            _pauses.was_enabled = gc.isenabled()
             gc.disable()
-        _depth += 1
+        _pauses.depth += 1
     try:
         yield
     finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _was_enabled:
+        with _pauses.lock:
+            _pauses.depth -= 1
+            if _pauses.depth == 0 and _pauses.was_enabled:
                 gc.enable()

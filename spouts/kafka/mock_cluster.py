@@ -16,8 +16,8 @@ answers -1; no CreateTopics/CreatePartitions/DeleteRecords admin requests (hence
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
+from pathlib import Path
+from typing import Self
 
 import confluent_kafka
 from confluent_kafka import Consumer
@@ -29,11 +29,12 @@ _RK_PRODUCER = 0
 
 def librdkafka_path() -> str:
     """The librdkafka shared library bundled with confluent-kafka (the one its C extension uses)."""
-    libs = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
-    found = sorted(glob.glob(os.path.join(libs, "librdkafka*.so*")))
+    libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+    found = sorted(libs.glob("librdkafka*.so*"))
     if not found:
-        raise RuntimeError(f"no bundled librdkafka under {libs}")
-    return found[0]
+        msg = f"no bundled librdkafka under {libs}"
+        raise RuntimeError(msg)
+    return str(found[0])
 
 
 def _load() -> ctypes.CDLL:
@@ -79,11 +80,13 @@ class MockKafkaCluster:
             lib.rd_kafka_conf_set(conf, key, value, errstr, len(errstr))
         self._rk = lib.rd_kafka_new(_RK_PRODUCER, conf, errstr, len(errstr))
         if not self._rk:
-            raise MockClusterError(f"rd_kafka_new failed: {errstr.value.decode()}")
+            msg = f"rd_kafka_new failed: {errstr.value.decode()}"
+            raise MockClusterError(msg)
         self._mc = lib.rd_kafka_mock_cluster_new(self._rk, brokers)
         if not self._mc:
             lib.rd_kafka_destroy(self._rk)
-            raise MockClusterError("rd_kafka_mock_cluster_new failed")
+            msg = "rd_kafka_mock_cluster_new failed"
+            raise MockClusterError(msg)
         self.broker_ids = tuple(range(1, brokers + 1))
         self._bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
 
@@ -140,9 +143,10 @@ class MockKafkaCluster:
 
     def _check(self, err: int, what: str) -> None:
         if err:
-            raise MockClusterError(f"{what}: {self._lib.rd_kafka_err2str(err).decode()} ({err})")
+            msg = f"{what}: {self._lib.rd_kafka_err2str(err).decode()} ({err})"
+            raise MockClusterError(msg)
 
-    def __enter__(self) -> MockKafkaCluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

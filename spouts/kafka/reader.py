@@ -8,6 +8,7 @@ past ``next_offset``, or an end-of-partition event at or past it), never after a
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Generator
 
@@ -26,7 +27,7 @@ from spouts.metadata import PartitionMetadata
 #: How long one ``consume`` call may wait; progress is checked between calls.
 POLL_S = 0.05
 
-_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}  # noqa: SLF001 - librdkafka's local error codes are public, named with a leading underscore
+_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}  # librdkafka's local error codes are public, named with a leading underscore
 
 
 def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: float,
@@ -55,27 +56,7 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                 yield msgs
                 deadline = time.monotonic() + read_timeout_s
                 continue
-            out: list[Message] = []
-            for m in msgs:
-                err, offset = m.error(), m.offset()
-                if offset is None:
-                    continue  # librdkafka sets an offset on every record and end-of-partition event
-                if err is None:
-                    if offset >= end:
-                        pos = end
-                        break
-                    if offset >= pos:
-                        out.append(m)
-                        pos = offset + 1
-                elif err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - as above
-                    pos = max(pos, offset)  # everything before the end was delivered or was a gap
-                elif err.code() in _OUT_OF_RANGE:
-                    raise _range_error(consumer, meta, pos, err)
-                elif err.code() in REFUSALS:  # e.g. no Read ACL on the topic: never mended by waiting
-                    raise KafkaException(KafkaError(err.code(), f"topic {meta.topic}: {err.str()}"))
-                elif err.fatal():
-                    raise KafkaException(err)
-                # anything else is transient (broker down, leader moving) and retried by librdkafka
+            out, pos = _sift(consumer, meta, msgs, pos)
             if out:
                 yield out
             if pos > before:
@@ -84,10 +65,41 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
                 raise PartitionUnavailableError(
                     p, f"no progress at offset {pos} for {read_timeout_s}s (range ends at {end})")
     finally:
-        try:
+        with contextlib.suppress(KafkaException):
             consumer.unassign()  # stop prefetching past the range
-        except KafkaException:
-            pass
+
+
+def _sift(consumer: Consumer, meta: PartitionMetadata, msgs: list[Message], pos: int) -> tuple[list[Message], int]:
+    """The records of ``msgs`` from ``pos`` on within the range, and the position after them (an end-of-partition
+    event moves it too); raises for an error that waiting never mends."""
+    end = meta.next_offset
+    out: list[Message] = []
+    for m in msgs:
+        err, offset = m.error(), m.offset()
+        if offset is None:
+            continue  # librdkafka sets an offset on every record and end-of-partition event
+        if err is None:
+            if offset >= end:
+                return out, end
+            if offset >= pos:
+                out.append(m)
+                pos = offset + 1
+        elif err.code() == KafkaError._PARTITION_EOF:  # librdkafka's local error codes are public, named with a leading underscore
+            pos = max(pos, offset)  # everything before the end was delivered or was a gap
+        else:
+            _raise_unmended(consumer, meta, pos, err)
+    return out, pos
+
+
+def _raise_unmended(consumer: Consumer, meta: PartitionMetadata, pos: int, err: KafkaError) -> None:
+    """Raise for a range that is gone, a refusal or a fatal error; anything else is transient (broker down,
+    leader moving) and retried by librdkafka."""
+    if err.code() in _OUT_OF_RANGE:
+        raise _range_error(consumer, meta, pos, err)
+    if err.code() in REFUSALS:  # e.g. no Read ACL on the topic: never mended by waiting
+        raise KafkaException(KafkaError(err.code(), f"topic {meta.topic}: {err.str()}"))
+    if err.fatal():
+        raise KafkaException(err)
 
 
 def _last_offset_within(msgs: list[Message], pos: int, end: int) -> int | None:

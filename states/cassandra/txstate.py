@@ -155,7 +155,7 @@ class CassandraTransactionalStateStore:
         """Give the lease up; a no-op when it is no longer ours. Raises :class:`LwtUndecidedError` when Cassandra
         never told whether it was released: the lease then expires with its TTL."""
         self._settle("release of the lease", self._release, (self.topology_id, owner, epoch),
-                     lambda row: None, lambda: AGAIN, kind="lease")  # not applied: no longer ours, nothing to do
+                     lambda _: None, lambda: AGAIN, kind="lease")  # not applied: no longer ours, nothing to do
 
     def lease_info(self) -> LeaseInfo | None:
         """The current holder: the static columns, with the owner cell's remaining TTL as the expiry."""
@@ -210,5 +210,6 @@ class CassandraTransactionalStateStore:
 
 def _ttl(ttl_s: float) -> int:
     if ttl_s <= 0:
-        raise ValueError("lease ttl must be positive")
+        msg = "lease ttl must be positive"
+        raise ValueError(msg)
     return max(1, math.ceil(ttl_s))

@@ -41,7 +41,8 @@ class SqliteBackingMap:
                  synchronous: str = "FULL", metrics: StateMetrics = STATE_METRICS, create: bool = True,
                  committed_txid: int = 0) -> None:
         if spec.ttl_s is not None:
-            raise ValueError(f"table {spec.table}: ttl_s needs the cassandra backend (SQLite rows do not expire)")
+            msg = f"table {spec.table}: ttl_s needs the cassandra backend (SQLite rows do not expire)"
+            raise ValueError(msg)
         self.path, self.spec, self.metrics = str(path), spec, metrics
         self._conns = Connections(path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
         self._layout = RowLayout(spec, SQLITE_ENCODE, SQLITE_DECODE)
@@ -133,7 +134,8 @@ class SqliteBackingMap:
         """The table row of ``key`` (already a key row when ``encoded_key``) and stored ``value``."""
         stored = self._layout.value_row(value)
         if stored is None:
-            raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
+            msg = f"table {self.spec.table}: cannot store None (a None value reads as absent)"
+            raise ValueError(msg)
         key_row = key if encoded_key and isinstance(key, tuple) else self._layout.key_row(key)
         return key_row + stored
 

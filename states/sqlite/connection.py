@@ -25,9 +25,11 @@ class Connections:
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0, synchronous: str = "FULL") -> None:
         if str(path) == ":memory:" or not str(path):
-            raise ValueError("an SQLite state needs a file path (':memory:' is private to one connection)")
+            msg = "an SQLite state needs a file path (':memory:' is private to one connection)"
+            raise ValueError(msg)
         if synchronous not in SYNCHRONOUS:
-            raise ValueError(f"synchronous must be one of {sorted(SYNCHRONOUS)}, not {synchronous!r}")
+            msg = f"synchronous must be one of {sorted(SYNCHRONOUS)}, not {synchronous!r}"
+            raise ValueError(msg)
         self.path, self.busy_timeout_s, self.synchronous = str(path), busy_timeout_s, synchronous
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []

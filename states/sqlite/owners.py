@@ -15,8 +15,7 @@ def claim(factory: StateFactory, table: str, topology_id: str) -> str:
     """The owner of ``table`` after claiming it for ``topology_id``: one transaction, the first claim wins."""
     from states.ownership import OWNERS_TABLE
 
-    assert factory.sqlite_path is not None
-    conns = Connections(factory.sqlite_path)
+    conns = Connections(factory.sqlite_file())
     try:
         with conns.immediate() as conn:
             conn.execute(f"CREATE TABLE IF NOT EXISTS {quote(OWNERS_TABLE)} (table_name text PRIMARY KEY, "

@@ -23,7 +23,8 @@ class SqliteTableReader:
 
     def _connect(self, *, write: bool = False) -> sqlite3.Connection:
         if not Path(self.path).exists():
-            raise FileNotFoundError(f"SQLite state file {self.path} does not exist (nothing committed yet?)")
+            msg = f"SQLite state file {self.path} does not exist (nothing committed yet?)"
+            raise FileNotFoundError(msg)
         mode = "rw" if write else "ro"
         return sqlite3.connect(f"file:{self.path}?mode={mode}", uri=True, timeout=self.busy_timeout_s,
                                isolation_level=None)
@@ -63,7 +64,8 @@ class SqliteTableReader:
     def top(self, spec: MapSpec, n: int, by: str, progress: Progress | None = None) -> list[Row]:
         cols = visible_columns(spec)
         if by not in dict(cols):
-            raise ValueError(f"table {spec.table!r} has no column {by!r} to order by (columns: {[c for c, _ in cols]})")
+            msg = f"table {spec.table!r} has no column {by!r} to order by (columns: {[c for c, _ in cols]})"
+            raise ValueError(msg)
         conn = self._connect()
         try:
             rows = [_row(cols, r) for r in conn.execute(

@@ -38,11 +38,18 @@ def validate_table(conn: sqlite3.Connection, table: str, columns: tuple[tuple[st
     found = {r[1]: (r[2].lower(), r[5]) for r in conn.execute(f"PRAGMA table_info({quote(table)})")}
     for name, type_ in columns:
         if name not in found:
-            raise SchemaMismatchError(f"table {table!r} has no column {name!r} (expected type {type_}); "
-                                      f"migrate the table or choose another table name")
+            msg = (
+                f"table {table!r} has no column {name!r} (expected type {type_}); "
+                f"migrate the table or choose another table name"
+            )
+            raise SchemaMismatchError(msg)
         if found[name][0] != type_:
-            raise SchemaMismatchError(f"table {table!r} column {name!r} has type {found[name][0]}, "
-                                      f"expected {type_}")
+            msg = (
+                f"table {table!r} column {name!r} has type {found[name][0]}, "
+                f"expected {type_}"
+            )
+            raise SchemaMismatchError(msg)
     pk = [n for n, (_, pos) in sorted(found.items(), key=lambda kv: kv[1][1]) if pos]
     if pk != primary_key:
-        raise SchemaMismatchError(f"table {table!r} has primary key {pk}, expected {primary_key}")
+        msg = f"table {table!r} has primary key {pk}, expected {primary_key}"
+        raise SchemaMismatchError(msg)

@@ -44,7 +44,8 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     declared = config.declared_topics()
     if not declared:
-        raise CommandError(f"{args.config}: topics: no topics declared (add a topics: section)", BAD_INPUT)
+        msg = f"{args.config}: topics: no topics declared (add a topics: section)"
+        raise CommandError(msg, BAD_INPUT)
     _refuse_absurd(declared)
     from app.commands.topics.cluster import KafkaTopicCluster
 
@@ -74,8 +75,11 @@ def _refuse_absurd(declared: Sequence[TopicSettings]) -> None:
     """A partition count no Kafka client asks for: bad input (exit 2), before the cluster is asked anything."""
     absurd = [f"{t.name} ({t.partitions:,})" for t in declared if t.partitions > MAX_PARTITIONS]
     if absurd:
-        raise CommandError(f"more partitions than a Kafka client can ask for ({MAX_PARTITIONS:,} at most): "
-                           f"{', '.join(absurd)}", BAD_INPUT)
+        msg = (
+            f"more partitions than a Kafka client can ask for ({MAX_PARTITIONS:,} at most): "
+            f"{', '.join(absurd)}"
+        )
+        raise CommandError(msg, BAD_INPUT)
 
 
 def apply_topics(declared: Sequence[TopicSettings], cluster: TopicCluster, *, as_json: bool = False,
@@ -99,7 +103,8 @@ def apply_topics(declared: Sequence[TopicSettings], cluster: TopicCluster, *, as
     after = _settled(declared, cluster, settle_s)
     if after.changes:
         _print(after, as_json)
-        raise CommandError(f"applied {len(plan.changes)} change(s) but the cluster still differs: {after.summary()}")
+        msg = f"applied {len(plan.changes)} change(s) but the cluster still differs: {after.summary()}"
+        raise CommandError(msg)
     report(f"applied {len(plan.changes)} change(s): {plan.summary()}")
     _print_applied(plan, after, as_json)
     return PARTIAL if after.unknowns else OK
@@ -109,7 +114,9 @@ def _apply(change: Change, topic: TopicSettings, cluster: TopicCluster) -> None:
     if change.kind == "create":
         cluster.create(topic)
     elif change.kind == "add_partitions":
-        assert change.partitions is not None
+        if change.partitions is None:  # the plan gives every add_partitions change its total
+            msg = f"topic {change.topic}: an add_partitions change needs a partition count"
+            raise ValueError(msg)
         cluster.add_partitions(change.topic, change.partitions)
     else:
         cluster.set_configs(change.topic, change.configs)

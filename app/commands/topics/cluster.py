@@ -53,7 +53,8 @@ class KafkaTopicCluster:
             md = self._admin.list_topics(timeout=self.timeout_s)
         except KafkaException as e:
             self._watch.check(self._admin)  # a refused credential or certificate, told only to the error callback
-            raise ConnectionError(f"cannot list the cluster's topics: {e.args[0].str()}") from None
+            msg = f"cannot list the cluster's topics: {e.args[0].str()}"
+            raise ConnectionError(msg) from None
         present = [n for n in names if n in md.topics and md.topics[n].error is None]
         configs, errors = self._configs(present)
         out = {}
@@ -104,5 +105,6 @@ class KafkaTopicCluster:
                                 self._watch.conf, what)
                 if found is not None:  # e.g. no Create ACL: the principal and the ACL to check
                     raise found from None
-                raise RuntimeError(f"{what}: {kafka_reason(e)}") from None
+                msg = f"{what}: {kafka_reason(e)}"
+                raise RuntimeError(msg) from None
 

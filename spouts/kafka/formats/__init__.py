@@ -30,7 +30,8 @@ def resolve(fmt: RecordFormat, topics: tuple[str, ...], part: str, registry: Reg
     if fmt.type is FormatType.JSON:
         return JsonDecoder(fmt.fields)
     if registry is None:
-        raise ValueError(f"{part}_format {fmt.type.value} needs a schema registry (schema_registry: {{url: ...}})")
+        msg = f"{part}_format {fmt.type.value} needs a schema registry (schema_registry: {{url: ...}})"
+        raise ValueError(msg)
     subject = fmt.subject_for(topics, part)
     if fmt.type is FormatType.AVRO:
         from spouts.kafka.formats.avro import AvroDecoder

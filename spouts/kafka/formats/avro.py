@@ -57,7 +57,7 @@ class AvroDecoder:
         reader = _parsed(self.schema)
         writers: dict[bytes, Any] = {}
         rows: list[Any] = []
-        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist())):
+        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist(), strict=True)):
             if raw is None or i in bad:
                 rows.append(None)
                 continue
@@ -103,46 +103,70 @@ def _parsed(schema: str) -> Any:
 def avro_type(schema: Any, named: dict[str, pa.DataType], namespace: str = "") -> pa.DataType:
     """The Arrow type of an Avro schema (``named``: the named types seen so far)."""
     if isinstance(schema, str):
-        if schema in _PRIMITIVES:
-            return _PRIMITIVES[schema]
-        full = schema if "." in schema or not namespace else f"{namespace}.{schema}"
-        for name in (full, schema):
-            if name in named:
-                return named[name]
-        raise ValueError(f"avro: unknown type {schema!r}")
+        return _named_type(schema, named, namespace)
     if isinstance(schema, list):
         types = [t for t in schema if t != "null"]
         if len(types) != 1:
-            raise ValueError(f"avro: a union of {types} has no column type (only [\"null\", T] unions are read)")
+            msg = f'avro: a union of {types} has no column type (only ["null", T] unions are read)'
+            raise ValueError(msg)
         return avro_type(types[0], named, namespace)
-    kind, logical = schema["type"], schema.get("logicalType")
-    if logical == "decimal" and kind in ("bytes", "fixed"):
-        t: pa.DataType = pa.decimal128(schema["precision"], schema.get("scale", 0))
-    elif logical == "date" and kind == "int":
-        t = pa.date32()
-    elif logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        t = pa.timestamp("ms" if logical.endswith("millis") else "us", tz="UTC")
-    elif logical in ("time-millis", "time-micros"):
-        t = pa.time64("us")  # Spark's TIME holds microseconds; it has no time32
-    elif kind == "record":
-        ns = schema.get("namespace", namespace)
-        name = schema["name"] if "." in schema["name"] or not ns else f"{ns}.{schema['name']}"
-        named[name] = pa.null()  # a recursive record has no column type: refused below when met
-        t = pa.struct([pa.field(f["name"], avro_type(f["type"], named, ns)) for f in schema["fields"]])
-        if any(pa.types.is_null(f.type) for f in t):
-            raise ValueError(f"avro: record {name} refers to itself or holds only null: no column type")
-        named[name] = t
-        return t
-    elif kind == "enum":
-        t = pa.string()
-    elif kind == "fixed":
-        t = pa.binary()
-    elif kind == "array":
-        t = pa.list_(avro_type(schema["items"], named, namespace))
-    elif kind == "map":
-        t = pa.map_(pa.string(), avro_type(schema["values"], named, namespace))
-    else:
-        t = avro_type(kind, named, namespace)
+    kind = schema["type"]
+    t = _logical_type(kind, schema.get("logicalType"), schema)
+    if t is None:
+        if kind == "record":
+            return _record_type(schema, named, namespace)
+        t = _complex_type(kind, schema, named, namespace)
     if kind in ("enum", "fixed") and "name" in schema:
         named[schema["name"] if "." in schema["name"] or not namespace else f"{namespace}.{schema['name']}"] = t
     return t
+
+
+def _named_type(schema: str, named: dict[str, pa.DataType], namespace: str) -> pa.DataType:
+    """A primitive, or a named type seen before (by its full name, then as written)."""
+    if schema in _PRIMITIVES:
+        return _PRIMITIVES[schema]
+    full = schema if "." in schema or not namespace else f"{namespace}.{schema}"
+    for name in (full, schema):
+        if name in named:
+            return named[name]
+    msg = f"avro: unknown type {schema!r}"
+    raise ValueError(msg)
+
+
+def _logical_type(kind: Any, logical: Any, schema: dict[str, Any]) -> pa.DataType | None:
+    """The Arrow type of a logical type Spark holds (None: not one)."""
+    if logical == "decimal" and kind in ("bytes", "fixed"):
+        return pa.decimal128(schema["precision"], schema.get("scale", 0))
+    if logical == "date" and kind == "int":
+        return pa.date32()
+    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
+        return pa.timestamp("ms" if logical.endswith("millis") else "us", tz="UTC")
+    if logical in ("time-millis", "time-micros"):
+        return pa.time64("us")  # Spark's TIME holds microseconds; it has no time32
+    return None
+
+
+def _record_type(schema: dict[str, Any], named: dict[str, pa.DataType], namespace: str) -> pa.DataType:
+    """A record as a struct, registered under its full name."""
+    ns = schema.get("namespace", namespace)
+    name = schema["name"] if "." in schema["name"] or not ns else f"{ns}.{schema['name']}"
+    named[name] = pa.null()  # a recursive record has no column type: refused below when met
+    t = pa.struct([pa.field(f["name"], avro_type(f["type"], named, ns)) for f in schema["fields"]])
+    if any(pa.types.is_null(f.type) for f in t):
+        msg = f"avro: record {name} refers to itself or holds only null: no column type"
+        raise ValueError(msg)
+    named[name] = t
+    return t
+
+
+def _complex_type(kind: Any, schema: dict[str, Any], named: dict[str, pa.DataType], namespace: str) -> pa.DataType:
+    """An enum, fixed, array or map; any other ``type`` is a type name or a nested schema."""
+    if kind == "enum":
+        return pa.string()
+    if kind == "fixed":
+        return pa.binary()
+    if kind == "array":
+        return pa.list_(avro_type(schema["items"], named, namespace))
+    if kind == "map":
+        return pa.map_(pa.string(), avro_type(schema["values"], named, namespace))
+    return avro_type(kind, named, namespace)

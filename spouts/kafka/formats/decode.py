@@ -61,7 +61,7 @@ class BatchDecoder:
                 on_bad: OnBad | None) -> None:
         offsets = pc.take(raw.column("offset"), pa.array(bad, pa.int64())).to_pylist()
         topic, partition = raw.column("topic")[0].as_py(), raw.column("partition")[0].as_py()
-        for i, offset in zip(bad, offsets):
+        for i, offset in zip(bad, offsets, strict=True):
             part, failure = ("key", keys[i]) if i in keys else ("value", values[i])
             record = BadRecord(topic, partition, offset, Stage.DECODE, failure.reason, f"{part}: {failure.message}")
             if on_bad is None:

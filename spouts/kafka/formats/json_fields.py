@@ -175,7 +175,7 @@ def _shaped(dense: pa.Array) -> pa.Array | None:
     doubt = pc.indices_nonzero(pc.invert(plain))
     verdict = pc.match_substring_regex(dense.take(doubt), _SHAPED).to_pylist()
     shaped = plain.to_pylist()
-    for j, ok in zip(doubt.to_pylist(), verdict):
+    for j, ok in zip(doubt.to_pylist(), verdict, strict=True):
         shaped[j] = ok
     return pa.array(shaped, pa.bool_())
 

@@ -48,7 +48,8 @@ class JsonSchemaDecoder:
         root = json.loads(self.schema)
         t = json_schema_type(root, root)
         if not pa.types.is_struct(t):
-            raise ValueError("json_schema: the reader schema must describe an object (with properties)")
+            msg = "json_schema: the reader schema must describe an object (with properties)"
+            raise ValueError(msg)
         return t
 
     def decode(self, values: pa.Array) -> Decoded:
@@ -66,35 +67,55 @@ class JsonSchemaDecoder:
 def json_schema_type(node: Any, root: Any) -> pa.DataType:
     """The Arrow type of a JSON Schema node (``root``: the document its local $refs point into)."""
     if not isinstance(node, dict):
-        raise ValueError(f"json_schema: {node!r} is not a schema")
+        msg = f"json_schema: {node!r} is not a schema"
+        raise ValueError(msg)  # noqa: TRY004  a schema is refused with ValueError, as every other schema fault
     if "$ref" in node:
-        ref = node["$ref"]
-        if not ref.startswith("#/"):
-            raise ValueError(f"json_schema: only local $ref are read, not {ref!r}")
-        target = root
-        for part in ref[2:].split("/"):
-            target = target[part]
-        return json_schema_type(target, root)
+        return json_schema_type(_referred(node["$ref"], root), root)
     for union in ("anyOf", "oneOf"):
         if union in node:
-            options = [o for o in node[union] if o.get("type") != "null"]
-            if len(options) != 1:
-                raise ValueError(f"json_schema: {union} of several types has no column type")
-            return json_schema_type(options[0], root)
-    kind = node.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        if len(kinds) != 1:
-            raise ValueError(f"json_schema: a value of types {kinds} has no column type")
-        kind = kinds[0]
+            return json_schema_type(_one_option(union, node[union]), root)
+    kind = _one_kind(node.get("type"))
     if kind == "object" or (kind is None and "properties" in node):
         if "properties" in node:
             return pa.struct([pa.field(name, json_schema_type(p, root)) for name, p in node["properties"].items()])
-        raise ValueError("json_schema: an object without properties (a map) has no column type here")
+        msg = "json_schema: an object without properties (a map) has no column type here"
+        raise ValueError(msg)
     if kind == "array":
         return pa.list_(json_schema_type(node.get("items", {}), root))
     if kind == "string" and node.get("format") == "date-time":
         return pa.timestamp("us", tz="UTC")
     if kind in _SCALARS:
         return _SCALARS[kind]
-    raise ValueError(f"json_schema: type {kind!r} has no column type")
+    msg = f"json_schema: type {kind!r} has no column type"
+    raise ValueError(msg)
+
+
+def _referred(ref: str, root: Any) -> Any:
+    """The node a local ``$ref`` points to in ``root``."""
+    if not ref.startswith("#/"):
+        msg = f"json_schema: only local $ref are read, not {ref!r}"
+        raise ValueError(msg)
+    target = root
+    for part in ref[2:].split("/"):
+        target = target[part]
+    return target
+
+
+def _one_option(union: str, options: list[Any]) -> Any:
+    """The one option of an ``anyOf``/``oneOf`` besides null."""
+    kept = [o for o in options if o.get("type") != "null"]
+    if len(kept) != 1:
+        msg = f"json_schema: {union} of several types has no column type"
+        raise ValueError(msg)
+    return kept[0]
+
+
+def _one_kind(kind: Any) -> Any:
+    """The one ``type`` besides null of a list of types (a single type as it is)."""
+    if not isinstance(kind, list):
+        return kind
+    kinds = [k for k in kind if k != "null"]
+    if len(kinds) != 1:
+        msg = f"json_schema: a value of types {kinds} has no column type"
+        raise ValueError(msg)
+    return kinds[0]

@@ -61,7 +61,7 @@ class ProtobufDecoder:
         raw_ids, bad = framing(values, self.registry)
         parse = _message_class(self.schema, self.message).FromString
         rows: list[Any] = []
-        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist())):
+        for i, (v, raw) in enumerate(zip(values.to_pylist(), raw_ids.to_pylist(), strict=True)):
             if raw is None or i in bad:
                 rows.append(None)
                 continue
@@ -94,13 +94,15 @@ def _build_class(schema: str, message: str | None) -> Any:
     file = pool.FindFileByName(fd.name)
     if message is None:
         if not file.message_types_by_name:
-            raise ValueError("protobuf: the schema declares no message")
+            msg = "protobuf: the schema declares no message"
+            raise ValueError(msg)
         desc = next(iter(file.message_types_by_name.values()))
     else:
         try:
             desc = pool.FindMessageTypeByName(message)
         except KeyError:
-            raise ValueError(f"protobuf: the schema has no message {message!r}") from None
+            msg = f"protobuf: the schema has no message {message!r}"
+            raise ValueError(msg) from None
     return GetMessageClass(desc)
 
 
@@ -118,9 +120,12 @@ def file_descriptor(schema: str) -> Any:
     try:
         fd.ParseFromString(base64.b64decode(schema, validate=True))
     except (binascii.Error, ValueError, DecodeError):
-        raise ValueError("protobuf: the schema registry did not serve the reader schema as a serialized "
-                         "FileDescriptorProto (GET /schemas/ids/{id}?format=serialized answers it in base64 "
-                         f"on Confluent's registry and Karapace); it served {schema[:60]!r}") from None
+        msg = (
+            "protobuf: the schema registry did not serve the reader schema as a serialized "
+            "FileDescriptorProto (GET /schemas/ids/{id}?format=serialized answers it in base64 "
+            f"on Confluent's registry and Karapace); it served {schema[:60]!r}"
+        )
+        raise ValueError(msg) from None
     fd.name = "default"
     return fd
 
@@ -161,7 +166,8 @@ def _scalar_types() -> dict[int, pa.DataType]:
 def message_type(desc: Any, seen: tuple[str, ...]) -> pa.DataType:
     """The Arrow struct of a message descriptor (a message that contains itself has no column type)."""
     if desc.full_name in seen:
-        raise ValueError(f"protobuf: message {desc.full_name} contains itself: no column type")
+        msg = f"protobuf: message {desc.full_name} contains itself: no column type"
+        raise ValueError(msg)
     return pa.struct([pa.field(f.name, _field_type(f, (*seen, desc.full_name))) for f in desc.fields])
 
 

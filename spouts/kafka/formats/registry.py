@@ -34,13 +34,17 @@ class RegistrySettings:
     def __post_init__(self) -> None:
         for url in self.url.split(","):
             if not url.strip().startswith(("http://", "https://")):
-                raise ValueError(f"schema registry url {url.strip()!r} must start with http:// or https://")
+                msg = f"schema registry url {url.strip()!r} must start with http:// or https://"
+                raise ValueError(msg)
         if (self.username is None) != (self.password is None):
-            raise ValueError("schema registry basic auth needs both username and password")
+            msg = "schema registry basic auth needs both username and password"
+            raise ValueError(msg)
         if (self.cert_file is None) != (self.key_file is None):
-            raise ValueError("schema registry TLS client authentication needs both cert_file and key_file")
+            msg = "schema registry TLS client authentication needs both cert_file and key_file"
+            raise ValueError(msg)
         if self.timeout_s <= 0:
-            raise ValueError("schema registry timeout_s must be > 0")
+            msg = "schema registry timeout_s must be > 0"
+            raise ValueError(msg)
 
     def client_config(self) -> dict[str, Any]:
         """The ``SchemaRegistryClient`` configuration."""
@@ -74,7 +78,7 @@ class RegistrySettings:
 
 
 def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | None, version: int | None,
-                  schema_type: str, fmt: str | None = None) -> Any:
+                  schema_type: str, *, fmt: str | None = None) -> Any:
     """The schema records are read as (a registry ``Schema``): by id, by version, else the subject's latest.
 
     A schema in another ``fmt`` than the registry's default text (Protobuf's ``serialized``) is always
@@ -102,10 +106,12 @@ def reader_schema(settings: RegistrySettings, subject: str, schema_id: int | Non
             schema = client.get_latest_version(subject).schema
     except SchemaRegistryError as e:
         if e.http_status_code == 404:
-            raise ValueError(f"the schema registry has no {what}: {e.error_message}") from None
+            msg = f"the schema registry has no {what}: {e.error_message}"
+            raise ValueError(msg) from None
         raise
     if (schema.schema_type or "AVRO") != schema_type:
-        raise ValueError(f"{what} is a {schema.schema_type or 'AVRO'} schema, not {schema_type}")
+        msg = f"{what} is a {schema.schema_type or 'AVRO'} schema, not {schema_type}"
+        raise ValueError(msg)
     return schema
 
 

@@ -54,7 +54,8 @@ def field_type(name: str) -> pa.DataType:
     m = _DECIMAL.fullmatch(t)
     if m and 0 < int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
         return pa.decimal128(int(m.group(1)), int(m.group(2)))
-    raise ValueError(f"unknown field type {name!r} (one of {', '.join(FIELD_TYPES)}, decimal(p,s))")
+    msg = f"unknown field type {name!r} (one of {', '.join(FIELD_TYPES)}, decimal(p,s))"
+    raise ValueError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,26 +80,38 @@ class RecordFormat:
         object.__setattr__(self, "type", FormatType(self.type))
         object.__setattr__(self, "fields", tuple((str(n), str(t)) for n, t in self.fields))
         if self.type is FormatType.JSON:
-            if not self.fields:
-                raise ValueError("format json needs fields: {name: type, ...} (the typed columns it produces)")
-            names = [n for n, _ in self.fields]
-            for n, t in self.fields:
-                if not _FIELD_NAME.match(n):
-                    raise ValueError(f"json field {n!r}: a field name is letters, digits and '_'")
-                if names.count(n) > 1:
-                    raise ValueError(f"json field {n!r} is declared twice")
-                try:
-                    field_type(t)
-                except ValueError as e:
-                    raise ValueError(f"json field {n!r}: {e}") from None
+            self._check_json_fields()
         elif self.fields:
-            raise ValueError(f"fields are declared for format json only, not {self.type.value}")
+            msg = f"fields are declared for format json only, not {self.type.value}"
+            raise ValueError(msg)
         if not self.type.registry and (self.subject, self.version, self.schema_id) != (None, None, None):
-            raise ValueError(f"subject, version and schema_id belong to a registry format, not {self.type.value}")
+            msg = f"subject, version and schema_id belong to a registry format, not {self.type.value}"
+            raise ValueError(msg)
         if self.version is not None and self.schema_id is not None:
-            raise ValueError("set at most one of version and schema_id")
+            msg = "set at most one of version and schema_id"
+            raise ValueError(msg)
         if self.message is not None and self.type is not FormatType.PROTOBUF:
-            raise ValueError("message belongs to format protobuf")
+            msg = "message belongs to format protobuf"
+            raise ValueError(msg)
+
+    def _check_json_fields(self) -> None:
+        """Format json declares its fields: names of letters, digits and '_', each once, of known types."""
+        if not self.fields:
+            msg = "format json needs fields: {name: type, ...} (the typed columns it produces)"
+            raise ValueError(msg)
+        names = [n for n, _ in self.fields]
+        for n, t in self.fields:
+            if not _FIELD_NAME.match(n):
+                msg = f"json field {n!r}: a field name is letters, digits and '_'"
+                raise ValueError(msg)
+            if names.count(n) > 1:
+                msg = f"json field {n!r} is declared twice"
+                raise ValueError(msg)
+            try:
+                field_type(t)
+            except ValueError as e:
+                msg = f"json field {n!r}: {e}"
+                raise ValueError(msg) from None
 
     @classmethod
     def of(cls, spec: str | dict[str, Any] | RecordFormat | None) -> RecordFormat:
