@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.audit.compare import Key, Outcome, SinkAudit, Snapshot, compare, sampled, snapshot
+from app.audit.dead_letters import DeadLetterCheck, check, kafka_of, read_letters
 from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose
 from app.progress import ProgressLog
 from app.spark.recount import Recounter
 from app.topology import PartitionPersist
+from spouts.bad_records import BadRecord
 from spouts.metadata import Partition
 from states.spec import StateKind
 
@@ -40,10 +42,12 @@ class AuditReport:
     recount_s: float = 0.0
     compare_s: float = 0.0
     reread_at: list[int] = field(default_factory=list)  # later txids keys were read again as of
+    dead_letters: DeadLetterCheck | None = None
 
     @property
     def differences(self) -> int:
-        return sum(t.differences for t in self.tables)
+        letters = self.dead_letters.differences if self.dead_letters is not None else 0
+        return sum(t.differences for t in self.tables) + letters
 
     def to_json(self, limit: int = 1000) -> dict[str, Any]:
         return {"pipeline": self.pipeline, "at_txid": self.at, "since_txid": self.since, "ranges": self.ranges,
@@ -51,6 +55,7 @@ class AuditReport:
                                                          "total": sum(self.bad_records.values())},
                 "reread_at_txids": self.reread_at, "recount_s": round(self.recount_s, 3),
                 "compare_s": round(self.compare_s, 3), "differences": self.differences,
+                "dead_letters": self.dead_letters.to_json(limit) if self.dead_letters is not None else None,
                 "tables": [{"table": t.table, "checked": t.checked, **{o.value: n for o, n in t.counts.items()},
                             "keys": [{"key": list(k.key), "outcome": k.outcome.value, "expected": k.expected,
                                       "stored": k.stored, "stored_txid": k.stored_txid, "reason": k.reason}
@@ -106,6 +111,7 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     report.recount_s = time.monotonic() - started
     report.records = counted.records
     report.bad_records = dict(Counter(b.stage.value for b in counted.bad_records))
+    report.dead_letters = _dead_letters(compiled, ranges, counted.bad_records, progress)
     progress(f"recounted {counted.records} records in {report.recount_s:.1f} s; comparing as of txid {ranges.at}")
     started = time.monotonic()
     for s in counted.sinks:
@@ -114,6 +120,18 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
                                           recounter, keep, report, progress))
     report.compare_s += time.monotonic() - started
     return report
+
+
+def _dead_letters(compiled: Any, ranges: AuditRanges, bad: Sequence[BadRecord],
+                  progress: Callable[[str], None]) -> DeadLetterCheck:
+    """The recount's bad records against the pipeline's dead-letter topic (when its policy has one)."""
+    policy = compiled.topology.errors
+    coords = [(b.topic, b.partition, b.offset) for b in bad]
+    if policy.topic is None:
+        return check(policy.action.value, None, coords, plan=ranges.plan, letters=Counter(), log_start={})
+    progress(f"reading dead-letter topic {policy.topic}")
+    letters, log_start = read_letters(kafka_of(compiled.topology.spout), policy.topic, compiled.id)
+    return check(policy.action.value, policy.topic, coords, plan=ranges.plan, letters=letters, log_start=log_start)
 
 
 def _backing(c: Any) -> Any:

@@ -112,6 +112,21 @@ def print_report(r: Any) -> None:
     bad = doc["bad_records"]
     print(f"  bad records left out: {bad['total']} (policy {bad['policy']}"
           + "".join(f", {k} {v}" for k, v in bad.items() if k not in ("policy", "total")) + ")")
+    letters = doc["dead_letters"]
+    if letters is not None and letters["topic"] is not None:
+        print(f"  dead-letter topic {letters['topic']}: {letters['in_topic']} dead letters for the audited ranges, "
+              f"{letters['bad_records']} bad records recounted; missing {len(letters['missing'])}, twice "
+              f"{len(letters['twice'])}, not bad in the recount {len(letters['unexpected'])}")
+        for c in letters["missing"]:
+            print(f"    missing  record {_coords(c)}: left out as bad by the recount, no dead letter")
+        for t in letters["twice"]:
+            print(f"    twice    record {_coords(t['record'])}: {t['copies']} dead letters")
+        for c in letters["unexpected"]:
+            print(f"    unexpected record {_coords(c)}: a dead letter, but the recount counts the record")
+        if letters["unverifiable"]:
+            starts = ", ".join(f"{p} at {o}" for p, o in letters["topic_log_start"].items())
+            print(f"    {letters['unverifiable']} bad records have no dead letter, but the topic no longer holds its "
+                  f"start (partitions {starts}): not verifiable")
     if r.reread_at:
         print(f"  keys that moved on were read again as of txids {', '.join(map(str, r.reread_at))}")
     for t in doc["tables"]:
@@ -121,8 +136,12 @@ def print_report(r: Any) -> None:
             print(f"    {k['outcome']:8} key {_key(k['key'])}: recount {_v(k['expected'])}, stored {_v(k['stored'])} "
                   f"(stored txid {k['stored_txid']}){'; ' + k['reason'] if k['reason'] else ''}")
     print("  result: " + ("EQUAL: every key checked matches the recount" if not r.differences
-                          else f"{r.differences} keys DIFFER from the recount"))
+                          else f"{r.differences} DIFFERENCES from the recount (keys and dead letters)"))
     sys.stdout.flush()
+
+
+def _coords(c: list[Any]) -> str:
+    return f"{c[0]}:{c[1]}@{c[2]}"
 
 
 def _key(key: list[Any]) -> str:
