@@ -8,8 +8,10 @@ still hold every offset to read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from app.progress import ProgressLog, StoredBatch, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
@@ -22,17 +24,32 @@ class AuditRefusedError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class AuditRanges:
-    """The ranges to recount (as one plan, txid ``at``) and the txid they start after (0: the beginning)."""
+    """The ranges to recount (as one plan, txid ``at``), the txid they start after (0: the beginning), and the
+    ranges of topics the config no longer reads (left out of the recount: what they added is a difference)."""
 
     at: int
     since: int
     plan: BatchPlan
+    left_out: tuple[PartitionMetadata, ...] = field(default=())
+
+
+def topics_read(spout_config: Any) -> Callable[[str], bool]:
+    """Whether the config reads a topic now: one of its ``topics``, or a match of its ``topic_pattern``
+    (any topic for a spout without either)."""
+    topics = tuple(getattr(spout_config, "topics", ()) or ())
+    pattern = getattr(spout_config, "topic_pattern", None)
+    if topics:
+        return frozenset(topics).__contains__
+    if pattern is not None:
+        compiled = re.compile(pattern)
+        return lambda t: not t.startswith("__") and compiled.fullmatch(t) is not None
+    return lambda _: True
 
 
 def choose(store: TransactionalStateStore, log: ProgressLog, *, at: int | None, since: int | None,
-           topology_id: str) -> AuditRanges:
+           topology_id: str, reads: Callable[[str], bool] = lambda _: True) -> AuditRanges:
     """The ranges of an audit of committed txid ``at`` (None: the last committed), from the first offsets or
-    after txid ``since``."""
+    after txid ``since``, of the topics the config ``reads`` now (the rest are left out, see :class:`AuditRanges`)."""
     committed = log.committed().txid
     if committed == 0:
         raise AuditRefusedError("nothing committed yet: there is nothing to audit")
@@ -56,11 +73,16 @@ def choose(store: TransactionalStateStore, log: ProgressLog, *, at: int | None, 
                                     f"twice on purpose: audit after it with --since txid {max(rewound)}")
         starts = dict(first.offsets)
     metas: dict[Partition, PartitionMetadata] = {}
-    for p, m in end.partitions.items():
+    left_out: list[PartitionMetadata] = []
+    for p, m in sorted(end.partitions.items()):
         start = starts.get(p, m.next_offset if since is None else 0)
         start = min(start, m.next_offset)
-        metas[p] = PartitionMetadata(p.topic, p.partition, start, m.next_offset, m.next_offset - start, topology_id)
-    return AuditRanges(t, since or 0, BatchPlan(t, metas))
+        meta = PartitionMetadata(p.topic, p.partition, start, m.next_offset, m.next_offset - start, topology_id)
+        if reads(p.topic):
+            metas[p] = meta
+        elif not meta.empty:
+            left_out.append(meta)
+    return AuditRanges(t, since or 0, BatchPlan(t, metas), tuple(left_out))
 
 
 def check_held(ranges: AuditRanges, log_starts: Mapping[Partition, int], log: ProgressLog) -> None:

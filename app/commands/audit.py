@@ -112,6 +112,9 @@ def print_report(r: Any) -> None:
     bad = doc["bad_records"]
     print(f"  bad records left out: {bad['total']} (policy {bad['policy']}"
           + "".join(f", {k} {v}" for k, v in bad.items() if k not in ("policy", "total")) + ")")
+    if doc["left_out"]:
+        gone = ", ".join(f"{g['partition']} {g['from_offset']}..{g['to_offset']}" for g in doc["left_out"])
+        print(f"  left out: {gone}: topics the config no longer reads (whatever they added to a table differs)")
     letters = doc["dead_letters"]
     if letters is not None and letters["topic"] is not None:
         print(f"  dead-letter topic {letters['topic']}: {letters['in_topic']} dead letters for the audited ranges, "
