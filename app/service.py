@@ -59,6 +59,7 @@ from states.protocols import LeaseInfo
 if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts Spark
     from pyspark.sql import SparkSession
 
+    from app.audit.schedule import AuditSchedule
     from app.server import HttpServer
 
 log = logging.getLogger(__name__)
@@ -276,6 +277,7 @@ class Service:
         self.runners: list[PipelineRunner] = []
         self.http: HttpServer | None = None
         self.spark: SparkSession | None = None
+        self.audits: AuditSchedule | None = None  # audit.every_s
         self.phase = "checking the servers"  # what start-up is doing, for /readyz until the pipelines run
         self._began = time.time()
 
@@ -401,6 +403,13 @@ class Service:
         for r in self.runners:
             if not self.stop.is_set():
                 r.start(self.stop, self._on_pipeline_failed)
+        if self.config.audit.every_s is not None and not self.stop.is_set():
+            from app.audit.schedule import AuditSchedule
+
+            roles = {r.id: r for r in self.runners}
+            self.audits = AuditSchedule(self.config, self.spark, self.metrics,
+                                        active=lambda pipeline: roles[pipeline].role == "active")
+            self.audits.start(self.stop)
 
     def _on_pipeline_failed(self) -> None:
         """A pipeline stopped for good: the exit code will say so; ``on_pipeline_failure`` decides about the others."""
@@ -429,6 +438,8 @@ class Service:
                 self.metrics.batches.labels(r.id, "abandoned").inc()
         if started:
             self._cancel_spark_jobs()  # later txids that were only being processed; their results are dropped
+        if self.audits is not None:  # a running audit's Spark job was cancelled: it ends at once
+            self.audits.join(timeout=60)
         for r in started:
             r.thread.join(timeout=60)
             if r.thread.is_alive():

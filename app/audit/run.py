@@ -126,6 +126,18 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     return report
 
 
+def log_starts_of(config: Any, pipeline: Any) -> Callable[[Sequence[Partition]], dict[Partition, int]]:
+    """Each partition's log start now (Kafka's low watermark), asked of the cluster ``pipeline`` reads."""
+    from app.commands.offsets import KafkaOffsets
+    from app.config import spout_config
+
+    def starts(partitions: Sequence[Partition]) -> dict[Partition, int]:
+        with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
+            return {p: low for p, (low, _) in kafka.watermarks(partitions).items()}
+
+    return starts
+
+
 def _dead_letters(compiled: Any, ranges: AuditRanges, bad: Sequence[BadRecord],
                   progress: Callable[[str], None]) -> DeadLetterCheck:
     """The recount's bad records against the pipeline's dead-letter topic (when its policy has one)."""
@@ -198,4 +210,4 @@ def _ranges_json(metas: Iterable[PartitionMetadata]) -> list[dict[str, Any]]:
             for m in sorted(metas, key=lambda m: (m.topic, m.partition))]
 
 
-__all__ = ["AuditRefusedError", "AuditReport", "audit"]
+__all__ = ["AuditRefusedError", "AuditReport", "audit", "log_starts_of"]

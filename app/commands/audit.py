@@ -47,7 +47,7 @@ def add(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from app.audit.ranges import AuditRefusedError
-    from app.audit.run import audit
+    from app.audit.run import audit, log_starts_of
     from app.config import compile_pipeline
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     progress(f"auditing pipeline {compiled.id}")
     try:
         report = audit(config, compiled, lambda: _spark(config), at=args.at, since=args.since, sink=args.sink, keys=args.keys,
-                       sample=args.sample, log_starts=_log_starts(config, pipeline), progress=progress)
+                       sample=args.sample, log_starts=log_starts_of(config, pipeline), progress=progress)
     except AuditRefusedError as e:
         raise CommandError(f"refused: {e}", BAD_INPUT) from None
     if args.metrics_file:
@@ -92,17 +92,6 @@ def _spark(config: Any) -> Any:
 
     s = config.spark
     return spark_session(master=s.master, app_name=f"{s.app_name}-audit", conf=dict(s.conf))
-
-
-def _log_starts(config: Any, pipeline: Any) -> Any:
-    from app.commands.offsets import KafkaOffsets
-    from app.config import spout_config
-
-    def starts(partitions: Sequence[Any]) -> dict[Any, int]:
-        with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
-            return {p: low for p, (low, _) in kafka.watermarks(partitions).items()}
-
-    return starts
 
 
 def print_report(r: Any) -> None:

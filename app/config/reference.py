@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from app.config.schema import (
+    AuditModel,
     CapsModel,
     CassandraModel,
     Document,
@@ -37,7 +38,7 @@ from app.config.schema import (
 #: The tables of the guide: marker name -> the model whose fields it lists.
 TABLES: dict[str, type[BaseModel]] = {
     "kafka": KafkaModel, "schema_registry": RegistryModel, "cassandra": CassandraModel, "spark": SparkModel,
-    "http": HttpModel, "service": ServiceModel, "pipelines": PipelineModel, "spout": SpoutModel,
+    "http": HttpModel, "service": ServiceModel, "audit": AuditModel, "pipelines": PipelineModel, "spout": SpoutModel,
     "state": StateModel, "topics": TopicModel,
 }
 #: Small sections listed in their parent's table as ``parent.field`` rows.

@@ -325,6 +325,20 @@ class ServiceModel(Section):
         return self.owner or unique_owner()
 
 
+class AuditModel(Section):
+    """Audits the service runs on its own (``python -m app audit`` of every pipeline it holds the lease of)."""
+
+    every_s: Positive | None = Field(default=None, description=(
+        "audit each pipeline this often (none: never; `python -m app audit` still runs by hand). The service "
+        "recounts from the first offsets to the last committed txid on its own Spark session, compares the tables "
+        "and dead letters, sets `trident_audit_last_*` and logs one line per audit; commits go on meanwhile. "
+        "Only pipelines whose lease this process holds are audited"))
+    max_share: Annotated[Number, Field(gt=0, le=1)] = Field(default=0.2, description=(
+        "the most of the service's time audits may take: after an audit that took longer than this share of "
+        "`every_s`, the next one waits until it would (the audit's seconds / `max_share`), so a large pipeline "
+        "is audited less often rather than slowing its commits"))
+
+
 # -- cassandra ---------------------------------------------------------------------------------------
 
 _C, _T = CassandraSettings(), TlsSettings()
@@ -739,6 +753,7 @@ class Document(Section):
     spark: SparkModel = SparkModel()
     http: HttpModel = HttpModel()
     service: ServiceModel = ServiceModel()
+    audit: AuditModel = AuditModel()
     pipelines: Annotated[list[PipelineModel], Field(min_length=1)]
     topics: Annotated[dict[Topic, TopicModel], _none_is_empty(dict)] = Field(default_factory=dict)
 
