@@ -52,25 +52,34 @@ def choose(store: TransactionalStateStore, log: ProgressLog, *, at: int | None, 
     after txid ``since``, of the topics the config ``reads`` now (the rest are left out, see :class:`AuditRanges`)."""
     committed = log.committed().txid
     if committed == 0:
-        raise AuditRefusedError("nothing committed yet: there is nothing to audit")
+        msg = "nothing committed yet: there is nothing to audit"
+        raise AuditRefusedError(msg)
     t = committed if at is None else at
     if not 0 < t <= committed:
-        raise AuditRefusedError(f"--at txid {t}: the committed txids are 1..{committed}")
+        msg = f"--at txid {t}: the committed txids are 1..{committed}"
+        raise AuditRefusedError(msg)
     end = _plan(log, t, "--at")
     if since is not None:
         if not 0 < since < t:
-            raise AuditRefusedError(f"--since txid {since}: must be a committed txid below {t}")
+            msg = f"--since txid {since}: must be a committed txid below {t}"
+            raise AuditRefusedError(msg)
         starts = {p: m.next_offset for p, m in _plan(log, since, "--since").partitions.items()}
     else:
         first = log.first_offsets()
         if first is None or first.since_txid > 1:
             where = "" if first is None else f" (recorded from txid {first.since_txid} on)"
-            raise AuditRefusedError(f"the first offsets of the pipeline are not known{where}: audit what later txids "
-                                    f"added with --since txid M (txids {_stored(log)} still have their plans)")
+            msg = (
+                f"the first offsets of the pipeline are not known{where}: audit what later txids "
+                f"added with --since txid M (txids {_stored(log)} still have their plans)"
+            )
+            raise AuditRefusedError(msg)
         rewound = [int(r["txid"]) for r in read_rewinds(store) if int(r.get("txid", 0)) <= t]
         if rewound:
-            raise AuditRefusedError(f"a rewind at txid {max(rewound)} moved the positions, so records may be read "
-                                    f"twice on purpose: audit after it with --since txid {max(rewound)}")
+            msg = (
+                f"a rewind at txid {max(rewound)} moved the positions, so records may be read "
+                f"twice on purpose: audit after it with --since txid {max(rewound)}"
+            )
+            raise AuditRefusedError(msg)
         starts = dict(first.offsets)
     metas: dict[Partition, PartitionMetadata] = {}
     left_out: list[PartitionMetadata] = []
@@ -96,7 +105,8 @@ def check_held(ranges: AuditRanges, log_starts: Mapping[Partition, int], log: Pr
     coverable = [t for t in log.batch_txids() if t < ranges.at and _holds(log.batch(t), gone)]
     hint = f"--since txid {coverable[0]} is the earliest that can still be audited" if coverable else \
         "no stored txid's ranges are still held: no --since can cover them"
-    raise AuditRefusedError(f"the source no longer holds the ranges to recount ({where}); {hint}")
+    msg = f"the source no longer holds the ranges to recount ({where}); {hint}"
+    raise AuditRefusedError(msg)
 
 
 def _holds(stored: StoredBatch | None, gone: list[tuple[Partition, int, int]]) -> bool:
@@ -108,8 +118,11 @@ def _holds(stored: StoredBatch | None, gone: list[tuple[Partition, int, int]]) -
 def _plan(log: ProgressLog, txid: int, option: str) -> BatchPlan:
     stored = log.batch(txid)
     if stored is None:
-        raise AuditRefusedError(f"{option} txid {txid}: its plan is no longer stored (plans are kept for the "
-                                f"retention window; stored: txids {_stored(log)})")
+        msg = (
+            f"{option} txid {txid}: its plan is no longer stored (plans are kept for the "
+            f"retention window; stored: txids {_stored(log)})"
+        )
+        raise AuditRefusedError(msg)
     return stored.plan
 
 

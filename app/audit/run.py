@@ -77,14 +77,21 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     sinks = [s for _, s in topology.sinks if sink in (None, s.name)]
     if not sinks:
         names = ", ".join(s.name for _, s in topology.sinks)
-        raise AuditRefusedError(f"--sink {sink!r}: pipeline {compiled.id} writes no such table (tables: {names})")
+        msg = f"--sink {sink!r}: pipeline {compiled.id} writes no such table (tables: {names})"
+        raise AuditRefusedError(msg)
     for s in sinks:
         if isinstance(s, PartitionPersist):
-            raise AuditRefusedError(f"table {s.name}: a partition_persist sink is written by a user function, not an "
-                                    "aggregate, so it cannot be recounted")
+            msg = (
+                f"table {s.name}: a partition_persist sink is written by a user function, not an "
+                "aggregate, so it cannot be recounted"
+            )
+            raise AuditRefusedError(msg)
         if s.factory.kind is StateKind.NON_TRANSACTIONAL:
-            raise AuditRefusedError(f"table {s.name}: a non-transactional state keeps no txid per key, so its values "
-                                    "cannot be read as of a txid (use an opaque or transactional state)")
+            msg = (
+                f"table {s.name}: a non-transactional state keeps no txid per key, so its values "
+                "cannot be read as of a txid (use an opaque or transactional state)"
+            )
+            raise AuditRefusedError(msg)
     store = compiled.store()
     log = ProgressLog(store, epoch=-1)  # read only
     reads = topics_read(getattr(topology.spout, "config", None))

@@ -35,7 +35,9 @@ class AuditSchedule:
 
     def __init__(self, config: Any, spark: Any, metrics: Metrics, *, active: Callable[[str], bool],
                  audit_one: AuditOne | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        assert config.audit.every_s is not None
+        if config.audit.every_s is None:
+            msg = "audit.every_s is not set: there is no schedule"
+            raise ValueError(msg)
         self.config, self.spark, self.metrics, self.active = config, spark, metrics, active
         self.every_s: float = config.audit.every_s
         self.max_share: float = config.audit.max_share

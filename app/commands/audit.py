@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from app.commands.common import BAD_INPUT, OK, CommandError, add_config, load_config, parser, pipeline_of, progress
@@ -52,7 +51,8 @@ def main(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.sample is not None and not 0 < args.sample <= 1:
-        raise CommandError(f"--sample {args.sample}: must be a fraction in (0, 1]", BAD_INPUT)
+        msg = f"--sample {args.sample}: must be a fraction in (0, 1]"
+        raise CommandError(msg, BAD_INPUT)
     config = load_config(args.config)
     pipeline = pipeline_of(config, args.pipeline)
     compiled = compile_pipeline(config, pipeline)
@@ -61,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
         report = audit(config, compiled, lambda: _spark(config), at=args.at, since=args.since, sink=args.sink, keys=args.keys,
                        sample=args.sample, log_starts=log_starts_of(config, pipeline), progress=progress)
     except AuditRefusedError as e:
-        raise CommandError(f"refused: {e}", BAD_INPUT) from None
+        msg = f"refused: {e}"
+        raise CommandError(msg, BAD_INPUT) from None
     if args.metrics_file:
         write_metrics(args.metrics_file, report.pipeline, report.at, report.differences)
     if args.json:

@@ -44,7 +44,7 @@ TABLES: dict[str, type[BaseModel]] = {
 #: Small sections listed in their parent's table as ``parent.field`` rows.
 FLATTENED = (TlsModel, CapsModel)
 
-_BLOCK = re.compile(r"(<!-- fields: (\w+) -->\n)(.*?)(<!-- end fields -->)", re.S)
+_BLOCK = re.compile(r"(<!-- fields: (\w+) -->\n)(.*?)(<!-- end fields -->)", re.DOTALL)
 _BOUND_NAMES = {"ge": ">=", "minimum": ">=", "gt": ">", "exclusiveMinimum": ">", "le": "<=", "maximum": "<=",
                 "lt": "<", "exclusiveMaximum": "<"}
 
@@ -80,7 +80,7 @@ def _ref(prop: dict[str, Any]) -> str | None:
     return None
 
 
-def _default(value: Any) -> str:
+def _default(value: Any) -> str:  # noqa: PLR0911  one return per kind of value reads best
     if isinstance(value, BaseModel):
         return ""  # a section: its fields have their own defaults
     if isinstance(value, enum.Enum):
@@ -104,7 +104,7 @@ def _values(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     return shown + (" or `null`" if len(options) < len(prop.get("anyOf", [prop])) else "")
 
 
-def _one(p: dict[str, Any], defs: dict[str, Any]) -> str:
+def _one(p: dict[str, Any], defs: dict[str, Any]) -> str:  # noqa: PLR0911  one return per JSON Schema type
     if "enum" in p:
         return ", ".join(f"`{v}`" for v in p["enum"])
     if "$ref" in p:
@@ -135,7 +135,8 @@ def refresh(text: str) -> str:
     def fill(m: re.Match[str]) -> str:
         name = m.group(2)
         if name not in TABLES:
-            raise KeyError(f"no table {name!r} (one of {', '.join(TABLES)})")
+            msg = f"no table {name!r} (one of {', '.join(TABLES)})"
+            raise KeyError(msg)
         return m.group(1) + table(TABLES[name]) + m.group(4)
     return _BLOCK.sub(fill, text)
 

@@ -88,10 +88,12 @@ Text = Annotated[StrictStr, Field(min_length=1)]
 def _choice(*options: str, upper: bool = False) -> Any:
     def check(v: Any) -> str:
         if not isinstance(v, str) or not v:
-            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+            msg = f"expected one of {', '.join(options)}, got {v!r}"
+            raise ValueError(msg)
         v = v.upper() if upper else v.lower()
         if v not in options:
-            raise ValueError(f"{v!r} is not one of {', '.join(options)}")
+            msg = f"{v!r} is not one of {', '.join(options)}"
+            raise ValueError(msg)
         return str(v)
     return Annotated[str, PlainValidator(check), WithJsonSchema({"enum": list(options), "type": "string"})]
 
@@ -104,11 +106,13 @@ def _member(kind: type[enum.Enum]) -> Any:
         if isinstance(v, kind):
             return v
         if not isinstance(v, str) or not v:
-            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+            msg = f"expected one of {', '.join(options)}, got {v!r}"
+            raise ValueError(msg)
         try:
             return kind(v.lower())
         except ValueError:
-            raise ValueError(f"{v.lower()!r} is not one of {', '.join(options)}") from None
+            msg = f"{v.lower()!r} is not one of {', '.join(options)}"
+            raise ValueError(msg) from None
     return Annotated[kind, PlainValidator(check), PlainSerializer(lambda m: m.value, return_type=str),
                      WithJsonSchema({"enum": options, "type": "string"})]
 
@@ -117,8 +121,11 @@ def _identifier(what: str, *, stored: bool = False) -> Any:
     def check(v: str) -> str:
         check_identifier(v, what)
         if stored and v.startswith("prev_"):
-            raise ValueError(f"{what} {v!r}: the prefix prev_ is reserved (opaque state stores the previous value "
-                             "of each column as prev_<column>)")
+            msg = (
+                f"{what} {v!r}: the prefix prev_ is reserved (opaque state stores the previous value "
+                "of each column as prev_<column>)"
+            )
+            raise ValueError(msg)
         return v
     return Annotated[StrictStr, AfterValidator(check), Field(json_schema_extra={"pattern": r"^[a-z][a-z0-9_]{0,47}$"})]
 
@@ -128,7 +135,8 @@ def _scalar(v: Any) -> str:
         return str(v).lower()
     if isinstance(v, (str, int, float)):
         return str(v)
-    raise ValueError("must be a scalar (a string, a number or a boolean)")
+    msg = "must be a scalar (a string, a number or a boolean)"
+    raise ValueError(msg)
 
 
 Scalar = Annotated[str, PlainValidator(_scalar), WithJsonSchema({"type": ["string", "number", "boolean"]})]
@@ -136,7 +144,8 @@ Scalar = Annotated[str, PlainValidator(_scalar), WithJsonSchema({"type": ["strin
 
 def _expression(e: Any) -> str:
     if not isinstance(e, str) or not e.strip():
-        raise ValueError(f"expected a Spark SQL expression (a non-empty string), got {e!r}")
+        msg = f"expected a Spark SQL expression (a non-empty string), got {e!r}"
+        raise ValueError(msg)
     return e
 
 
@@ -147,7 +156,8 @@ Expressions = Annotated[list[Expression], BeforeValidator(lambda v: [v] if isins
 
 def _topic(name: str) -> str:
     if not _TOPIC.match(name):
-        raise ValueError(f"invalid topic name {name!r} (letters, digits, '.', '_', '-')")
+        msg = f"invalid topic name {name!r} (letters, digits, '.', '_', '-')"
+        raise ValueError(msg)
     return name
 
 
@@ -182,7 +192,8 @@ def _bootstrap(servers: str) -> str:
     for entry in servers.split(","):
         m = _BROKER.fullmatch(entry.strip())
         if m is None or (m.group(1) is not None and not 0 < int(m.group(1)) < 65536):
-            raise ValueError(f"{entry.strip()!r} is not a broker address (host:port, e.g. kafka-0:9092)")
+            msg = f"{entry.strip()!r} is not a broker address (host:port, e.g. kafka-0:9092)"
+            raise ValueError(msg)
     return servers
 
 
@@ -206,8 +217,9 @@ class RegistryModel(Section):
     @model_validator(mode="after")
     def _settings(self) -> RegistryModel:
         if self.username and self.password is None:
-            raise at("password", "required with a username: set TRIDENT_SCHEMA_REGISTRY_PASSWORD "
-                                 "(or kafka.schema_registry.password, e.g. from ${A_VARIABLE})")
+            field = "password"
+            raise at(field, "required with a username: set TRIDENT_SCHEMA_REGISTRY_PASSWORD "
+                     "(or kafka.schema_registry.password, e.g. from ${A_VARIABLE})")
         try:
             self.settings()
         except ValueError as e:
@@ -244,8 +256,11 @@ def _removed_reader(v: Any) -> str | None:
     """``spark.kafka_reader``: ``python`` (the only read path, so a no-op) or nothing; the JVM's values are refused."""
     if v is None or (isinstance(v, str) and v.strip().lower() == "python"):
         return None if v is None else "python"
-    raise ValueError(f"{v!r} is no longer accepted: the JVM read path was removed and Python reads every format "
-                     "(delete this setting)")
+    msg = (
+        f"{v!r} is no longer accepted: the JVM read path was removed and Python reads every format "
+        "(delete this setting)"
+    )
+    raise ValueError(msg)
 
 
 _RemovedReader = Annotated[str | None, PlainValidator(_removed_reader),
@@ -262,7 +277,7 @@ class SparkModel(Section):
         "`spark.sql.shuffle.partitions`, unless set, follows the commit tasks). A cluster master needs "
         "`state.backend: cassandra` (`sqlite` is refused: its file is on one machine), an address the executors "
         "reach (`spark.driver.host` or `SPARK_LOCAL_IP`) and this project installed at the service's interpreter "
-        "path on the workers: [operations.md](operations.md), \"Run on a Spark cluster\""))
+        'path on the workers: [operations.md](operations.md), "Run on a Spark cluster"'))
     app_name: Text = Field(default="trident", description="the Spark application's name (Spark UI, cluster manager)")
     conf: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict, description=(
         "extra Spark settings (`spark.driver.memory: 2g`, ...); they override the service's defaults. Without "
@@ -274,7 +289,7 @@ class SparkModel(Section):
         "deprecated, no effect: every format is read by librdkafka in Python workers, the only read path. "
         "`python` is still accepted (`validate` and the start-up log warn: delete the line); `jvm` and `auto` are "
         "refused: the JVM read path (Spark's own Kafka source) was removed, as it was no faster at any size measured "
-        "and cost more per txid ([performance.md](performance.md), \"One read path\")"))
+        'and cost more per txid ([performance.md](performance.md), "One read path")'))
 
     def deprecated(self) -> list[str]:
         """What to delete from this section: settings that are accepted but do nothing."""
@@ -285,7 +300,7 @@ class SparkModel(Section):
 
 class HttpModel(Section):
     enabled: Bool = Field(default=True, description="`false`: no HTTP server (no metrics, no probes)")
-    host: Text = Field(default="0.0.0.0", description="the address to listen on")
+    host: Text = Field(default="0.0.0.0", description="the address to listen on")  # noqa: S104  probes and scrapes come from other pods
     port: Annotated[Int, Field(ge=0, le=65535)] = Field(default=9400, description=(
         "serves `/metrics` (Prometheus), `/healthz` (200 while the process lives and no pipeline holding its lease is hung: "
         "`service.live_window_s`) and `/readyz`; 0: any free port"))
@@ -347,7 +362,8 @@ _C, _T = CassandraSettings(), TlsSettings()
 def _keyspace(name: str) -> str:
     check_identifier(name, "keyspace name")
     if name.startswith("system"):
-        raise ValueError(f"keyspace {name!r} is Cassandra's own (system*): name the service's keyspace")
+        msg = f"keyspace {name!r} is Cassandra's own (system*): name the service's keyspace"
+        raise ValueError(msg)
     return name
 
 
@@ -389,7 +405,7 @@ class CassandraModel(Section):
     max_concurrency: Annotated[Int, Field(ge=1)] = Field(default=_C.max_concurrency, description=(
         "requests in flight per call"))
     max_retries: Annotated[Int, Field(ge=0)] = Field(default=_C.max_retries, description=(
-        "retries of reads and plain writes (never of an LWT: see [design.md](design.md), \"Unknown outcomes\")"))
+        'retries of reads and plain writes (never of an LWT: see [design.md](design.md), "Unknown outcomes")'))
     backoff_initial_s: Positive = Field(default=_C.backoff_initial_s, description="the first wait before a retry")
     backoff_max_s: Positive = Field(default=_C.backoff_max_s, description="the longest wait before a retry "
                                                                           "(the wait doubles up to it)")
@@ -409,11 +425,13 @@ class CassandraModel(Section):
     @model_validator(mode="after")
     def _credentials(self) -> CassandraModel:
         if self.username and self.password is None:
-            raise at("password", "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
-                                 "(or cassandra.password, e.g. from ${A_VARIABLE})")
+            field = "password"
+            raise at(field, "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
+                     "(or cassandra.password, e.g. from ${A_VARIABLE})")
         if self.password is not None and not self.username:
-            raise at("username", "required with a password: set TRIDENT_CASSANDRA_USERNAME "
-                                 "(or cassandra.username)")
+            field = "username"
+            raise at(field, "required with a password: set TRIDENT_CASSANDRA_USERNAME "
+                     "(or cassandra.username)")
         try:
             self.settings()
         except ValueError as e:
@@ -436,7 +454,8 @@ def _pattern(p: str) -> str:
     try:
         re.compile(p)
     except re.error as e:
-        raise ValueError(f"not a regular expression: {e}") from None
+        msg = f"not a regular expression: {e}"
+        raise ValueError(msg) from None
     return p
 
 
@@ -507,16 +526,19 @@ class SpoutModel(Section):
     @model_validator(mode="after")
     def _source(self) -> SpoutModel:
         if bool(self.topics) == (self.topic_pattern is not None):
-            raise ValueError("set exactly one of topics (a non-empty list) or topic_pattern (a regular expression)")
+            msg = "set exactly one of topics (a non-empty list) or topic_pattern (a regular expression)"
+            raise ValueError(msg)
         for part in ("key", "value"):
             fmt = getattr(self, f"{part}_format").format()
             if fmt.type.registry:
                 try:
                     fmt.subject_for(tuple(self.topics), part)
                 except ValueError as e:
-                    raise at(f"{part}_format.subject", str(e)) from None
+                    field = f"{part}_format.subject"
+                    raise at(field, str(e)) from None
         if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
-            raise at("first_poll_timestamp_ms", f"first_poll {self.first_poll.value} needs it")
+            field = "first_poll_timestamp_ms"
+            raise at(field, f"first_poll {self.first_poll.value} needs it")
         return self
 
 
@@ -533,7 +555,8 @@ class TransformModel(Section):
     @classmethod
     def _one(cls, data: Any) -> Any:
         if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in ("map", "each", "filter"):
-            raise ValueError("a transform is one of {map: [expressions]}, {each: [expressions]} or {filter: predicate}")
+            msg = "a transform is one of {map: [expressions]}, {each: [expressions]} or {filter: predicate}"
+            raise ValueError(msg)
         return data
 
     def step(self) -> tuple[str, tuple[str, ...]]:
@@ -577,8 +600,11 @@ class AggregateModel(Section):
         if isinstance(data, str):
             data = {data: None}
         if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in AGGREGATORS:
-            raise ValueError(f"an aggregate is one of {sorted(AGGREGATORS)} with its options, "
-                             "e.g. {sum: {field: amount, as: total}}")
+            msg = (
+                f"an aggregate is one of {sorted(AGGREGATORS)} with its options, "
+                "e.g. {sum: {field: amount, as: total}}"
+            )
+            raise ValueError(msg)
         return {k: {} if v is None else v for k, v in data.items()}
 
     def function(self) -> tuple[str, str | None, str]:
@@ -601,7 +627,7 @@ class StateModel(Section):
         "cannot be (a file where a directory should be, no write permission)"))
     cache_size: Annotated[Int, Field(ge=0)] = Field(default=10_000, description=(
         "keys cached in front of the table per process; a Spark commit partition caches at least this many and "
-        "always every key of its last txid (0 disables; see \"The commit path\" in design.md)"))
+        'always every key of its last txid (0 disables; see "The commit path" in design.md)'))
     tombstones: _choice("delete", "ignore") | None = Field(  # type: ignore[valid-type]
         default=None, description=(
             "a record with a null value: `delete` deletes its key (every aggregate must be `latest`); `ignore` skips "
@@ -613,7 +639,8 @@ class StateModel(Section):
     @model_validator(mode="after")
     def _ttl(self) -> StateModel:
         if self.ttl_s is not None and self.backend != "cassandra":
-            raise at("ttl_s", f"needs backend cassandra (backend {self.backend} keeps rows for ever)")
+            field = "ttl_s"
+            raise at(field, f"needs backend cassandra (backend {self.backend} keeps rows for ever)")
         return self
 
 
@@ -634,8 +661,11 @@ ErrorsModel = Annotated[_choice("fail", "skip") | DeadLetterModel,  # type: igno
 
 def _pipeline_id(pid: str) -> str:
     if not _PIPELINE_ID.match(pid):
-        raise ValueError(f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, '-' and '_', "
-                         "starting with a letter)")
+        msg = (
+            f"invalid pipeline id {pid!r} (use 1-48 lower-case letters, digits, '-' and '_', "
+            "starting with a letter)"
+        )
+        raise ValueError(msg)
     return pid
 
 
@@ -690,16 +720,19 @@ class PipelineModel(Section):
         outputs = [a.function()[2] for a in self.aggregates]
         functions = [(a.function()[0], a.function()[2]) for a in self.aggregates]
         for i, problem in tombstone_problems(self.state.tombstones, functions):
-            raise at(f"aggregates[{i}]", f"state.{problem}")
+            field = f"aggregates[{i}]"
+            raise at(field, f"state.{problem}")
         for i, out in enumerate(outputs):
             if outputs.count(out) > 1 or out in self.group_by:
-                raise at(f"aggregates[{i}]", f"output column {out!r} is used twice (group-by fields and aggregate "
-                                             "outputs need distinct names)")
+                field = f"aggregates[{i}]"
+                raise at(field, f"output column {out!r} is used twice (group-by fields and aggregate "
+                         "outputs need distinct names)")
         try:
             check_combination(self.spout.kind, self.state.kind,
                               accept_at_least_once=self.accept_at_least_once)
         except ValueError as e:
-            raise at("state.kind", str(e)) from None
+            field = "state.kind"
+            raise at(field, str(e)) from None
         try:
             check_claimable(self.table())
         except ValueError as e:
@@ -727,7 +760,8 @@ class TopicModel(Section):
     @classmethod
     def _declared(cls, data: Any) -> Any:
         if data is None:
-            raise ValueError("declare at least partitions")
+            msg = "declare at least partitions"
+            raise ValueError(msg)
         return data
 
     @model_validator(mode="after")
@@ -737,7 +771,8 @@ class TopicModel(Section):
         try:
             object.__setattr__(self, "configs", check_configs(self.configs, self.replication_factor))
         except TopicConfigError as e:
-            raise at(f"configs.{e.key}", e.message) from None
+            field = f"configs.{e.key}"
+            raise at(field, e.message) from None
         return self
 
 
@@ -778,24 +813,29 @@ class Document(Section):
         writers: dict[tuple[str, str, str], int] = {}
         for i, p in enumerate(self.pipelines):
             if p.id in seen:
-                raise at(f"pipelines[{i}].id", f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
+                field = f"pipelines[{i}].id"
+                raise at(field, f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
             seen[p.id] = i
             for part in ("key", "value"):
                 if getattr(p.spout, f"{part}_format").format().type.registry and self.kafka.schema_registry is None:
-                    raise at(f"pipelines[{i}].spout.{part}_format", "a registry format needs kafka.schema_registry "
-                                                                   "(its url)")
+                    field = f"pipelines[{i}].spout.{part}_format"
+                    raise at(field, "a registry format needs kafka.schema_registry "
+                             "(its url)")
             if p.state.backend == "cassandra" and self.cassandra is None:
-                raise at(f"pipelines[{i}].state.backend", "backend cassandra needs a top-level cassandra section")
+                field = f"pipelines[{i}].state.backend"
+                raise at(field, "backend cassandra needs a top-level cassandra section")
             refusal = state_refusal(p.state.backend, self.spark.master)
             if refusal is not None:  # a state on one machine's disk would split between a cluster's executors
-                raise at(f"pipelines[{i}].state.backend", refusal)
-            where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"
+                field = f"pipelines[{i}].state.backend"
+                raise at(field, refusal)
+            where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"  # noqa: PTH100  normalised like abspath, symlinks not resolved
             key = (p.state.backend, where, p.table())
             if key in writers:
                 other = self.pipelines[writers[key]]
-                raise at(f"pipelines[{i}].state.table", f"table {key[2]!r} is also written by pipeline {other.id!r} "
-                                                        f"(pipelines[{writers[key]}]): a state table belongs to one "
-                                                        "pipeline")
+                field = f"pipelines[{i}].state.table"
+                raise at(field, f"table {key[2]!r} is also written by pipeline {other.id!r} "
+                         f"(pipelines[{writers[key]}]): a state table belongs to one "
+                         "pipeline")
             writers[key] = i
         return self
 

@@ -72,6 +72,7 @@ def test_the_service_audits_on_a_schedule_and_a_planted_difference_shows_in_the_
         forget_opened()
         backing = compile_pipeline(load(config), PIPELINE).state.backing_map(WORDS_SPEC, create=False)
         [w1] = backing.multi_get([("w1",)])
+        assert w1 is not None
         backing.multi_put([("w1",)], [OpaqueValue(w1.txid, w1.curr + 7, w1.prev)])  # a hand edit
         _wait(service, "the difference in the metric", lambda: _metric(service, "trident_audit_last_result") == 0.0)
         assert _metric(service, "trident_audit_last_differences") == 1.0
