@@ -5,7 +5,8 @@ and matched to the recount's bad records by the source coordinates their headers
 (:func:`app.dead_letters.coordinates_of`), for the audited ranges only. A bad record without a dead
 letter, one with two, and a dead letter of a record the recount counted as good are differences; a
 missing letter while the topic no longer holds its start (retention, records deleted) cannot be told
-from one deleted with it, so it is counted as unverifiable instead, and the report says why.
+from one deleted with it, so it is counted as unverifiable instead, and the report says why. After a
+rewind, which reads records again on purpose, a record's extra letters are counted, not differences.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class DeadLetterCheck:
     twice: dict[Coordinates, int] = field(default_factory=dict)  # how many copies
     unexpected: list[Coordinates] = field(default_factory=list)  # a dead letter of a record counted as good
     unverifiable: int = 0  # missing, but the topic no longer holds its start
+    rewound_copies: int = 0  # more than one letter of a record, after a rewind read it again on purpose
     log_start: dict[int, int] = field(default_factory=dict)  # the topic's partitions that start above 0
 
     @property
@@ -50,6 +52,7 @@ class DeadLetterCheck:
     def to_json(self, limit: int = 1000) -> dict[str, Any]:
         return {"policy": self.policy, "topic": self.topic, "bad_records": self.bad, "in_topic": self.in_topic,
                 "skipped": self.skipped, "differences": self.differences, "unverifiable": self.unverifiable,
+                "rewound_copies": self.rewound_copies,
                 "missing": [list(c) for c in self.missing[:limit]],
                 "twice": [{"record": list(c), "copies": n} for c, n in list(self.twice.items())[:limit]],
                 "unexpected": [list(c) for c in self.unexpected[:limit]],
@@ -57,9 +60,10 @@ class DeadLetterCheck:
 
 
 def check(policy: str, topic: str | None, bad: Iterable[Coordinates], *, plan: BatchPlan,
-          letters: Counter[Coordinates], log_start: Mapping[int, int]) -> DeadLetterCheck:
+          letters: Counter[Coordinates], log_start: Mapping[int, int], rewound: bool = False) -> DeadLetterCheck:
     """Compare the recount's ``bad`` records of ``plan``'s ranges with the pipeline's ``letters`` (copies per
-    source record, all of the topic); ``log_start``: each topic partition's first offset still held."""
+    source record, all of the topic); ``log_start``: each topic partition's first offset still held;
+    ``rewound``: the pipeline was rewound, so a record may have been read, and its letter written, twice."""
     wanted = set(bad)
     result = DeadLetterCheck(policy, topic, len(wanted))
     if topic is None:
@@ -72,7 +76,11 @@ def check(policy: str, topic: str | None, bad: Iterable[Coordinates], *, plan: B
         result.unverifiable = len(absent)
     else:
         result.missing = absent
-    result.twice = {c: n for c, n in sorted(ours.items()) if n > 1 and c in wanted}
+    twice = {c: n for c, n in sorted(ours.items()) if n > 1 and c in wanted}
+    if rewound:
+        result.rewound_copies = sum(n - 1 for n in twice.values())
+    else:
+        result.twice = twice
     result.unexpected = sorted(c for c in ours if c not in wanted)
     return result
 

@@ -17,7 +17,7 @@ from typing import Any
 from app.audit.compare import Key, Outcome, SinkAudit, Snapshot, compare, sampled, snapshot
 from app.audit.dead_letters import DeadLetterCheck, check, kafka_of, read_letters
 from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose, topics_read
-from app.progress import ProgressLog
+from app.progress import ProgressLog, read_rewinds
 from app.spark.recount import Recounter
 from app.topology import PartitionPersist
 from spouts.bad_records import BadRecord
@@ -154,7 +154,8 @@ def _dead_letters(compiled: Any, ranges: AuditRanges, bad: Sequence[BadRecord],
         return check(policy.action.value, None, coords, plan=ranges.plan, letters=Counter(), log_start={})
     progress(f"reading dead-letter topic {policy.topic}")
     letters, log_start = read_letters(kafka_of(compiled.topology.spout), policy.topic, compiled.id)
-    return check(policy.action.value, policy.topic, coords, plan=ranges.plan, letters=letters, log_start=log_start)
+    return check(policy.action.value, policy.topic, coords, plan=ranges.plan, letters=letters, log_start=log_start,
+                 rewound=bool(read_rewinds(compiled.store())))
 
 
 def _backing(c: Any) -> Any:

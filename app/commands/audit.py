@@ -105,21 +105,7 @@ def print_report(r: Any) -> None:
     if doc["left_out"]:
         gone = ", ".join(f"{g['partition']} {g['from_offset']}..{g['to_offset']}" for g in doc["left_out"])
         print(f"  left out: {gone}: topics the config no longer reads (whatever they added to a table differs)")
-    letters = doc["dead_letters"]
-    if letters is not None and letters["topic"] is not None:
-        print(f"  dead-letter topic {letters['topic']}: {letters['in_topic']} dead letters for the audited ranges, "
-              f"{letters['bad_records']} bad records recounted; missing {len(letters['missing'])}, twice "
-              f"{len(letters['twice'])}, not bad in the recount {len(letters['unexpected'])}")
-        for c in letters["missing"]:
-            print(f"    missing  record {_coords(c)}: left out as bad by the recount, no dead letter")
-        for t in letters["twice"]:
-            print(f"    twice    record {_coords(t['record'])}: {t['copies']} dead letters")
-        for c in letters["unexpected"]:
-            print(f"    unexpected record {_coords(c)}: a dead letter, but the recount counts the record")
-        if letters["unverifiable"]:
-            starts = ", ".join(f"{p} at {o}" for p, o in letters["topic_log_start"].items())
-            print(f"    {letters['unverifiable']} bad records have no dead letter, but the topic no longer holds its "
-                  f"start (partitions {starts}): not verifiable")
+    _print_dead_letters(doc["dead_letters"])
     if r.reread_at:
         print(f"  keys that moved on were read again as of txids {', '.join(map(str, r.reread_at))}")
     for t in doc["tables"]:
@@ -131,6 +117,27 @@ def print_report(r: Any) -> None:
     print("  result: " + ("EQUAL: every key checked matches the recount" if not r.differences
                           else f"{r.differences} DIFFERENCES from the recount (keys and dead letters)"))
     sys.stdout.flush()
+
+
+def _print_dead_letters(letters: dict[str, Any] | None) -> None:
+    """The dead-letter lines of the report (a dead-letter policy only)."""
+    if letters is None or letters["topic"] is None:
+        return
+    print(f"  dead-letter topic {letters['topic']}: {letters['in_topic']} dead letters for the audited ranges, "
+          f"{letters['bad_records']} bad records recounted; missing {len(letters['missing'])}, twice "
+          f"{len(letters['twice'])}, not bad in the recount {len(letters['unexpected'])}")
+    for c in letters["missing"]:
+        print(f"    missing  record {_coords(c)}: left out as bad by the recount, no dead letter")
+    for t in letters["twice"]:
+        print(f"    twice    record {_coords(t['record'])}: {t['copies']} dead letters")
+    for c in letters["unexpected"]:
+        print(f"    unexpected record {_coords(c)}: a dead letter, but the recount counts the record")
+    if letters["rewound_copies"]:
+        print(f"    {letters['rewound_copies']} more dead letters of records a rewind read again (not a difference)")
+    if letters["unverifiable"]:
+        starts = ", ".join(f"{p} at {o}" for p, o in letters["topic_log_start"].items())
+        print(f"    {letters['unverifiable']} bad records have no dead letter, but the topic no longer holds its "
+              f"start (partitions {starts}): not verifiable")
 
 
 def _coords(c: list[Any]) -> str:
