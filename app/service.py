@@ -59,6 +59,7 @@ from states.protocols import LeaseInfo
 if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts Spark
     from pyspark.sql import SparkSession
 
+    from app.audit.schedule import AuditSchedule
     from app.server import HttpServer
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class PipelineRunner:
         metrics.precreate_failures(self.id)
         self.loop_done = threading.Event()
         self.thread = threading.Thread(target=self._main, name=f"pipeline-{self.id}", daemon=True)
-        self._stop: threading.Event | None = None
+        self._stop = threading.Event()  # the service's, from start
         self._on_fatal: Callable[[], None] = lambda: None
 
     def start(self, stop: threading.Event, on_fatal: Callable[[], None]) -> None:
@@ -169,7 +170,6 @@ class PipelineRunner:
                 "error": h.reason if h.state.value == "failed" else None}
 
     def _main(self) -> None:
-        assert self._stop is not None
         try:
             if self._stop.is_set():
                 return  # stopped before the first lease attempt: no lease is taken
@@ -183,7 +183,7 @@ class PipelineRunner:
         except BaseException as e:
             self.error = e
             stopped = self.coordinator.stopped_by
-            log.error("pipeline %s stopped (exit code %d): %s", self.id, self.exit_code,
+            log.error("pipeline %s stopped (exit code %d): %s", self.id, self.exit_code,  # noqa: TRY400  the traceback only when unexpected (exc_info below)
                       describe(e) if stopped is None else stopped.reason,
                       exc_info=stopped is None and not _is_expected_fatal(e))
             self._metrics.set_pipeline_state(self.id, "failed")
@@ -213,7 +213,6 @@ class PipelineRunner:
         the txid a takeover replays (the frozen one, else the last committed one) are read and
         aggregated and the state sessions opened, writing nothing. A failure only means a colder takeover.
         """
-        assert self._stop is not None
         failed = warmed = False
         while not self._stop.is_set() and self.coordinator.epoch is None and not self.loop_done.is_set():
             try:
@@ -276,6 +275,7 @@ class Service:
         self.runners: list[PipelineRunner] = []
         self.http: HttpServer | None = None
         self.spark: SparkSession | None = None
+        self.audits: AuditSchedule | None = None  # audit.every_s
         self.phase = "checking the servers"  # what start-up is doing, for /readyz until the pipelines run
         self._began = time.time()
 
@@ -299,16 +299,16 @@ class Service:
                         log.error("every pipeline has stopped: the process exits")
                         break
         except StartupError as e:
-            log.error("start-up failed: %s", e)
+            log.error("start-up failed: %s", e)  # noqa: TRY400  a start-up error is said in one line
             self._exit_code = e.exit_code
             self._on_fatal()
         except Exception as e:
             refused = refusal(e, cassandra_role=self.config.cassandra.username if self.config.cassandra else None)
             if refused is None:  # one line; the traceback for whoever runs with --debug
-                log.error("start-up failed: %s", describe(e))
+                log.error("start-up failed: %s", describe(e))  # noqa: TRY400  one line; the traceback at DEBUG
                 log.debug("start-up failed: the traceback", exc_info=True)
             else:  # a credential, grant or certificate a server refused (app.access): one line, no traceback
-                log.error("start-up failed: %s", refused.line)
+                log.error("start-up failed: %s", refused.line)  # noqa: TRY400  a refusal is one line, no traceback
                 self._exit_code = BAD_INPUT
             self._on_fatal()
         finally:
@@ -381,7 +381,8 @@ class Service:
                 self.http = HttpServer(h.host, h.port, self.readiness, self.metrics.registry,
                                        liveness=self.liveness).start()
             except OSError as e:
-                raise StartupError(f"http.port {h.port} on {h.host or 'all interfaces'}: {e.strerror or e}") from e
+                msg = f"http.port {h.port} on {h.host or 'all interfaces'}: {e.strerror or e}"
+                raise StartupError(msg) from e
 
     def _start_pipelines(self) -> None:
         make = self._executor_factory or _spark_executor
@@ -390,7 +391,9 @@ class Service:
                 return  # a signal while starting: no lease is taken
             compiled = compile_pipeline(self.config, p, metrics=self.metrics)
             compiled.claim_tables()  # a table written by another pipeline: a permanent error, before any batch
-            assert self.spark is not None
+            if self.spark is None:
+                msg = "the pipelines start after Spark"
+                raise RuntimeError(msg)
             executor = make(self.spark, compiled.topology)
             watch = KafkaWatch(spout_config(self.config, p), p.id)
             runner = PipelineRunner(compiled, executor, metrics=self.metrics, kafka_watch=watch)
@@ -401,6 +404,13 @@ class Service:
         for r in self.runners:
             if not self.stop.is_set():
                 r.start(self.stop, self._on_pipeline_failed)
+        if self.config.audit.every_s is not None and not self.stop.is_set():
+            from app.audit.schedule import AuditSchedule
+
+            roles = {r.id: r for r in self.runners}
+            self.audits = AuditSchedule(self.config, self.spark, self.metrics,
+                                        active=lambda pipeline: roles[pipeline].role == "active")
+            self.audits.start(self.stop)
 
     def _on_pipeline_failed(self) -> None:
         """A pipeline stopped for good: the exit code will say so; ``on_pipeline_failure`` decides about the others."""
@@ -429,6 +439,8 @@ class Service:
                 self.metrics.batches.labels(r.id, "abandoned").inc()
         if started:
             self._cancel_spark_jobs()  # later txids that were only being processed; their results are dropped
+        if self.audits is not None:  # a running audit's Spark job was cancelled: it ends at once
+            self.audits.join(timeout=60)
         for r in started:
             r.thread.join(timeout=60)
             if r.thread.is_alive():

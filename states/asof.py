@@ -54,18 +54,23 @@ def as_of(stored: Any, txid: int, *, rows_expire: bool = False) -> AsOf:
     if stored is None:
         return AsOf(Known.VALUE)
     if isinstance(stored, OpaqueValue):
-        if stored.txid <= txid:
-            return AsOf(Known.VALUE, stored.curr, stored.txid)
-        if stored.txid == txid + 1:
-            return AsOf(Known.VALUE, stored.prev, stored.txid)
-        if stored.prev is None and not rows_expire:  # created by batch ``stored.txid``: absent before it
-            return AsOf(Known.VALUE, None, stored.txid)
-        return AsOf(Known.MOVED_ON, None, stored.txid)
+        return _opaque_as_of(stored, txid, rows_expire=rows_expire)
     if isinstance(stored, TransactionalValue):
         if stored.txid <= txid:
             return AsOf(Known.VALUE, stored.val, stored.txid)
         return AsOf(Known.MOVED_ON, None, stored.txid)
-    raise TypeError(f"a value without a txid cannot be read as of txid {txid}: {stored!r}")
+    msg = f"a value without a txid cannot be read as of txid {txid}: {stored!r}"
+    raise TypeError(msg)
+
+
+def _opaque_as_of(stored: OpaqueValue[Any], txid: int, *, rows_expire: bool) -> AsOf:
+    if stored.txid <= txid:
+        return AsOf(Known.VALUE, stored.curr, stored.txid)
+    if stored.txid == txid + 1:
+        return AsOf(Known.VALUE, stored.prev, stored.txid)
+    if stored.prev is None and not rows_expire:  # created by batch ``stored.txid``: absent before it
+        return AsOf(Known.VALUE, None, stored.txid)
+    return AsOf(Known.MOVED_ON, None, stored.txid)
 
 
 def read_as_of(backing: CasBackingMap[Any, Any], spec: MapSpec, keys: Sequence[Hashable], txid: int,
@@ -89,7 +94,8 @@ def scan_keys(factory: Any, spec: MapSpec, *, page_size: int = 5000) -> Iterator
         from states.cassandra.scan import scan_keys as cassandra_keys
 
         return cassandra_keys(factory.cassandra, spec, page_size=page_size)
-    raise ValueError(f"backend {factory.backend!r} keeps no table to scan")
+    msg = f"backend {factory.backend!r} keeps no table to scan"
+    raise ValueError(msg)
 
 
 def scan_stored(factory: Any, spec: MapSpec, *, page_size: int = 5000) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -105,4 +111,5 @@ def scan_stored(factory: Any, spec: MapSpec, *, page_size: int = 5000) -> Iterat
         from states.cassandra.scan import scan_rows as cassandra_rows
 
         return cassandra_rows(factory.cassandra, spec, page_size=page_size)
-    raise ValueError(f"backend {factory.backend!r} keeps no table to scan")
+    msg = f"backend {factory.backend!r} keeps no table to scan"
+    raise ValueError(msg)

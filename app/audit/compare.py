@@ -141,12 +141,12 @@ def compare(snap: Snapshot, aggregator: CombinerAggregator, backing: Any, partia
     snap.read(backing, {kr: originals[kr] for kr in recounted if kr not in snap.keys})
     audit = SinkAudit(snap.spec.table)
     for kr in sorted(snap.keys, key=repr):
-        audit.add(_one(layout, aggregator, snap.keys[kr], recounted.get(kr), kr in recounted, snap.now[kr],
-                       snap.then[kr], snap.since))
+        audit.add(_one(layout, aggregator, snap.keys[kr], partial=recounted.get(kr), counted=kr in recounted,
+                       stored=snap.now[kr], base=snap.then[kr], since=snap.since))
     return audit
 
 
-def _one(layout: RowLayout, aggregator: CombinerAggregator, key: Key, partial: Any, counted: bool, stored: AsOf,
+def _one(layout: RowLayout, aggregator: CombinerAggregator, key: Key, *, partial: Any, counted: bool, stored: AsOf,
          base: AsOf, since: int) -> KeyResult | None:
     if base.known is Known.MOVED_ON:
         return KeyResult(key, Outcome.SKIPPED, stored_txid=base.stored_txid,
@@ -156,10 +156,13 @@ def _one(layout: RowLayout, aggregator: CombinerAggregator, key: Key, partial: A
         return KeyResult(key, Outcome.SKIPPED, expected, stored_txid=stored.stored_txid,
                          reason=f"written by two or more txids since (now txid {stored.stored_txid}): to be read again "
                                 "as of a later txid")
-    if expected is None and stored.value is None:
-        return None
+    return _against(layout, key, expected, stored)
+
+
+def _against(layout: RowLayout, key: Key, expected: Any, stored: AsOf) -> KeyResult | None:
+    """A key's expected value against its stored value as of the txid (None: equal)."""
     if stored.value is None:
-        return KeyResult(key, Outcome.MISSING, expected, None, stored.stored_txid)
+        return None if expected is None else KeyResult(key, Outcome.MISSING, expected, None, stored.stored_txid)
     if expected is None:
         return KeyResult(key, Outcome.EXTRA, None, stored.value, stored.stored_txid)
     if _same(layout, expected, stored.value):
@@ -170,6 +173,7 @@ def _one(layout: RowLayout, aggregator: CombinerAggregator, key: Key, partial: A
 def _same(layout: RowLayout, a: Any, b: Any) -> bool:
     """Whether two stored values are the same columns (doubles within a relative 1e-9)."""
     ra, rb = layout.value_row(OpaqueValue(0, a, None)), layout.value_row(OpaqueValue(0, b, None))
-    assert ra is not None and rb is not None
+    if ra is None or rb is None:  # no columns (never for a value): the same only when neither has any
+        return ra is rb
     return all(x == y or (isinstance(x, float) and isinstance(y, float) and math.isclose(x, y, rel_tol=1e-9))
                for x, y in zip(ra, rb, strict=True))

@@ -8,8 +8,10 @@ still hold every offset to read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from app.progress import ProgressLog, StoredBatch, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
@@ -22,45 +24,74 @@ class AuditRefusedError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class AuditRanges:
-    """The ranges to recount (as one plan, txid ``at``) and the txid they start after (0: the beginning)."""
+    """The ranges to recount (as one plan, txid ``at``), the txid they start after (0: the beginning), and the
+    ranges of topics the config no longer reads (left out of the recount: what they added is a difference)."""
 
     at: int
     since: int
     plan: BatchPlan
+    left_out: tuple[PartitionMetadata, ...] = field(default=())
+
+
+def topics_read(spout_config: Any) -> Callable[[str], bool]:
+    """Whether the config reads a topic now: one of its ``topics``, or a match of its ``topic_pattern``
+    (any topic for a spout without either)."""
+    topics = tuple(getattr(spout_config, "topics", ()) or ())
+    pattern = getattr(spout_config, "topic_pattern", None)
+    if topics:
+        return frozenset(topics).__contains__
+    if pattern is not None:
+        compiled = re.compile(pattern)
+        return lambda t: not t.startswith("__") and compiled.fullmatch(t) is not None
+    return lambda _: True
 
 
 def choose(store: TransactionalStateStore, log: ProgressLog, *, at: int | None, since: int | None,
-           topology_id: str) -> AuditRanges:
+           topology_id: str, reads: Callable[[str], bool] = lambda _: True) -> AuditRanges:
     """The ranges of an audit of committed txid ``at`` (None: the last committed), from the first offsets or
-    after txid ``since``."""
+    after txid ``since``, of the topics the config ``reads`` now (the rest are left out, see :class:`AuditRanges`)."""
     committed = log.committed().txid
     if committed == 0:
-        raise AuditRefusedError("nothing committed yet: there is nothing to audit")
+        msg = "nothing committed yet: there is nothing to audit"
+        raise AuditRefusedError(msg)
     t = committed if at is None else at
     if not 0 < t <= committed:
-        raise AuditRefusedError(f"--at txid {t}: the committed txids are 1..{committed}")
+        msg = f"--at txid {t}: the committed txids are 1..{committed}"
+        raise AuditRefusedError(msg)
     end = _plan(log, t, "--at")
     if since is not None:
         if not 0 < since < t:
-            raise AuditRefusedError(f"--since txid {since}: must be a committed txid below {t}")
+            msg = f"--since txid {since}: must be a committed txid below {t}"
+            raise AuditRefusedError(msg)
         starts = {p: m.next_offset for p, m in _plan(log, since, "--since").partitions.items()}
     else:
         first = log.first_offsets()
         if first is None or first.since_txid > 1:
             where = "" if first is None else f" (recorded from txid {first.since_txid} on)"
-            raise AuditRefusedError(f"the first offsets of the pipeline are not known{where}: audit what later txids "
-                                    f"added with --since txid M (txids {_stored(log)} still have their plans)")
+            msg = (
+                f"the first offsets of the pipeline are not known{where}: audit what later txids "
+                f"added with --since txid M (txids {_stored(log)} still have their plans)"
+            )
+            raise AuditRefusedError(msg)
         rewound = [int(r["txid"]) for r in read_rewinds(store) if int(r.get("txid", 0)) <= t]
         if rewound:
-            raise AuditRefusedError(f"a rewind at txid {max(rewound)} moved the positions, so records may be read "
-                                    f"twice on purpose: audit after it with --since txid {max(rewound)}")
+            msg = (
+                f"a rewind at txid {max(rewound)} moved the positions, so records may be read "
+                f"twice on purpose: audit after it with --since txid {max(rewound)}"
+            )
+            raise AuditRefusedError(msg)
         starts = dict(first.offsets)
     metas: dict[Partition, PartitionMetadata] = {}
-    for p, m in end.partitions.items():
+    left_out: list[PartitionMetadata] = []
+    for p, m in sorted(end.partitions.items()):
         start = starts.get(p, m.next_offset if since is None else 0)
         start = min(start, m.next_offset)
-        metas[p] = PartitionMetadata(p.topic, p.partition, start, m.next_offset, m.next_offset - start, topology_id)
-    return AuditRanges(t, since or 0, BatchPlan(t, metas))
+        meta = PartitionMetadata(p.topic, p.partition, start, m.next_offset, m.next_offset - start, topology_id)
+        if reads(p.topic):
+            metas[p] = meta
+        elif not meta.empty:
+            left_out.append(meta)
+    return AuditRanges(t, since or 0, BatchPlan(t, metas), tuple(left_out))
 
 
 def check_held(ranges: AuditRanges, log_starts: Mapping[Partition, int], log: ProgressLog) -> None:
@@ -74,7 +105,8 @@ def check_held(ranges: AuditRanges, log_starts: Mapping[Partition, int], log: Pr
     coverable = [t for t in log.batch_txids() if t < ranges.at and _holds(log.batch(t), gone)]
     hint = f"--since txid {coverable[0]} is the earliest that can still be audited" if coverable else \
         "no stored txid's ranges are still held: no --since can cover them"
-    raise AuditRefusedError(f"the source no longer holds the ranges to recount ({where}); {hint}")
+    msg = f"the source no longer holds the ranges to recount ({where}); {hint}"
+    raise AuditRefusedError(msg)
 
 
 def _holds(stored: StoredBatch | None, gone: list[tuple[Partition, int, int]]) -> bool:
@@ -86,8 +118,11 @@ def _holds(stored: StoredBatch | None, gone: list[tuple[Partition, int, int]]) -
 def _plan(log: ProgressLog, txid: int, option: str) -> BatchPlan:
     stored = log.batch(txid)
     if stored is None:
-        raise AuditRefusedError(f"{option} txid {txid}: its plan is no longer stored (plans are kept for the "
-                                f"retention window; stored: txids {_stored(log)})")
+        msg = (
+            f"{option} txid {txid}: its plan is no longer stored (plans are kept for the "
+            f"retention window; stored: txids {_stored(log)})"
+        )
+        raise AuditRefusedError(msg)
     return stored.plan
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.audit.compare import Key, Outcome, SinkAudit, Snapshot, compare, sampled, snapshot
-from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose
-from app.progress import ProgressLog
+from app.audit.dead_letters import DeadLetterCheck, check, kafka_of, read_letters
+from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose, topics_read
+from app.progress import ProgressLog, read_rewinds
 from app.spark.recount import Recounter
 from app.topology import PartitionPersist
-from spouts.metadata import Partition
+from spouts.bad_records import BadRecord
+from spouts.metadata import Partition, PartitionMetadata
 from states.spec import StateKind
 
 ROUNDS = 3  # compare rounds for keys that keep moving on while the audit runs
@@ -33,6 +35,7 @@ class AuditReport:
     at: int
     since: int
     ranges: list[dict[str, Any]]
+    left_out: list[dict[str, Any]] = field(default_factory=list)  # ranges of topics the config no longer reads
     records: int = 0
     bad_records: dict[str, int] = field(default_factory=dict)  # by stage
     bad_records_policy: str = ""
@@ -40,17 +43,21 @@ class AuditReport:
     recount_s: float = 0.0
     compare_s: float = 0.0
     reread_at: list[int] = field(default_factory=list)  # later txids keys were read again as of
+    dead_letters: DeadLetterCheck | None = None
 
     @property
     def differences(self) -> int:
-        return sum(t.differences for t in self.tables)
+        letters = self.dead_letters.differences if self.dead_letters is not None else 0
+        return sum(t.differences for t in self.tables) + letters
 
     def to_json(self, limit: int = 1000) -> dict[str, Any]:
         return {"pipeline": self.pipeline, "at_txid": self.at, "since_txid": self.since, "ranges": self.ranges,
+                "left_out": self.left_out,
                 "records": self.records, "bad_records": {"policy": self.bad_records_policy, **self.bad_records,
                                                          "total": sum(self.bad_records.values())},
                 "reread_at_txids": self.reread_at, "recount_s": round(self.recount_s, 3),
                 "compare_s": round(self.compare_s, 3), "differences": self.differences,
+                "dead_letters": self.dead_letters.to_json(limit) if self.dead_letters is not None else None,
                 "tables": [{"table": t.table, "checked": t.checked, **{o.value: n for o, n in t.counts.items()},
                             "keys": [{"key": list(k.key), "outcome": k.outcome.value, "expected": k.expected,
                                       "stored": k.stored, "stored_txid": k.stored_txid, "reason": k.reason}
@@ -70,24 +77,33 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     sinks = [s for _, s in topology.sinks if sink in (None, s.name)]
     if not sinks:
         names = ", ".join(s.name for _, s in topology.sinks)
-        raise AuditRefusedError(f"--sink {sink!r}: pipeline {compiled.id} writes no such table (tables: {names})")
+        msg = f"--sink {sink!r}: pipeline {compiled.id} writes no such table (tables: {names})"
+        raise AuditRefusedError(msg)
     for s in sinks:
         if isinstance(s, PartitionPersist):
-            raise AuditRefusedError(f"table {s.name}: a partition_persist sink is written by a user function, not an "
-                                    "aggregate, so it cannot be recounted")
+            msg = (
+                f"table {s.name}: a partition_persist sink is written by a user function, not an "
+                "aggregate, so it cannot be recounted"
+            )
+            raise AuditRefusedError(msg)
         if s.factory.kind is StateKind.NON_TRANSACTIONAL:
-            raise AuditRefusedError(f"table {s.name}: a non-transactional state keeps no txid per key, so its values "
-                                    "cannot be read as of a txid (use an opaque or transactional state)")
+            msg = (
+                f"table {s.name}: a non-transactional state keeps no txid per key, so its values "
+                "cannot be read as of a txid (use an opaque or transactional state)"
+            )
+            raise AuditRefusedError(msg)
     store = compiled.store()
     log = ProgressLog(store, epoch=-1)  # read only
-    ranges = choose(store, log, at=at, since=since, topology_id=compiled.id)
+    reads = topics_read(getattr(topology.spout, "config", None))
+    ranges = choose(store, log, at=at, since=since, topology_id=compiled.id, reads=reads)
     check_held(ranges, log_starts(sorted(ranges.plan.partitions)), log)
     recounter = Recounter(start_spark(), topology)  # compiles the plan: the tables' specs, no job yet
     if at is None:  # the service may have committed more while Spark started: audit the last one
         log = ProgressLog(store, epoch=-1)  # a log lists the plans stored when it is made
-        ranges = choose(store, log, at=at, since=since, topology_id=compiled.id)
+        ranges = choose(store, log, at=at, since=since, topology_id=compiled.id, reads=reads)
         check_held(ranges, log_starts(sorted(ranges.plan.partitions)), log)
-    report = AuditReport(compiled.id, ranges.at, ranges.since, _ranges_json(ranges),
+    report = AuditReport(compiled.id, ranges.at, ranges.since, _ranges_json(ranges.plan.partitions.values()),
+                         left_out=_ranges_json(ranges.left_out),
                          bad_records_policy=topology.errors.action.value)
     keep = sampled(sample) if sample is not None else None
     audited = [c for c in recounter.sinks if c.sink in sinks]
@@ -106,23 +122,62 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     report.recount_s = time.monotonic() - started
     report.records = counted.records
     report.bad_records = dict(Counter(b.stage.value for b in counted.bad_records))
+    report.dead_letters = _dead_letters(compiled, ranges, counted.bad_records, progress)
     progress(f"recounted {counted.records} records in {report.recount_s:.1f} s; comparing as of txid {ranges.at}")
     started = time.monotonic()
+    shared = _Shared(store, log, recounter, reads, keep, report, progress)
     for s in counted.sinks:
         if s.compiled.sink in sinks:
-            report.tables.append(_compare(s.compiled, s.partials, snapshots[s.compiled.sink.name], store, log,
-                                          recounter, keep, report, progress))
+            report.tables.append(_compare(shared, s.compiled, s.partials, snapshots[s.compiled.sink.name]))
     report.compare_s += time.monotonic() - started
     return report
+
+
+def log_starts_of(config: Any, pipeline: Any) -> Callable[[Sequence[Partition]], dict[Partition, int]]:
+    """Each partition's log start now (Kafka's low watermark), asked of the cluster ``pipeline`` reads."""
+    from app.commands.offsets import KafkaOffsets
+    from app.config import spout_config
+
+    def starts(partitions: Sequence[Partition]) -> dict[Partition, int]:
+        with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
+            return {p: low for p, (low, _) in kafka.watermarks(partitions).items()}
+
+    return starts
+
+
+def _dead_letters(compiled: Any, ranges: AuditRanges, bad: Sequence[BadRecord],
+                  progress: Callable[[str], None]) -> DeadLetterCheck:
+    """The recount's bad records against the pipeline's dead-letter topic (when its policy has one)."""
+    policy = compiled.topology.errors
+    coords = [(b.topic, b.partition, b.offset) for b in bad]
+    if policy.topic is None:
+        return check(policy.action.value, None, coords, plan=ranges.plan, letters=Counter(), log_start={})
+    progress(f"reading dead-letter topic {policy.topic}")
+    letters, log_start = read_letters(kafka_of(compiled.topology.spout), policy.topic, compiled.id)
+    return check(policy.action.value, policy.topic, coords, plan=ranges.plan, letters=letters, log_start=log_start,
+                 rewound=bool(read_rewinds(compiled.store())))
 
 
 def _backing(c: Any) -> Any:
     return c.sink.factory.backing_map(c.spec, create=False)
 
 
-def _compare(c: Any, partials: dict[Key, Any], snap: Snapshot, store: Any, log: ProgressLog, recounter: Recounter,
-             keep: Callable[[Key], bool] | None, report: AuditReport, progress: Callable[[str], None]) -> SinkAudit:
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What the comparison of every table of one audit uses."""
+
+    store: Any
+    log: ProgressLog
+    recounter: Recounter
+    reads: Callable[[str], bool]
+    keep: Callable[[Key], bool] | None
+    report: AuditReport
+    progress: Callable[[str], None]
+
+
+def _compare(a: _Shared, c: Any, partials: dict[Key, Any], snap: Snapshot) -> SinkAudit:
     spec, aggregator, backing = c.spec, c.aggregator, _backing(c)
+    store, log, recounter, keep, report, progress = a.store, a.log, a.recounter, a.keep, a.report, a.progress
     result = compare(snap, aggregator, backing, partials, keep=keep)
     at = snap.at
     for _ in range(ROUNDS):
@@ -136,7 +191,7 @@ def _compare(c: Any, partials: dict[Key, Any], snap: Snapshot, store: Any, log: 
         again_snap = snapshot(spec, backing, c.sink.factory, at=later, since=at, keys=list(moving), bases=moving)
         try:
             delta = choose(store, ProgressLog(store, epoch=-1), at=later, since=at,
-                           topology_id=recounter.executor.topology.name)
+                           topology_id=recounter.executor.topology.name, reads=a.reads)
         except AuditRefusedError as e:  # the plans rotated out meanwhile: the keys stay skipped
             progress(f"table {spec.table}: cannot read the moving keys again ({e})")
             break
@@ -158,9 +213,9 @@ def _merge(first: SinkAudit, reread: set[Key], again: SinkAudit) -> SinkAudit:
     return merged
 
 
-def _ranges_json(ranges: AuditRanges) -> list[dict[str, Any]]:
-    return [{"partition": p.id, "from_offset": m.first_offset, "to_offset": m.next_offset}
-            for p, m in sorted(ranges.plan.partitions.items())]
+def _ranges_json(metas: Iterable[PartitionMetadata]) -> list[dict[str, Any]]:
+    return [{"partition": f"{m.topic}:{m.partition}", "from_offset": m.first_offset, "to_offset": m.next_offset}
+            for m in sorted(metas, key=lambda m: (m.topic, m.partition))]
 
 
-__all__ = ["AuditRefusedError", "AuditReport", "audit"]
+__all__ = ["AuditRefusedError", "AuditReport", "audit", "log_starts_of"]

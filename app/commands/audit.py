@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from app.commands.common import BAD_INPUT, OK, CommandError, add_config, load_config, parser, pipeline_of, progress
@@ -47,21 +46,23 @@ def add(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from app.audit.ranges import AuditRefusedError
-    from app.audit.run import audit
+    from app.audit.run import audit, log_starts_of
     from app.config import compile_pipeline
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.sample is not None and not 0 < args.sample <= 1:
-        raise CommandError(f"--sample {args.sample}: must be a fraction in (0, 1]", BAD_INPUT)
+        msg = f"--sample {args.sample}: must be a fraction in (0, 1]"
+        raise CommandError(msg, BAD_INPUT)
     config = load_config(args.config)
     pipeline = pipeline_of(config, args.pipeline)
     compiled = compile_pipeline(config, pipeline)
     progress(f"auditing pipeline {compiled.id}")
     try:
         report = audit(config, compiled, lambda: _spark(config), at=args.at, since=args.since, sink=args.sink, keys=args.keys,
-                       sample=args.sample, log_starts=_log_starts(config, pipeline), progress=progress)
+                       sample=args.sample, log_starts=log_starts_of(config, pipeline), progress=progress)
     except AuditRefusedError as e:
-        raise CommandError(f"refused: {e}", BAD_INPUT) from None
+        msg = f"refused: {e}"
+        raise CommandError(msg, BAD_INPUT) from None
     if args.metrics_file:
         write_metrics(args.metrics_file, report.pipeline, report.at, report.differences)
     if args.json:
@@ -94,17 +95,6 @@ def _spark(config: Any) -> Any:
     return spark_session(master=s.master, app_name=f"{s.app_name}-audit", conf=dict(s.conf))
 
 
-def _log_starts(config: Any, pipeline: Any) -> Any:
-    from app.commands.offsets import KafkaOffsets
-    from app.config import spout_config
-
-    def starts(partitions: Sequence[Any]) -> dict[Any, int]:
-        with KafkaOffsets(spout_config(config, pipeline), pipeline.id) as kafka:
-            return {p: low for p, (low, _) in kafka.watermarks(partitions).items()}
-
-    return starts
-
-
 def print_report(r: Any) -> None:
     doc = r.to_json(limit=50)
     print(f"audit of pipeline {r.pipeline} as of txid {r.at}" + (f", since txid {r.since}" if r.since else ""))
@@ -112,6 +102,10 @@ def print_report(r: Any) -> None:
     bad = doc["bad_records"]
     print(f"  bad records left out: {bad['total']} (policy {bad['policy']}"
           + "".join(f", {k} {v}" for k, v in bad.items() if k not in ("policy", "total")) + ")")
+    if doc["left_out"]:
+        gone = ", ".join(f"{g['partition']} {g['from_offset']}..{g['to_offset']}" for g in doc["left_out"])
+        print(f"  left out: {gone}: topics the config no longer reads (whatever they added to a table differs)")
+    _print_dead_letters(doc["dead_letters"])
     if r.reread_at:
         print(f"  keys that moved on were read again as of txids {', '.join(map(str, r.reread_at))}")
     for t in doc["tables"]:
@@ -121,8 +115,33 @@ def print_report(r: Any) -> None:
             print(f"    {k['outcome']:8} key {_key(k['key'])}: recount {_v(k['expected'])}, stored {_v(k['stored'])} "
                   f"(stored txid {k['stored_txid']}){'; ' + k['reason'] if k['reason'] else ''}")
     print("  result: " + ("EQUAL: every key checked matches the recount" if not r.differences
-                          else f"{r.differences} keys DIFFER from the recount"))
+                          else f"{r.differences} DIFFERENCES from the recount (keys and dead letters)"))
     sys.stdout.flush()
+
+
+def _print_dead_letters(letters: dict[str, Any] | None) -> None:
+    """The dead-letter lines of the report (a dead-letter policy only)."""
+    if letters is None or letters["topic"] is None:
+        return
+    print(f"  dead-letter topic {letters['topic']}: {letters['in_topic']} dead letters for the audited ranges, "
+          f"{letters['bad_records']} bad records recounted; missing {len(letters['missing'])}, twice "
+          f"{len(letters['twice'])}, not bad in the recount {len(letters['unexpected'])}")
+    for c in letters["missing"]:
+        print(f"    missing  record {_coords(c)}: left out as bad by the recount, no dead letter")
+    for t in letters["twice"]:
+        print(f"    twice    record {_coords(t['record'])}: {t['copies']} dead letters")
+    for c in letters["unexpected"]:
+        print(f"    unexpected record {_coords(c)}: a dead letter, but the recount counts the record")
+    if letters["rewound_copies"]:
+        print(f"    {letters['rewound_copies']} more dead letters of records a rewind read again (not a difference)")
+    if letters["unverifiable"]:
+        starts = ", ".join(f"{p} at {o}" for p, o in letters["topic_log_start"].items())
+        print(f"    {letters['unverifiable']} bad records have no dead letter, but the topic no longer holds its "
+              f"start (partitions {starts}): not verifiable")
+
+
+def _coords(c: list[Any]) -> str:
+    return f"{c[0]}:{c[1]}@{c[2]}"
 
 
 def _key(key: list[Any]) -> str:

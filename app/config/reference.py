@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from app.config.schema import (
+    AuditModel,
     CapsModel,
     CassandraModel,
     Document,
@@ -37,13 +38,13 @@ from app.config.schema import (
 #: The tables of the guide: marker name -> the model whose fields it lists.
 TABLES: dict[str, type[BaseModel]] = {
     "kafka": KafkaModel, "schema_registry": RegistryModel, "cassandra": CassandraModel, "spark": SparkModel,
-    "http": HttpModel, "service": ServiceModel, "pipelines": PipelineModel, "spout": SpoutModel,
+    "http": HttpModel, "service": ServiceModel, "audit": AuditModel, "pipelines": PipelineModel, "spout": SpoutModel,
     "state": StateModel, "topics": TopicModel,
 }
 #: Small sections listed in their parent's table as ``parent.field`` rows.
 FLATTENED = (TlsModel, CapsModel)
 
-_BLOCK = re.compile(r"(<!-- fields: (\w+) -->\n)(.*?)(<!-- end fields -->)", re.S)
+_BLOCK = re.compile(r"(<!-- fields: (\w+) -->\n)(.*?)(<!-- end fields -->)", re.DOTALL)
 _BOUND_NAMES = {"ge": ">=", "minimum": ">=", "gt": ">", "exclusiveMinimum": ">", "le": "<=", "maximum": "<=",
                 "lt": "<", "exclusiveMaximum": "<"}
 
@@ -79,7 +80,7 @@ def _ref(prop: dict[str, Any]) -> str | None:
     return None
 
 
-def _default(value: Any) -> str:
+def _default(value: Any) -> str:  # noqa: PLR0911  one return per kind of value reads best
     if isinstance(value, BaseModel):
         return ""  # a section: its fields have their own defaults
     if isinstance(value, enum.Enum):
@@ -103,7 +104,7 @@ def _values(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     return shown + (" or `null`" if len(options) < len(prop.get("anyOf", [prop])) else "")
 
 
-def _one(p: dict[str, Any], defs: dict[str, Any]) -> str:
+def _one(p: dict[str, Any], defs: dict[str, Any]) -> str:  # noqa: PLR0911  one return per JSON Schema type
     if "enum" in p:
         return ", ".join(f"`{v}`" for v in p["enum"])
     if "$ref" in p:

@@ -217,9 +217,9 @@ class RegistryModel(Section):
     @model_validator(mode="after")
     def _settings(self) -> RegistryModel:
         if self.username and self.password is None:
-            msg = "password"
-            raise at(msg, "required with a username: set TRIDENT_SCHEMA_REGISTRY_PASSWORD "
-                                 "(or kafka.schema_registry.password, e.g. from ${A_VARIABLE})")
+            field = "password"
+            raise at(field, "required with a username: set TRIDENT_SCHEMA_REGISTRY_PASSWORD "
+                     "(or kafka.schema_registry.password, e.g. from ${A_VARIABLE})")
         try:
             self.settings()
         except ValueError as e:
@@ -277,7 +277,7 @@ class SparkModel(Section):
         "`spark.sql.shuffle.partitions`, unless set, follows the commit tasks). A cluster master needs "
         "`state.backend: cassandra` (`sqlite` is refused: its file is on one machine), an address the executors "
         "reach (`spark.driver.host` or `SPARK_LOCAL_IP`) and this project installed at the service's interpreter "
-        "path on the workers: [operations.md](operations.md), \"Run on a Spark cluster\""))
+        'path on the workers: [operations.md](operations.md), "Run on a Spark cluster"'))
     app_name: Text = Field(default="trident", description="the Spark application's name (Spark UI, cluster manager)")
     conf: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default_factory=dict, description=(
         "extra Spark settings (`spark.driver.memory: 2g`, ...); they override the service's defaults. Without "
@@ -289,7 +289,7 @@ class SparkModel(Section):
         "deprecated, no effect: every format is read by librdkafka in Python workers, the only read path. "
         "`python` is still accepted (`validate` and the start-up log warn: delete the line); `jvm` and `auto` are "
         "refused: the JVM read path (Spark's own Kafka source) was removed, as it was no faster at any size measured "
-        "and cost more per txid ([performance.md](performance.md), \"One read path\")"))
+        'and cost more per txid ([performance.md](performance.md), "One read path")'))
 
     def deprecated(self) -> list[str]:
         """What to delete from this section: settings that are accepted but do nothing."""
@@ -300,7 +300,7 @@ class SparkModel(Section):
 
 class HttpModel(Section):
     enabled: Bool = Field(default=True, description="`false`: no HTTP server (no metrics, no probes)")
-    host: Text = Field(default="0.0.0.0", description="the address to listen on")
+    host: Text = Field(default="0.0.0.0", description="the address to listen on")  # noqa: S104  probes and scrapes come from other pods
     port: Annotated[Int, Field(ge=0, le=65535)] = Field(default=9400, description=(
         "serves `/metrics` (Prometheus), `/healthz` (200 while the process lives and no pipeline holding its lease is hung: "
         "`service.live_window_s`) and `/readyz`; 0: any free port"))
@@ -338,6 +338,20 @@ class ServiceModel(Section):
 
     def owner_or_unique(self) -> str:
         return self.owner or unique_owner()
+
+
+class AuditModel(Section):
+    """Audits the service runs on its own (``python -m app audit`` of every pipeline it holds the lease of)."""
+
+    every_s: Positive | None = Field(default=None, description=(
+        "audit each pipeline this often (none: never; `python -m app audit` still runs by hand). The service "
+        "recounts from the first offsets to the last committed txid on its own Spark session, compares the tables "
+        "and dead letters, sets `trident_audit_last_*` and logs one line per audit; commits go on meanwhile. "
+        "Only pipelines whose lease this process holds are audited"))
+    max_share: Annotated[Number, Field(gt=0, le=1)] = Field(default=0.2, description=(
+        "the most of the service's time audits may take: after an audit that took longer than this share of "
+        "`every_s`, the next one waits until it would (the audit's seconds / `max_share`), so a large pipeline "
+        "is audited less often rather than slowing its commits"))
 
 
 # -- cassandra ---------------------------------------------------------------------------------------
@@ -391,7 +405,7 @@ class CassandraModel(Section):
     max_concurrency: Annotated[Int, Field(ge=1)] = Field(default=_C.max_concurrency, description=(
         "requests in flight per call"))
     max_retries: Annotated[Int, Field(ge=0)] = Field(default=_C.max_retries, description=(
-        "retries of reads and plain writes (never of an LWT: see [design.md](design.md), \"Unknown outcomes\")"))
+        'retries of reads and plain writes (never of an LWT: see [design.md](design.md), "Unknown outcomes")'))
     backoff_initial_s: Positive = Field(default=_C.backoff_initial_s, description="the first wait before a retry")
     backoff_max_s: Positive = Field(default=_C.backoff_max_s, description="the longest wait before a retry "
                                                                           "(the wait doubles up to it)")
@@ -411,13 +425,13 @@ class CassandraModel(Section):
     @model_validator(mode="after")
     def _credentials(self) -> CassandraModel:
         if self.username and self.password is None:
-            msg = "password"
-            raise at(msg, "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
-                                 "(or cassandra.password, e.g. from ${A_VARIABLE})")
+            field = "password"
+            raise at(field, "required with a username: set TRIDENT_CASSANDRA_PASSWORD "
+                     "(or cassandra.password, e.g. from ${A_VARIABLE})")
         if self.password is not None and not self.username:
-            msg = "username"
-            raise at(msg, "required with a password: set TRIDENT_CASSANDRA_USERNAME "
-                                 "(or cassandra.username)")
+            field = "username"
+            raise at(field, "required with a password: set TRIDENT_CASSANDRA_USERNAME "
+                     "(or cassandra.username)")
         try:
             self.settings()
         except ValueError as e:
@@ -520,11 +534,11 @@ class SpoutModel(Section):
                 try:
                     fmt.subject_for(tuple(self.topics), part)
                 except ValueError as e:
-                    msg = f"{part}_format.subject"
-                    raise at(msg, str(e)) from None
+                    field = f"{part}_format.subject"
+                    raise at(field, str(e)) from None
         if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
-            msg = "first_poll_timestamp_ms"
-            raise at(msg, f"first_poll {self.first_poll.value} needs it")
+            field = "first_poll_timestamp_ms"
+            raise at(field, f"first_poll {self.first_poll.value} needs it")
         return self
 
 
@@ -613,7 +627,7 @@ class StateModel(Section):
         "cannot be (a file where a directory should be, no write permission)"))
     cache_size: Annotated[Int, Field(ge=0)] = Field(default=10_000, description=(
         "keys cached in front of the table per process; a Spark commit partition caches at least this many and "
-        "always every key of its last txid (0 disables; see \"The commit path\" in design.md)"))
+        'always every key of its last txid (0 disables; see "The commit path" in design.md)'))
     tombstones: _choice("delete", "ignore") | None = Field(  # type: ignore[valid-type]
         default=None, description=(
             "a record with a null value: `delete` deletes its key (every aggregate must be `latest`); `ignore` skips "
@@ -625,8 +639,8 @@ class StateModel(Section):
     @model_validator(mode="after")
     def _ttl(self) -> StateModel:
         if self.ttl_s is not None and self.backend != "cassandra":
-            msg = "ttl_s"
-            raise at(msg, f"needs backend cassandra (backend {self.backend} keeps rows for ever)")
+            field = "ttl_s"
+            raise at(field, f"needs backend cassandra (backend {self.backend} keeps rows for ever)")
         return self
 
 
@@ -706,19 +720,19 @@ class PipelineModel(Section):
         outputs = [a.function()[2] for a in self.aggregates]
         functions = [(a.function()[0], a.function()[2]) for a in self.aggregates]
         for i, problem in tombstone_problems(self.state.tombstones, functions):
-            msg = f"aggregates[{i}]"
-            raise at(msg, f"state.{problem}")
+            field = f"aggregates[{i}]"
+            raise at(field, f"state.{problem}")
         for i, out in enumerate(outputs):
             if outputs.count(out) > 1 or out in self.group_by:
-                msg = f"aggregates[{i}]"
-                raise at(msg, f"output column {out!r} is used twice (group-by fields and aggregate "
-                                             "outputs need distinct names)")
+                field = f"aggregates[{i}]"
+                raise at(field, f"output column {out!r} is used twice (group-by fields and aggregate "
+                         "outputs need distinct names)")
         try:
             check_combination(self.spout.kind, self.state.kind,
                               accept_at_least_once=self.accept_at_least_once)
         except ValueError as e:
-            msg = "state.kind"
-            raise at(msg, str(e)) from None
+            field = "state.kind"
+            raise at(field, str(e)) from None
         try:
             check_claimable(self.table())
         except ValueError as e:
@@ -757,8 +771,8 @@ class TopicModel(Section):
         try:
             object.__setattr__(self, "configs", check_configs(self.configs, self.replication_factor))
         except TopicConfigError as e:
-            msg = f"configs.{e.key}"
-            raise at(msg, e.message) from None
+            field = f"configs.{e.key}"
+            raise at(field, e.message) from None
         return self
 
 
@@ -774,6 +788,7 @@ class Document(Section):
     spark: SparkModel = SparkModel()
     http: HttpModel = HttpModel()
     service: ServiceModel = ServiceModel()
+    audit: AuditModel = AuditModel()
     pipelines: Annotated[list[PipelineModel], Field(min_length=1)]
     topics: Annotated[dict[Topic, TopicModel], _none_is_empty(dict)] = Field(default_factory=dict)
 
@@ -798,29 +813,29 @@ class Document(Section):
         writers: dict[tuple[str, str, str], int] = {}
         for i, p in enumerate(self.pipelines):
             if p.id in seen:
-                msg = f"pipelines[{i}].id"
-                raise at(msg, f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
+                field = f"pipelines[{i}].id"
+                raise at(field, f"duplicate pipeline id {p.id!r} (also pipelines[{seen[p.id]}].id)")
             seen[p.id] = i
             for part in ("key", "value"):
                 if getattr(p.spout, f"{part}_format").format().type.registry and self.kafka.schema_registry is None:
-                    msg = f"pipelines[{i}].spout.{part}_format"
-                    raise at(msg, "a registry format needs kafka.schema_registry "
-                                                                   "(its url)")
+                    field = f"pipelines[{i}].spout.{part}_format"
+                    raise at(field, "a registry format needs kafka.schema_registry "
+                             "(its url)")
             if p.state.backend == "cassandra" and self.cassandra is None:
-                msg = f"pipelines[{i}].state.backend"
-                raise at(msg, "backend cassandra needs a top-level cassandra section")
+                field = f"pipelines[{i}].state.backend"
+                raise at(field, "backend cassandra needs a top-level cassandra section")
             refusal = state_refusal(p.state.backend, self.spark.master)
             if refusal is not None:  # a state on one machine's disk would split between a cluster's executors
-                msg = f"pipelines[{i}].state.backend"
-                raise at(msg, refusal)
-            where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"
+                field = f"pipelines[{i}].state.backend"
+                raise at(field, refusal)
+            where = os.path.abspath(p.state.sqlite_path) if p.state.backend == "sqlite" else "cassandra"  # noqa: PTH100  normalised like abspath, symlinks not resolved
             key = (p.state.backend, where, p.table())
             if key in writers:
                 other = self.pipelines[writers[key]]
-                msg = f"pipelines[{i}].state.table"
-                raise at(msg, f"table {key[2]!r} is also written by pipeline {other.id!r} "
-                                                        f"(pipelines[{writers[key]}]): a state table belongs to one "
-                                                        "pipeline")
+                field = f"pipelines[{i}].state.table"
+                raise at(field, f"table {key[2]!r} is also written by pipeline {other.id!r} "
+                         f"(pipelines[{writers[key]}]): a state table belongs to one "
+                         "pipeline")
             writers[key] = i
         return self
 

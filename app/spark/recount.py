@@ -43,9 +43,13 @@ class Recounter:
     anything is read); ``close`` releases what Spark still holds."""
 
     def __init__(self, spark: Any, topology: Topology) -> None:
+        from prometheus_client import CollectorRegistry
+
+        from app.metrics import Metrics
         from app.spark.executor import SparkExecutor
 
-        self.executor = SparkExecutor(spark, topology)
+        # metrics of its own: a recount's reads and jobs are not the pipeline's (the service exports those)
+        self.executor = SparkExecutor(spark, topology, metrics=Metrics(CollectorRegistry()))
 
     @property
     def sinks(self) -> tuple[Any, ...]:

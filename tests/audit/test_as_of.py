@@ -22,13 +22,17 @@ def test_the_opaque_rule_read_backwards() -> None:
     assert as_of(v, 7) == as_of(v, 9) == as_of(v, 7)
     assert (as_of(v, 9).known, as_of(v, 9).value, as_of(v, 9).stored_txid) == (Known.VALUE, 10, 7)
     assert (as_of(v, 6).known, as_of(v, 6).value) == (Known.VALUE, 4)  # one txid after T wrote it: prev
-    assert as_of(v, 5).known is Known.MOVED_ON and as_of(v, 5).stored_txid == 7  # two or more since T
+    assert as_of(v, 5).known is Known.MOVED_ON
+    assert as_of(v, 5).stored_txid == 7
     assert as_of(OpaqueValue(7, 10, None), 6).value is None  # created by T + 1: absent as of T
     assert as_of(OpaqueValue(7, 10, None), 2) == as_of(OpaqueValue(7, 10, None), 5)  # created later: absent
-    assert as_of(OpaqueValue(7, 10, None), 2).known is Known.VALUE and as_of(OpaqueValue(7, 10, None), 2).value is None
+    assert as_of(OpaqueValue(7, 10, None), 2).known is Known.VALUE
+    assert as_of(OpaqueValue(7, 10, None), 2).value is None
     assert as_of(OpaqueValue(7, 10, None), 2, rows_expire=True).known is Known.MOVED_ON  # an expired row may have been
-    assert as_of(None, 3) == as_of(None, 3) and as_of(None, 3).value is None
-    assert as_of(TransactionalValue(5, 3), 5).value == 3 and as_of(TransactionalValue(5, 3), 4).known is Known.MOVED_ON
+    assert as_of(None, 3) == as_of(None, 3)
+    assert as_of(None, 3).value is None
+    assert as_of(TransactionalValue(5, 3), 5).value == 3
+    assert as_of(TransactionalValue(5, 3), 4).known is Known.MOVED_ON
     with pytest.raises(TypeError):
         as_of(12, 3)
 

@@ -57,12 +57,13 @@ def test_clean_run_audits_equal_and_planted_faults_are_found_by_key_and_txid(
     code, report, err = _audit(path)
     assert code == 0, err
     [table] = report["tables"]
-    assert report["records"] == len(produced) and report["differences"] == 0
+    assert report["records"] == len(produced)
+    assert report["differences"] == 0
     assert (table["checked"], table["equal"], table["keys"]) == (len(truth), len(truth), [])
 
     backing = _backing(path)
     committed = read_progress(compile_pipeline(load(path), "wc").store()).committed_txid
-    stored = dict(zip(["w0", "w1", "w2", "w3"], backing.multi_get([("w0",), ("w1",), ("w2",), ("w3",)])))
+    stored = dict(zip(["w0", "w1", "w2", "w3"], backing.multi_get([("w0",), ("w1",), ("w2",), ("w3",)]), strict=True))
     twice, lost, edited, gone = (stored[w] for w in ("w0", "w1", "w2", "w3"))
     assert all(v.prev is not None for v in (twice, lost))  # written by two txids at least
     # w0: its last txid's partial applied twice; w1: its last txid's partial lost; w2: a hand edit; w3: row lost
@@ -95,7 +96,8 @@ def test_clean_run_audits_equal_and_planted_faults_are_found_by_key_and_txid(
     assert code == 5
     [table] = report["tables"]
     assert [(k["key"], k["outcome"], k["stored"]) for k in table["keys"]] == [(["ghost"], "extra", 3)]
-    assert table["checked"] == 2 and table["equal"] == 1
+    assert table["checked"] == 2
+    assert table["equal"] == 1
 
 
 def test_a_source_that_no_longer_holds_the_start_is_refused_naming_the_partitions(
@@ -104,11 +106,13 @@ def test_a_source_that_no_longer_holds_the_start_is_refused_naming_the_partition
     topic = produced[0].topic
     kafka_peer.delete_records(topic, 1, 5)
     code, report, err = _audit(path)
-    assert code == 2 and report == {}
+    assert code == 2
+    assert report == {}
     refusal = err.strip().splitlines()[-1]  # one line (the lines before it are progress)
-    assert refusal.startswith("audit: refused: the source no longer holds") and \
-        f"{topic}:1 needs offset 0 but starts at 5" in refusal
-    assert f"{topic}:0" not in refusal and "--since txid 1 is the earliest that can still be audited" in refusal
+    assert refusal.startswith("audit: refused: the source no longer holds")
+    assert f"{topic}:1 needs offset 0 but starts at 5" in refusal
+    assert f"{topic}:0" not in refusal
+    assert "--since txid 1 is the earliest that can still be audited" in refusal
 
 
 def test_a_non_transactional_state_is_refused(kafka_peer: KafkaPeer, request: pytest.FixtureRequest,
@@ -119,7 +123,8 @@ def test_a_non_transactional_state_is_refused(kafka_peer: KafkaPeer, request: py
                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db"),
                                "kind": "non_transactional"}, accept_at_least_once=True)
     code, _, err = _audit(path)
-    assert code == 2 and "non-transactional state keeps no txid per key" in err, err
+    assert code == 2, err
+    assert "non-transactional state keeps no txid per key" in err, err
 
 
 def _delete(path: Path, backend: str, word: str) -> None:
@@ -127,6 +132,7 @@ def _delete(path: Path, backend: str, word: str) -> None:
     if backend == "sqlite":
         import sqlite3
 
+        assert compiled.state.sqlite_path is not None
         conn = sqlite3.connect(compiled.state.sqlite_path)
         conn.execute("DELETE FROM word_counts WHERE word = ?", (word,))
         conn.commit()
@@ -135,6 +141,7 @@ def _delete(path: Path, backend: str, word: str) -> None:
         from states.cassandra.session import shared_client
 
         s = compiled.state.cassandra
+        assert s is not None
         shared_client(s).session.execute(f"DELETE FROM {s.keyspace}.word_counts WHERE word = %s", (word,))
 
 
@@ -148,10 +155,14 @@ def test_keys_that_moved_on_since_the_audited_txid_are_read_again_later_never_re
     code, report, err = _audit(path, "--at", "2")
     assert code == 0, err
     [table] = report["tables"]
-    assert report["at_txid"] == 2 and report["reread_at_txids"] == [committed]
-    assert table["skipped"] == 0 and table["differs"] == 0 and table["checked"] == table["equal"] > 0
+    assert report["at_txid"] == 2
+    assert report["reread_at_txids"] == [committed]
+    assert table["skipped"] == 0
+    assert table["differs"] == 0
+    assert table["checked"] == table["equal"] > 0
     # 'common' is in every record: stored by the last txid, so as of txid 2 it moved on and was read again
-    assert "[" in err and f"reading them again as of txid {committed}" in err
+    assert "[" in err
+    assert f"reading them again as of txid {committed}" in err
 
 
 def test_since_audits_what_later_txids_added_against_the_values_as_of_both(
@@ -161,7 +172,8 @@ def test_since_audits_what_later_txids_added_against_the_values_as_of_both(
     code, report, err = _audit(path, "--since", str(committed - 1))
     assert code == 0, err
     [table] = report["tables"]
-    assert report["since_txid"] == committed - 1 and table["differs"] == table["missing"] == table["extra"] == 0
+    assert report["since_txid"] == committed - 1
+    assert table["differs"] == table["missing"] == table["extra"] == 0
     assert table["equal"] > 0
     # a hand edit of a key the last txid wrote is found by --since too
     backing = _backing(path)

@@ -39,7 +39,9 @@ def test_equal_differing_missing_extra_and_moved_on_keys(tmp_path: Path) -> None
     found = {k.key[0]: (k.outcome, k.expected, k.stored, k.stored_txid) for k in audit.keys}
     assert found == {"more": (Outcome.DIFFERS, 5, 9, 2), "gone": (Outcome.MISSING, 2, None, None),
                      "ghost": (Outcome.EXTRA, None, 1, 1), "moving": (Outcome.SKIPPED, 1, None, 6)}
-    assert audit.checked == 6 and audit.counts[Outcome.EQUAL] == 2 and audit.differences == 3
+    assert audit.checked == 6
+    assert audit.counts[Outcome.EQUAL] == 2
+    assert audit.differences == 3
 
 
 def test_a_sample_selects_the_same_keys_from_the_recount_and_the_table(tmp_path: Path) -> None:
@@ -47,7 +49,9 @@ def test_a_sample_selects_the_same_keys_from_the_recount_and_the_table(tmp_path:
     backing, factory = _stored(tmp_path, COUNTS, {w: OpaqueValue(1, 1, None) for w in words})
     keep = sampled(0.3)
     audit = _audit(COUNTS, Count(), backing, factory, {(w,): 1 for w in words}, at=1, keep=keep)
-    assert 40 < audit.checked < 150 and audit.counts[Outcome.EQUAL] == audit.checked and not audit.keys
+    assert 40 < audit.checked < 150
+    assert audit.counts[Outcome.EQUAL] == audit.checked
+    assert not audit.keys
     again = _audit(COUNTS, Count(), backing, factory, {(w,): 1 for w in words}, at=1, keep=keep)
     assert again.checked == audit.checked
 
@@ -58,4 +62,5 @@ def test_doubles_equal_within_rounding_and_since_builds_on_the_value_then(tmp_pa
     # --since 4: as of 4 the key held 0.1 + 0.2 (prev); txid 5 read 0.3 more
     assert not _audit(SUMS, Sum(), backing, factory, {("x",): 0.3}, at=5, since=4).keys
     [wrong] = _audit(SUMS, Sum(), backing, factory, {("x",): 0.5}, at=5, since=4).keys
-    assert wrong.outcome is Outcome.DIFFERS and wrong.stored_txid == 5
+    assert wrong.outcome is Outcome.DIFFERS
+    assert wrong.stored_txid == 5

@@ -35,7 +35,8 @@ def test_a_store_that_ran_before_recording_says_since_which_txid() -> None:
     epoch = store.acquire_lease("me", 30)
     ProgressLog(store, epoch=epoch).store_batch(StoredBatch(plan(40, {0: (100, 120)}), 1))
     first = ProgressLog(store, epoch=epoch).first_offsets()
-    assert first is not None and first.since_txid == 40
+    assert first is not None
+    assert first.since_txid == 40
 
 
 def test_the_coordinator_records_first_offsets_through_its_fenced_store() -> None:
@@ -46,5 +47,6 @@ def test_the_coordinator_records_first_offsets_through_its_fenced_store() -> Non
     world.append(0, "c")
     assert world.coordinator.step() == "committed"
     first = ProgressLog(world.store, epoch=-1).first_offsets()
-    assert first is not None and first.since_txid == 1
+    assert first is not None
+    assert first.since_txid == 1
     assert sorted(first.offsets.values()) == [0, 0]
