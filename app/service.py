@@ -183,7 +183,7 @@ class PipelineRunner:
         except BaseException as e:
             self.error = e
             stopped = self.coordinator.stopped_by
-            log.error("pipeline %s stopped (exit code %d): %s", self.id, self.exit_code,  # noqa: TRY400  the traceback only when unexpected (exc_info below)
+            log.error("pipeline %s stopped (exit code %d): %s", self.id, self.exit_code,
                       describe(e) if stopped is None else stopped.reason,
                       exc_info=stopped is None and not _is_expected_fatal(e))
             self._metrics.set_pipeline_state(self.id, "failed")
@@ -299,16 +299,16 @@ class Service:
                         log.error("every pipeline has stopped: the process exits")
                         break
         except StartupError as e:
-            log.error("start-up failed: %s", e)  # noqa: TRY400  a start-up error is said in one line
+            log.error("start-up failed: %s", e)
             self._exit_code = e.exit_code
             self._on_fatal()
         except Exception as e:
             refused = refusal(e, cassandra_role=self.config.cassandra.username if self.config.cassandra else None)
             if refused is None:  # one line; the traceback for whoever runs with --debug
-                log.error("start-up failed: %s", describe(e))  # noqa: TRY400  one line; the traceback at DEBUG
+                log.error("start-up failed: %s", describe(e))
                 log.debug("start-up failed: the traceback", exc_info=True)
             else:  # a credential, grant or certificate a server refused (app.access): one line, no traceback
-                log.error("start-up failed: %s", refused.line)  # noqa: TRY400  a refusal is one line, no traceback
+                log.error("start-up failed: %s", refused.line)
                 self._exit_code = BAD_INPUT
             self._on_fatal()
         finally:

@@ -64,9 +64,9 @@ def state_factory(config: ServiceConfig, p: PipelineModel) -> StateFactory:
 
 def coordinator_config(config: ServiceConfig, p: PipelineModel) -> CoordinatorConfig:
     if config.service.owner is None:  # a document validated without parse(), which chooses one per process
-        msg = "service.owner"
-        raise ConfigError(msg, "no lease owner chosen: load the config with app.config.load or "
-                                           "parse (they choose one per process), or set service.owner")
+        msg = ("no lease owner chosen: load the config with app.config.load or parse (they choose one per "
+               "process), or set service.owner")
+        raise ConfigError(path="service.owner", message=msg)
     return build(CoordinatorConfig, p, p.spout, owner=config.service.owner)
 
 

@@ -25,7 +25,7 @@ _EXPECTED = {"int_type": "an integer", "int_parsing": "an integer", "int_from_fl
              "model_attributes_type": "a mapping", "list_type": "a list", "finite_number": "a finite number"}
 
 
-def config_error(e: ValidationError, root: type[BaseModel]) -> ConfigError:
+def config_error(e: ValidationError, root: type[BaseModel]) -> ConfigError:  # noqa: PLR0911  one answer per error kind
     """The first error of ``e`` as a ConfigError at its dotted path (``pipelines[0].state.table``)."""
     err = e.errors(include_url=False)[0]
     loc = [p for p in err["loc"] if p != "[key]"]

@@ -52,8 +52,8 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> ServiceConfi
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
-        msg = ""
-        raise ConfigError(msg, f"cannot read config file {path}: {e.strerror}") from e
+        msg = f"cannot read config file {path}: {e.strerror}"
+        raise ConfigError(path="", message=msg) from e
     return loads(text, env)
 
 
@@ -61,8 +61,8 @@ def loads(text: str, env: Mapping[str, str] | None = None) -> ServiceConfig:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        msg = ""
-        raise ConfigError(msg, f"not valid YAML: {e}") from e
+        msg = f"not valid YAML: {e}"
+        raise ConfigError(path="", message=msg) from e
     return parse(doc, env)
 
 
@@ -72,8 +72,8 @@ def parse(doc: Any, env: Mapping[str, str] | None = None) -> ServiceConfig:
     doc = _with_secrets(_interpolate(doc, "", env), env)
     missing = missing_secrets(doc)
     if len(missing) > 1:  # one at a time would take a run per secret: every one is named at once
-        msg = ""
-        raise ConfigError(msg, "secrets not set: " + "; ".join(f"{path} (set {name})" for path, name in missing))
+        msg = "secrets not set: " + "; ".join(f"{path} (set {name})" for path, name in missing)
+        raise ConfigError(path="", message=msg)
     try:
         m = Document.model_validate(doc)
     except ValidationError as e:
@@ -154,14 +154,12 @@ def _check_kafka(m: KafkaModel) -> None:
     mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI")).upper()
     if props.get("security.protocol", "").upper().startswith("SASL") and mechanism in _PASSWORD_MECHANISMS \
             and not props.get("sasl.password"):
-        msg = "kafka.properties.sasl.password"
-        raise ConfigError(msg, f"required with SASL {mechanism}: set "
-                                                            "TRIDENT_KAFKA_SASL_PASSWORD")
+        msg = f"required with SASL {mechanism}: set TRIDENT_KAFKA_SASL_PASSWORD"
+        raise ConfigError(path="kafka.properties.sasl.password", message=msg)
     try:  # KafkaSpoutConfig refuses what the spout sets itself
         KafkaSpoutConfig(m.bootstrap_servers, topics=("t",), properties=props)
     except ValueError as e:
-        msg = "kafka.properties"
-        raise ConfigError(msg, str(e)) from None
+        raise ConfigError(path="kafka.properties", message=str(e)) from None
     _librdkafka_accepts("kafka.properties", props)
 
 

@@ -55,14 +55,14 @@ def _hints(cls: type[Any]) -> dict[str, Any]:
         hints: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             try:
-                hints[f.name] = eval(f.type, module) if isinstance(f.type, str) else f.type
+                hints[f.name] = eval(f.type, module) if isinstance(f.type, str) else f.type  # noqa: S307  our own annotation text, as typing.get_type_hints evaluates it
             except NameError:
                 hints[f.name] = Any
         _HINTS[cls] = hints
     return _HINTS[cls]
 
 
-def convert(value: Any, hint: Any) -> Any:
+def convert(value: Any, hint: Any) -> Any:  # noqa: PLR0911  one answer per kind of type
     """``value`` (a model's field) as the type ``hint`` names."""
     if value is None:
         return None

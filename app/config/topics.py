@@ -61,16 +61,14 @@ def check_configs(configs: dict[str, str], rf: int | None) -> dict[str, str]:
     for key, value in configs.items():
         if not _CONFIG_NAME.match(key):
             raise TopicConfigError(key, f"invalid topic config name {key!r}")
-        if key in _INTEGERS:
-            value = _integer(key, value, _INTEGERS[key])
-        if key in _CHOICES and value not in _CHOICES[key]:
-            raise TopicConfigError(key, f"{value!r} is not one of {', '.join(_CHOICES[key])}")
-        values[key] = value
+        checked = _integer(key, value, _INTEGERS[key]) if key in _INTEGERS else value
+        if key in _CHOICES and checked not in _CHOICES[key]:
+            raise TopicConfigError(key, f"{checked!r} is not one of {', '.join(_CHOICES[key])}")
+        values[key] = checked
     isr = values.get("min.insync.replicas")
     if isr is not None and rf is not None and int(isr) > rf:
-        msg = "min.insync.replicas"
-        raise TopicConfigError(msg, f"{isr} is more than the replication_factor {rf}: no write "
-                                                      "could ever be acknowledged")
+        msg = f"{isr} is more than the replication_factor {rf}: no write could ever be acknowledged"
+        raise TopicConfigError(key="min.insync.replicas", message=msg)
     return dict(sorted(values.items()))
 
 
