@@ -259,11 +259,15 @@ def product(client: CassandraClient, keys: int) -> list[Row]:
     return rows
 
 
-def timed(run: Callable[[], object]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the whole process: the driver's event loop thread included) of ``run``."""
-    cpu, wall = time.process_time(), time.perf_counter()
+Timed = tuple[float, float, float]  # seconds of wall, of the process's CPU, of the calling thread's CPU
+
+
+def timed(run: Callable[[], object]) -> Timed:
+    """The wall time of ``run``, the CPU time of the whole process (the driver's event loop thread included)
+    and of the calling thread (where the commit's own Python runs; the bare window sends from the loop)."""
+    cpu, wall, mine = time.process_time(), time.perf_counter(), time.thread_time()
     run()
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - mine
 
 
 class SmallCommit:
@@ -286,12 +290,12 @@ class SmallCommit:
         self.cas = session.prepare(f"UPDATE {self.table} SET txid = ?, count = ?, prev_count = ? WHERE word = ? "
                                    "IF txid = ? AND count = ? AND prev_count = ?")
 
-    def raw(self, window: int) -> tuple[float, float]:
+    def raw(self, window: int) -> Timed:
         n, self.n = self.n, self.n + 1
         values = [(n + 1, n + 1, n, f"w{i}", n, n, max(n - 1, 0)) for i in range(self.keys)]
         return timed(lambda: raw_window(self.client.session, self.cas, values, window))
 
-    def commit(self, window: int) -> tuple[float, float]:
+    def commit(self, window: int) -> Timed:
         self.client.settings = replace(self.client.settings, max_concurrency=window)  # read by each new pipe
         self.txid += 1
         return timed(lambda: self.product.commit("warm cache", self.state, self.txid))
@@ -304,7 +308,7 @@ def small(base: CassandraSettings, sizes: list[int], windows: list[int], repeat:
     Returns per row ``"<keys> <what>"`` the ratios to the ceiling, one per repetition."""
     settings = replace(base, keyspace="bench")
     runs: dict[tuple[int, int, int], SmallCommit] = {}
-    found: dict[tuple[int, str, int, int], list[tuple[float, float]]] = {}  # (keys, what, version, window) -> runs
+    found: dict[tuple[int, str, int, int], list[Timed]] = {}  # (keys, what, version, window) -> runs
     plan = [(4, w) for w in windows] + [(5, 64)]
     for rep in range(1, repeat + 1):
         for keys in sizes:
@@ -320,21 +324,23 @@ def small(base: CassandraSettings, sizes: list[int], windows: list[int], repeat:
         run.client.close()
     ratios: dict[str, list[float]] = {}
     print(f"{'keys':>6} {'':<8} {'proto':>5} {'window':>6} {'keys/s median [range]':>24} {'CPU us/key':>10} "
-          f"{'x ceiling median [range]':>26}")
+          f"{'caller':>6} {'x ceiling median [range]':>26}")
     for keys in sizes:
         raws = {k: v for k, v in found.items() if k[0] == keys and k[1] == "raw"}
         ceiling = [max(keys / min(v[2 * r][0], v[2 * r + 1][0]) for v in raws.values()) for r in range(repeat)]
         for (k, what, version, window), got in sorted(found.items()):
             if k != keys:
                 continue
-            pairs = [(min(got[2 * r][0], got[2 * r + 1][0]), got[2 * r][1] + got[2 * r + 1][1])
-                     for r in range(repeat)] if what == "raw" else [(w, 2 * c) for w, c in got]
-            rates = [keys / w for w, _ in pairs]
-            cpu = statistics.median(1e6 * c / 2 / keys for _, c in pairs)
+            pairs = [(min(got[2 * r][0], got[2 * r + 1][0]), got[2 * r][1] + got[2 * r + 1][1],
+                      got[2 * r][2] + got[2 * r + 1][2]) for r in range(repeat)] if what == "raw" else \
+                [(w, 2 * c, 2 * t) for w, c, t in got]
+            rates = [keys / w for w, _, _ in pairs]
+            cpu = statistics.median(1e6 * c / 2 / keys for _, c, _ in pairs)
+            caller = statistics.median(1e6 * t / 2 / keys for _, _, t in pairs)
             ratio = [r / c for r, c in zip(rates, ceiling, strict=True)]
             ratios[f"{keys} {what} v{version} window {window}"] = ratio
             print(f"{keys:>6} {what:<8} {'v' + str(version):>5} {window:>6} {statistics.median(rates):>10,.0f} "
-                  f"[{min(rates):,.0f}-{max(rates):,.0f}] {cpu:>10.0f} {statistics.median(ratio):>10.2f} "
+                  f"[{min(rates):,.0f}-{max(rates):,.0f}] {cpu:>10.0f} {caller:>6.0f} {statistics.median(ratio):>10.2f} "
                   f"[{min(ratio):.2f}-{max(ratio):.2f}]")
     return ratios
 

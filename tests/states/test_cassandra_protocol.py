@@ -49,3 +49,16 @@ def test_the_default_version_commits_on_every_peer(request: pytest.FixtureReques
     again = backing.multi_cas([("a",)], [None], [OpaqueValue(1, 2)])
     assert [r.applied for r in first + again] == [True, False]
     assert again[0].current == OpaqueValue(1, 1)
+
+
+def test_the_small_commit_benchmark_compares_v4_with_v5() -> None:
+    """``python -m tests.bench commit --small``: each row's ratio to the best raw run of its repetition, for the
+    product and the bare window at each window size over v4, and both over v5 at a window of 64."""
+    from tests.bench.commit_path import main
+
+    ratios = main(["--small", "60", "--windows", "8,64", "--repeat", "1"])
+    assert set(ratios) == {f"60 {what} v{version} window {window}" for what in ("product", "raw")
+                           for version, window in ((4, 8), (4, 64), (5, 64))}
+    assert all(0 < r[0] <= 1.0 for name, r in ratios.items() if "raw" in name)
+    assert max(r[0] for name, r in ratios.items() if "raw" in name) == 1.0
+    assert all(r[0] > 0 for r in ratios.values())
