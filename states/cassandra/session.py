@@ -48,6 +48,10 @@ from states.metrics import StateMetrics
 Request = tuple[Any, Sequence[Any] | None]  # (statement, its values; None when already bound)
 BACKEND = "cassandra"
 TUPLES = "tuples"  # the execution profile with tuple rows: the hot path's cheap row factory
+# Unless the settings name a version, the protocol is negotiated down from v4: v5 wraps every frame in checksummed
+# segments that the Python driver encodes and checks in Python, about a third of its CPU per LWT (measured in
+# docs/performance.md, "The Cassandra commit"); every Cassandra since 2.2 speaks v4.
+NEGOTIATE_FROM = 4
 
 
 def ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
@@ -78,6 +82,8 @@ class CassandraClient:
                                # prepared re-prepared before its pool opens (slow with many tables); an
                                # unknown statement is re-prepared on first use anyway.
                                reprepare_on_up=False, **kwargs)
+        if not s.protocol_version:
+            self.cluster.protocol_version = NEGOTIATE_FROM  # not pinned: the driver may still go lower
         try:
             self.session: Session = self.cluster.connect()
         except BaseException:
@@ -131,7 +137,9 @@ class CassandraClient:
             time.sleep(backoff_s(attempt, self.settings.backoff_initial_s, self.settings.backoff_max_s))
             pending = again
         done = [r for r in out if r is not None]
-        assert len(done) == len(out), "every request got a result set or its final error"
+        if len(done) != len(out):
+            msg = "a request got neither a result set nor its final error"
+            raise RuntimeError(msg)
         return done
 
     def window(self, requests: Sequence[Request], profile: object = EXEC_PROFILE_DEFAULT) -> list[tuple[bool, Any]]:

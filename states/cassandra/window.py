@@ -30,7 +30,8 @@ class RequestStream:
         self._session, self._profile, self.size = session, profile, max(1, size)
         self._queued: deque[tuple[Hashable, Any, Sequence[Any] | None]] = deque()
         self._answers: deque[tuple[Hashable, Outcome]] = deque()
-        self._flying, self._depth, self._want = 0, 0, 1
+        self._flying, self._want = 0, 1
+        self._nested = threading.local()  # sends nested in this thread's callbacks (a chain of synchronous answers)
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
 
@@ -78,8 +79,9 @@ class RequestStream:
 
     def _send(self, request: tuple[Hashable, Any, Sequence[Any] | None]) -> None:
         tag, statement, values = request
-        with self._lock:
-            self._depth += 1
+        nested = self._nested
+        depth = getattr(nested, "depth", 0)
+        nested.depth = depth + 1
         try:
             try:
                 future: ResponseFuture = self._session.execute_async(statement, values,
@@ -89,8 +91,7 @@ class RequestStream:
                 return
             future.add_callbacks(self._answered, self._failed, callback_args=(tag, future), errback_args=(tag,))
         finally:
-            with self._lock:
-                self._depth -= 1
+            nested.depth = depth
 
     def _answered(self, rows: Any, tag: Hashable, future: ResponseFuture) -> None:
         future.clear_callbacks()
@@ -111,10 +112,9 @@ class RequestStream:
             request = self._queued.popleft() if self._queued else None
             if request is None:
                 self._flying -= 1
-            deep = self._depth >= MAX_DEPTH
         if request is None:
             return
-        if deep:
+        if getattr(self._nested, "depth", 0) >= MAX_DEPTH:
             self._session.submit(self._send, request)
         else:
             self._send(request)

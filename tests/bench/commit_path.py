@@ -1,6 +1,7 @@
 """The commit path against the raw-driver ceiling of lightweight transactions, in one run.
 
     python -m tests.bench commit [--keys 20000] [--service-keys 50000] [--rounds 3] [--repeat 3] [--window 64]
+    python -m tests.bench commit --small 1000,10000 [--windows 16,32,64,128,256] [--repeat 5]
 
 Against the CQL test server (its own process, so it does not share the client's interpreter) or,
 when ``CASSANDRA_CONTACT_POINTS`` is set (``host[:port],...``), a real Cassandra:
@@ -18,7 +19,12 @@ when ``CASSANDRA_CONTACT_POINTS`` is set (``host[:port],...``), a real Cassandra
   once (:mod:`tests.bench.spark_commit`): new keys, steady state, cold after a restart.
 
 Prints keys/s, requests and LWTs per key (what the client sent) and the ratio to the raw ceiling
-of the same repetition, then the median ratio over the repetitions, and the machine load.
+of the same repetition, then the median ratio over the repetitions, and the machine load. The raw
+styles speak the protocol version the product's settings do (v4 unless named).
+
+``--small``: the small commit (:func:`small`), one warm-cache ``multi_update`` of each number of keys
+against the bare async window of the same LWTs, per window size and protocol version, with the
+process's CPU per key.
 """
 
 from __future__ import annotations
@@ -33,14 +39,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.concurrent import execute_concurrent
 from cassandra.query import dict_factory, tuple_factory
 from prometheus_client import CollectorRegistry
@@ -48,6 +54,7 @@ from prometheus_client import CollectorRegistry
 from states import CasCachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
+from states.cassandra.session import NEGOTIATE_FROM
 from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.bench.spark_commit import ServiceCommit, requests
@@ -90,11 +97,16 @@ def cassandra() -> Iterator[CassandraSettings]:
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # "cqlserver listening on host:port (...)"
-        host, port = line.split(" listening on ")[1].split(" ")[0].rsplit(":", 1)
-        yield CassandraSettings(contact_points=(host,), port=int(port), keyspace="bench", local_dc="datacenter1")
+        host, at = line.split(" listening on ")[1].split(" ")[0].rsplit(":", 1)
+        yield CassandraSettings(contact_points=(host,), port=int(at), keyspace="bench", local_dc="datacenter1")
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def protocol(settings: CassandraSettings) -> int:
+    """The protocol version the product's client speaks with ``settings``: the raw styles speak it too."""
+    return settings.protocol_version or NEGOTIATE_FROM
 
 
 def raw_window(session: Any, statement: Any, rows: list[tuple[Any, ...]], window: int) -> None:
@@ -132,7 +144,7 @@ def raw_processes(settings: CassandraSettings, table: str, values: list[tuple[An
     spawn = multiprocessing.get_context("spawn")
     with spawn.Manager() as manager, ProcessPoolExecutor(processes, mp_context=spawn) as pool:
         ready, go = manager.Queue(), manager.Event()
-        runs = [pool.submit(_raw_share, settings, table, values[i::processes], window, ready, go)
+        runs = [pool.submit(_raw_share, settings, table, values[i::processes], window, ready=ready, go=go)
                 for i in range(processes)]
         for _ in range(processes):  # every process connected and prepared: start them together
             ready.get(timeout=120)
@@ -141,9 +153,9 @@ def raw_processes(settings: CassandraSettings, table: str, values: list[tuple[An
     return max(end for _, end in spans) - min(start for start, _ in spans)
 
 
-def _raw_share(settings: CassandraSettings, table: str, values: list[tuple[Any, ...]], window: int,
+def _raw_share(settings: CassandraSettings, table: str, values: list[tuple[Any, ...]], window: int, *,
                ready: Any, go: Any) -> tuple[float, float]:
-    cluster = Cluster(list(settings.contact_points), port=settings.port,
+    cluster = Cluster(list(settings.contact_points), port=settings.port, protocol_version=protocol(settings),
                       execution_profiles={"tuples": ExecutionProfile(row_factory=tuple_factory)})
     try:
         session = cluster.connect()
@@ -162,7 +174,8 @@ def raw(settings: CassandraSettings, keys: int, window: int) -> list[Row]:
     """The bare driver's LWT rate on existing rows, in four call styles (after one unmeasured pass)."""
     profiles = {EXEC_PROFILE_DEFAULT: ExecutionProfile(row_factory=dict_factory),
                 "tuples": ExecutionProfile(row_factory=tuple_factory)}
-    cluster = Cluster(list(settings.contact_points), port=settings.port, execution_profiles=profiles)
+    cluster = Cluster(list(settings.contact_points), port=settings.port, execution_profiles=profiles,
+                      protocol_version=protocol(settings))
     session = cluster.connect()
     table = f"{settings.keyspace}.raw_{uuid.uuid4().hex[:8]}"
     try:
@@ -194,10 +207,9 @@ def raw(settings: CassandraSettings, keys: int, window: int) -> list[Row]:
                   (f"raw driver, execute_concurrent at {window}, tuple rows", concurrent("tuples")),
                   (f"raw driver, execute_concurrent at {window}, dict rows", concurrent(EXEC_PROFILE_DEFAULT)),
                   (f"raw driver, {PROCESSES} processes, async window of {window} each", processes)]
-        rows, n = [], 0
-        for name, style in [("warm-up", window_tuples), *styles]:
+        rows = []
+        for n, (name, style) in enumerate([("warm-up", window_tuples), *styles]):
             values = [(n + 1, n + 1, n, f"w{i}", n, n, max(n - 1, 0)) for i in range(keys)]
-            n += 1
             start = time.perf_counter()
             seconds = style(values)
             rows.append(Row(name, keys, seconds or time.perf_counter() - start, keys, keys))
@@ -247,6 +259,92 @@ def product(client: CassandraClient, keys: int) -> list[Row]:
     return rows
 
 
+Timed = tuple[float, float, float]  # seconds of wall, of the process's CPU, of the calling thread's CPU
+
+
+def timed(run: Callable[[], object]) -> Timed:
+    """The wall time of ``run``, the CPU time of the whole process (the driver's event loop thread included)
+    and of the calling thread (where the commit's own Python runs; the bare window sends from the loop)."""
+    cpu, wall, mine = time.process_time(), time.perf_counter(), time.thread_time()
+    run()
+    return time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - mine
+
+
+class SmallCommit:
+    """One protocol version's client over ``keys`` keys: a product table warm in its cache, and a raw table of
+    the same shape for the bare driver's async window of the same LWTs."""
+
+    def __init__(self, settings: CassandraSettings, version: int, keys: int) -> None:
+        self.client = CassandraClient(replace(settings, protocol_version=version))
+        self.version, self.keys = version, keys
+        self.product = Product(self.client, keys)
+        self.state = self.product.state()
+        self.product.commit("new keys", self.state, 1)
+        self.txid, self.n = 1, 0
+        session: Session = self.client.session
+        self.table = f"{settings.keyspace}.raw_{uuid.uuid4().hex[:8]}"
+        session.execute(f"CREATE TABLE {self.table} (word text PRIMARY KEY, txid bigint, count bigint, "
+                        "prev_count bigint)")
+        put = session.prepare(f"INSERT INTO {self.table} (word, txid, count, prev_count) VALUES (?, 0, 0, 0)")
+        execute_concurrent(session, [(put, (f"w{i}",)) for i in range(keys)], concurrency=64)
+        self.cas = session.prepare(f"UPDATE {self.table} SET txid = ?, count = ?, prev_count = ? WHERE word = ? "
+                                   "IF txid = ? AND count = ? AND prev_count = ?")
+
+    def raw(self, window: int) -> Timed:
+        n, self.n = self.n, self.n + 1
+        values = [(n + 1, n + 1, n, f"w{i}", n, n, max(n - 1, 0)) for i in range(self.keys)]
+        return timed(lambda: raw_window(self.client.session, self.cas, values, window))
+
+    def commit(self, window: int) -> Timed:
+        self.client.settings = replace(self.client.settings, max_concurrency=window)  # read by each new pipe
+        self.txid += 1
+        return timed(lambda: self.product.commit("warm cache", self.state, self.txid))
+
+
+def small(base: CassandraSettings, sizes: list[int], windows: list[int], repeat: int) -> dict[str, list[float]]:
+    """The small commit: per number of keys, the product's warm-cache commit and the bare driver's async window at
+    each window size over protocol v4 (the default), and both at a window of 64 over v5 (the earlier default);
+    each product run between two raw runs. The ceiling of a repetition is its best raw run of that size.
+    Returns per row ``"<keys> <what>"`` the ratios to the ceiling, one per repetition."""
+    settings = replace(base, keyspace="bench")
+    runs: dict[tuple[int, int, int], SmallCommit] = {}
+    found: dict[tuple[int, str, int, int], list[Timed]] = {}  # (keys, what, version, window) -> runs
+    plan = [(4, w) for w in windows] + [(5, 64)]
+    for rep in range(1, repeat + 1):
+        for keys in sizes:
+            for version, window in plan:
+                if (keys, version, 0) not in runs:
+                    runs[keys, version, 0] = SmallCommit(settings, version, keys)
+                    runs[keys, version, 0].raw(window)  # a warm-up
+                run = runs[keys, version, 0]
+                for what, go in (("raw", run.raw), ("product", run.commit), ("raw", run.raw)):
+                    found.setdefault((keys, what, version, window), []).append(go(window))
+        print(f"repetition {rep} done; {load()}", flush=True)
+    for run in runs.values():
+        run.client.close()
+    ratios: dict[str, list[float]] = {}
+    print(f"{'keys':>6} {'':<8} {'proto':>5} {'window':>6} {'keys/s median [range]':>24} {'CPU us/key':>10} "
+          f"{'caller':>6} {'x ceiling median [range]':>26}")
+    for keys in sizes:
+        raws = {k: v for k, v in found.items() if k[0] == keys and k[1] == "raw"}
+        ceiling = [max(keys / min(v[2 * r][0], v[2 * r + 1][0]) for v in raws.values()) for r in range(repeat)]
+        for (k, what, version, window), got in sorted(found.items()):
+            if k != keys:
+                continue
+            pairs = [(min(got[2 * r][0], got[2 * r + 1][0]), got[2 * r][1] + got[2 * r + 1][1],
+                      got[2 * r][2] + got[2 * r + 1][2]) for r in range(repeat)] if what == "raw" else \
+                [(w, 2 * c, 2 * t) for w, c, t in got]
+            rates = [keys / w for w, _, _ in pairs]
+            cpu = statistics.median(1e6 * c / 2 / keys for _, c, _ in pairs)
+            caller = statistics.median(1e6 * t / 2 / keys for _, _, t in pairs)
+            ratio = [r / c for r, c in zip(rates, ceiling, strict=True)]
+            ratios[f"{keys} {what} v{version} window {window}"] = ratio
+            print(f"{keys:>6} {what:<8} {'v' + str(version):>5} {window:>6} {statistics.median(rates):>10,.0f} "
+                  f"[{min(rates):,.0f}-{max(rates):,.0f}] {cpu:>10.0f} {caller:>6.0f} {statistics.median(ratio):>10.2f} "
+                  f"[{min(ratio):.2f}-{max(ratio):.2f}]")
+    return ratios
+
+
 def service_commit(kafka: Any, settings: CassandraSettings, keys: int, rounds: int, workdir: Path) -> list[Row]:
     phases = ServiceCommit(kafka, settings, keys, workdir).run(rounds)
     return [Row(f"python -m app run, commit phase, {p.name}", p.keys, p.commit_s, sum(p.requests.values()),
@@ -274,7 +372,17 @@ def main(argv: list[str] | None = None, *, per_key: bool = False) -> dict[str, l
     parser.add_argument("--rounds", type=int, default=3, help="txids per service run before its restart")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--window", type=int, default=64, help="requests in flight (max_concurrency)")
+    parser.add_argument("--small", type=lambda v: [int(n) for n in v.split(",")], default=None,
+                        help="only the small commit (keys per commit, comma separated)")
+    parser.add_argument("--windows", type=lambda v: [int(n) for n in v.split(",")], default=[16, 32, 64, 128, 256],
+                        help="window sizes of the small commit")
     args = parser.parse_args(argv)
+    if args.small:
+        print(f"{load()}; peer: {os.environ.get('CASSANDRA_CONTACT_POINTS') or 'CQL test server'}")
+        with cassandra() as base:
+            found = small(base, args.small, args.windows, args.repeat)
+        print(f"done; {load()}")
+        return dict(found)
     ratios: dict[str, list[float]] = {}
     counts: dict[str, list[tuple[float, float]]] = {}
     kafka = None
