@@ -40,6 +40,10 @@ def _tasks_only(executor: SparkExecutor) -> None:
     executor.commits.driver_keys = 0  # every keyed result committed by Spark tasks
 
 
+def _read_per_core(executor: SparkExecutor) -> None:
+    executor.reads.records_per_task = 1  # one read task per core, whatever the txid's records
+
+
 def _as_configured(executor: SparkExecutor) -> None:
     """The executor as built."""
 
@@ -47,6 +51,7 @@ def _as_configured(executor: SparkExecutor) -> None:
 #: Named comparisons: the first variant of each is the base of the ratios.
 VARIANTS: dict[str, dict[str, Variant]] = {
     "driver-commit": {"commit tasks": _tasks_only, "driver-side commit": _as_configured},
+    "read-tasks": {"a read task per core": _read_per_core, "a read task per 10k records": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
 

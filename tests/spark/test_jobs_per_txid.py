@@ -34,6 +34,7 @@ def test_a_txid_runs_two_spark_jobs_and_the_commit_reads_the_cached_aggregate(sp
     topology = Topology("jobs-per-txid")
     word_counts(lines(topology, topic.spout(topology.name)), factory)
     executor = SparkExecutor(spark, topology, driver_keys=0)
+    executor.reads.records_per_task = 1  # a read task per core, however few the records
     coord = coordinator(topology, executor, factory.txstate_store(topology.name),
                         caps=Caps(per_partition=40, per_batch=100))
     try:
@@ -100,6 +101,7 @@ def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_
     topology = Topology("py4j-per-read")
     word_counts(lines(topology, topic.spout(topology.name)), factory)
     executor = SparkExecutor(spark, topology)
+    executor.reads.records_per_task = 1  # a read task per core, however few the records
     metas = [PartitionMetadata(topic.name, p, 0, 10, 10, topology.name) for p in range(6)]
 
     def batch(n: int) -> Batch:
@@ -121,3 +123,34 @@ def test_the_read_of_a_txid_costs_the_driver_the_same_py4j_calls_for_any_number_
     assert sorted((r["ranges"], r["records"]) for r in per_task.collect()) == [(3, 30), (3, 30)]
     assert records.count() == 60
     assert sorted(records.select("partition", "offset").collect()) == [(p, o) for p in range(6) for o in range(10)]
+
+
+def test_a_txid_of_few_records_reads_in_one_task_and_a_larger_one_in_one_per_core(
+        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """A txid reads in one task per ``records_per_task`` planned records, up to the cores: 60 records in 6
+    ranges read in one Spark partition by default, in two (the cores of local[2]) at 10 records a task; the
+    small txid's whole process job is then one stage of one task, and the counts equal the truth."""
+    topic = Topic(spark_kafka, partitions=6)
+    topic.produce(60, seed=6)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    topology = Topology("read-tasks")
+    word_counts(lines(topology, topic.spout(topology.name)), factory)
+    executor = SparkExecutor(spark, topology)
+    metas = [PartitionMetadata(topic.name, p, 0, 10, 10, topology.name) for p in range(6)]
+    batch = Batch(1, 1, BatchPlan(1, {Partition(topic.name, m.partition): m for m in metas}), frozen=True)
+    assert executor.reads.records(batch, metas).rdd.getNumPartitions() == 1
+    executor.reads.records_per_task = 10
+    assert executor.reads.records(batch, metas).rdd.getNumPartitions() == 2
+    executor.reads.records_per_task = 10_000
+    coord = coordinator(topology, executor, factory.txstate_store(topology.name),
+                        caps=Caps(per_partition=10, per_batch=60))
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+    tracker = spark.sparkContext.statusTracker()
+    process = tracker.getJobInfo(min(tracker.getJobIdsForGroup(f"{topology.name}:txid-1")))
+    assert process is not None
+    stages = [tracker.getStageInfo(s) for s in process.stageIds]
+    assert [s.numCompletedTasks for s in stages if s is not None and s.numCompletedTasks > 0] == [1], stages
+    assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
