@@ -46,15 +46,18 @@ class Reads:
         self.counts = spark.sparkContext.accumulator({}, RangeCounts())
         self.bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
 
-    def records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
+    def records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True,
+                spread: bool = False) -> Any:
         """The records of ``ranges``: one Spark partition per group of :func:`pack_ranges`, each range read once.
 
         A task per range would cost a Python task each (a round trip to a worker, tens of ms) for no
         more parallelism than the executors' cores give: a txid of 32 partitions on 4 cores reads in 4,
-        and a txid of fewer than :data:`READ_TASK_RECORDS` planned records in one.
+        and a txid of fewer than :data:`READ_TASK_RECORDS` planned records in one. ``spread``: a task per core
+        whatever the records (the result is then shuffled into every commit partition).
         """
         planned = sum(max(1, m.record_count) for m in ranges)
-        groups = pack_ranges(ranges, min(self.tasks, -(-planned // max(1, self.records_per_task))))
+        per_task = 1 if spread else max(1, self.records_per_task)
+        groups = pack_ranges(ranges, min(self.tasks, -(-planned // per_task)))
         read = ReadRanges(self.spout, self.arrow_schema, groups, batch.txid, batch.attempt,
                           self.counts if counted else None, self.faults, self.bad if counted else None, rows)
         return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)

@@ -44,6 +44,12 @@ def _read_per_core(executor: SparkExecutor) -> None:
     executor.reads.records_per_task = 1  # one read task per core, whatever the txid's records
 
 
+def _before(executor: SparkExecutor) -> None:
+    """Commit tasks and a read task per core: the executor before the driver-side commit and the packed reads."""
+    _tasks_only(executor)
+    _read_per_core(executor)
+
+
 def _as_configured(executor: SparkExecutor) -> None:
     """The executor as built."""
 
@@ -52,6 +58,7 @@ def _as_configured(executor: SparkExecutor) -> None:
 VARIANTS: dict[str, dict[str, Variant]] = {
     "driver-commit": {"commit tasks": _tasks_only, "driver-side commit": _as_configured},
     "read-tasks": {"a read task per core": _read_per_core, "a read task per 10k records": _as_configured},
+    "all": {"before": _before, "after": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
 
