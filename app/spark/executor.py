@@ -113,7 +113,7 @@ class SparkExecutor:
         if not isinstance(spout, ArrowSpout):
             msg = (f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
                    f"(spouts.protocols.ArrowSpout), not {type(spout).__name__}")
-            raise ValueError(msg)  # noqa: TRY004  an invalid topology is a ValueError for every caller
+            raise ValueError(msg)  # noqa: TRY004, RUF100  an invalid topology is a ValueError for every caller
         master = spark.sparkContext.master
         for _, sink in topology.sinks:
             if not sink.factory.shared_across_processes:

@@ -21,7 +21,7 @@ class RangeCounts(AccumulatorParam[dict[Any, int]]):
     def zero(self, value: dict[Any, int]) -> dict[Any, int]:
         return {}
 
-    def addInPlace(self, a: dict[Any, int], b: dict[Any, int]) -> dict[Any, int]:  # noqa: N802  PySpark names it
+    def addInPlace(self, a: dict[Any, int], b: dict[Any, int]) -> dict[Any, int]:  # noqa: N802, RUF100  PySpark names it
         a.update(b)
         return a
 

@@ -219,7 +219,7 @@ class PartitionCaches:
         for part, path in self.paths.items():
             try:
                 with path.open("rb") as f:
-                    saved = pickle.load(f)  # noqa: S301  this module's own cache file, in Spark's work directory
+                    saved = pickle.load(f)  # noqa: S301, RUF100  this module's own cache file, in Spark's work directory
             except (OSError, EOFError, pickle.UnpicklingError):
                 rates.append(None)
                 continue

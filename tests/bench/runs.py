@@ -215,7 +215,7 @@ def cql_session(settings: Any) -> Iterator[Any]:
         cluster.shutdown()
 
 
-class TruthMismatch(AssertionError):  # noqa: N818  a failed check (an AssertionError), imported by this name
+class TruthMismatch(AssertionError):  # noqa: N818, RUF100  a failed check (an AssertionError), imported by this name
     """A row's stored counts differ from the producer's truth."""
 
 
