@@ -1,59 +1,66 @@
-"""The commit step: each sink's processed result applied to its state as a txid, by commit tasks or on the driver."""
+"""The commit step: each sink's processed result applied to its state as a txid, by commit tasks or on the driver.
+
+A keyed result of fewer than ``driver_keys`` keys is committed on the driver: its cached rows are
+collected as Arrow (a Spark job without a Python task) and the commit task's own code runs on them
+in the driver process. A commit job costs a Python task per commit partition, empty ones included
+(a round trip to a Python worker each), which is most of a small txid's commit. The driver keeps the
+sink's cache in memory between its commits (:class:`~app.spark.tasks.DriverCache`); like the
+partitions' files, it is trusted only when saved by the sink's previous commit, so a switch between
+the two paths finds the other's cache older and reads its keys once.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
+
+from prometheus_client import REGISTRY
 
 from app.batch import Batch
 from app.metrics import Metrics
 from app.spark import fatal
 from app.spark.processing import SinkResult
 from app.spark.state_tables import StateTables
-from app.spark.tasks import CommitAggregates, PersistRows, TaskFaults
+from app.spark.tasks import CommitAggregates, DriverCache, PersistRows, TaskFaults
 from app.topology import PartitionPersist
 from states.aggregators import combine_updater
 from states.errors import StateTableMissingError
 from states.snapshottable import SnapshottableMap
 
+#: Keyed results of fewer keys are committed on the driver (unless the session's :data:`DRIVER_COMMIT_KEYS_CONF` says).
+DRIVER_COMMIT_KEYS = 2_000
+DRIVER_COMMIT_KEYS_CONF = "spark.trident.driverCommitKeys"
+
 
 class Commits:
-    """Commits sinks' results; keeps the txid of each keyed sink's last commit job (the caches its next may trust)."""
+    """Commits sinks' results; keeps the txid of each keyed sink's last commit (the caches its next may trust).
 
-    def __init__(self, tables: StateTables, stats_schema: Any, faults: TaskFaults | None, metrics: Metrics) -> None:
+    ``driver_keys``: keyed results of fewer keys are committed on the driver (0: always by commit tasks).
+    """
+
+    def __init__(self, tables: StateTables, stats_schema: Any, faults: TaskFaults | None, metrics: Metrics,
+                 driver_keys: int = DRIVER_COMMIT_KEYS) -> None:
         self.tables, self.stats_schema, self.faults, self.metrics = tables, stats_schema, faults, metrics
-        self.last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit job finished
+        self.driver_keys = driver_keys
+        self.last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit finished
+        self.driver_caches: dict[str, DriverCache] = {}  # keyed sink -> its cache between commits on the driver
 
     def sink(self, r: SinkResult, batch: Batch, partitions: int) -> int:
         """Apply ``r`` as txid ``batch.txid``; returns the keys written."""
-        c = r.compiled
-        if c.is_global:
-            if r.partial is None:
-                return 0
-            assert c.aggregator is not None
-            try:
-                state = SnapshottableMap(c.sink.factory.make_state(c.spec, committed_txid=self.tables.committed_into(c, batch)))
-                state.begin_commit(batch.txid)
-                state.update(combine_updater(c.aggregator, r.partial))
-                state.commit(batch.txid)
-            except StateTableMissingError as e:
-                c.sink.factory.forget(c.spec)  # opened on a table now gone: the next open checks again
-                raise e.after(batch.txid - 1) from e
-            return 1
+        if r.compiled.is_global:
+            return self._global(r, batch)
         if not r.keys:
             return 0
-        committed = self.tables.committed_into(c, batch)
-        if isinstance(c.sink, PartitionPersist):
-            task: Any = PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults,
-                                    committed)
-        else:  # the frame is partitioned by key; each row names its commit partition, hence its cache
-            assert c.aggregator is not None
-            task = CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt,
-                                    faults=self.faults, partitions=partitions,
-                                    previous=self.last_commit.get(c.sink.name), committed=committed)
-        stats = r.frame.mapInArrow(task, self.stats_schema).collect()  # one stage: no shuffle after process
-        for row in stats:
-            self._add_metrics(row["metrics"])
+        c = r.compiled
+        task = self._task(r, batch, partitions)
+        if isinstance(task, CommitAggregates) and r.keys < self.driver_keys:
+            cache = self.driver_caches.setdefault(c.sink.name, DriverCache())
+            stats = self._on_driver(replace(task, driver_cache=cache), r.frame)
+        else:
+            stats = r.frame.mapInArrow(task, self.stats_schema).collect()  # one stage: no shuffle after process
+            for row in stats:
+                self._add_metrics(row["metrics"])
         for row in stats:
             if row["fatal"] is not None:  # a task met a batch behind the state: stop, do not replay
                 raise fatal.decode(row["fatal"])
@@ -61,7 +68,56 @@ class Commits:
             self.last_commit[c.sink.name] = batch.txid  # the cache files its next commit may trust
         return sum(row["keys"] for row in stats)
 
+    def _global(self, r: SinkResult, batch: Batch) -> int:
+        """A global aggregate's partial applied on the driver, through a one-key map."""
+        c = r.compiled
+        if r.partial is None:
+            return 0
+        if c.aggregator is None:
+            msg = f"sink {c.sink.name!r}: a global aggregate without an aggregator"
+            raise TypeError(msg)
+        try:
+            state = SnapshottableMap(c.sink.factory.make_state(c.spec, committed_txid=self.tables.committed_into(c, batch)))
+            state.begin_commit(batch.txid)
+            state.update(combine_updater(c.aggregator, r.partial))
+            state.commit(batch.txid)
+        except StateTableMissingError as e:
+            c.sink.factory.forget(c.spec)  # opened on a table now gone: the next open checks again
+            raise e.after(batch.txid - 1) from e
+        return 1
+
+    def _task(self, r: SinkResult, batch: Batch, partitions: int) -> CommitAggregates | PersistRows:
+        """The commit task of a keyed or ``partition_persist`` sink's result."""
+        c = r.compiled
+        committed = self.tables.committed_into(c, batch)
+        if isinstance(c.sink, PartitionPersist):
+            return PersistRows(c.sink.factory, c.spec, c.sink.updater, batch.txid, batch.attempt, self.faults,
+                               committed)
+        if c.aggregator is None:
+            msg = f"sink {c.sink.name!r}: a keyed aggregate without an aggregator"
+            raise TypeError(msg)
+        # the frame is partitioned by key; each row names its commit partition, hence its cache
+        return CommitAggregates(c.sink.factory, c.spec, c.aggregator, batch.txid, batch.attempt, faults=self.faults,
+                                partitions=partitions, previous=self.last_commit.get(c.sink.name),
+                                committed=committed)
+
+    def _on_driver(self, task: CommitAggregates, frame: Any) -> list[dict[str, Any]]:
+        """``task`` run in this process on ``frame``'s rows (one Spark job, no Python task): its stats rows.
+
+        The states it opens count into this process's metrics already; a test's own registry gets the deltas."""
+        rows = [row for out in task(iter(frame.toArrow().to_batches())) for row in out.to_pylist()]
+        if self.metrics.registry is not REGISTRY:
+            for row in rows:
+                self._add_metrics(row["metrics"])
+        return rows
+
     def _add_metrics(self, deltas: str) -> None:
         for attr, labels, delta in json.loads(deltas):
             counter = getattr(self.metrics, attr)
             (counter.labels(**labels) if labels else counter).inc(delta)
+
+
+def driver_commit_keys(spark: Any) -> int:
+    """The session's ``spark.trident.driverCommitKeys`` (set in the config's ``spark.conf``), else
+    :data:`DRIVER_COMMIT_KEYS`."""
+    return int(spark.conf.get(DRIVER_COMMIT_KEYS_CONF, str(DRIVER_COMMIT_KEYS)))

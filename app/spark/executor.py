@@ -59,7 +59,7 @@ from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import executors as executors_
 from app.spark import warmup
-from app.spark.committing import Commits
+from app.spark.committing import Commits, driver_commit_keys
 from app.spark.job_control import JobControl
 from app.spark.parallelism import Parallelism
 from app.spark.plan import CompiledSink, compile_sink, register_spec
@@ -101,23 +101,29 @@ class SparkExecutor:
     Counts not given follow the executors: chosen again before every txid (:mod:`app.spark.parallelism`).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
+    ``driver_keys``: keyed results of fewer keys are committed on the driver (:mod:`app.spark.committing`;
+    0: always by commit tasks; default: the session's ``spark.trident.driverCommitKeys``, else
+    :data:`~app.spark.committing.DRIVER_COMMIT_KEYS`).
     """
 
     def __init__(self, spark: Any, topology: Topology, *, commit_partitions: int | None = None,
-                 read_tasks: int | None = None, faults: TaskFaults | None = None, metrics: Metrics = METRICS) -> None:
+                 read_tasks: int | None = None, faults: TaskFaults | None = None, metrics: Metrics = METRICS,
+                 driver_keys: int | None = None) -> None:
         spout = topology.spout
         if not isinstance(spout, ArrowSpout):
-            raise ValueError(f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
-                             f"(spouts.protocols.ArrowSpout), not {type(spout).__name__}")
+            msg = (f"topology {topology.name!r}: Spark reads a spout with read_arrow and arrow_schema "
+                   f"(spouts.protocols.ArrowSpout), not {type(spout).__name__}")
+            raise ValueError(msg)  # noqa: TRY004, RUF100  an invalid topology is a ValueError for every caller
         master = spark.sparkContext.master
         for _, sink in topology.sinks:
             if not sink.factory.shared_across_processes:
-                raise ValueError(f"sink {sink.name!r}: the {sink.factory.backend} backend lives in one process; Spark "
-                                 "executors need one every executor process opens (sqlite on a local master, "
-                                 "cassandra on any)")
+                msg = (f"sink {sink.name!r}: the {sink.factory.backend} backend lives in one process; Spark "
+                       "executors need one every executor process opens (sqlite on a local master, cassandra on any)")
+                raise ValueError(msg)
             refusal = state_refusal(sink.factory.backend, master)
             if refusal is not None:
-                raise ValueError(f"sink {sink.name!r}: {refusal}")
+                msg = f"sink {sink.name!r}: {refusal}"
+                raise ValueError(msg)
         self.spark, self.topology, self.spout = spark, topology, spout
         self.faults, self.metrics = faults, metrics
         self.jobs = JobControl(spark, topology.name, read_tasks, commit_partitions)
@@ -133,7 +139,8 @@ class SparkExecutor:
         self.runs = SinkRuns(self.sinks)
         self.isolation = RecordIsolation(spark, topology, self.runs, self.reads, metrics)
         self.tables = StateTables(self.sinks)  # which tables a txid may create, which must be there
-        self.commits = Commits(self.tables, from_arrow_schema(STATS_SCHEMA), faults, metrics)
+        self.commits = Commits(self.tables, from_arrow_schema(STATS_SCHEMA), faults, metrics,
+                               driver_commit_keys(spark) if driver_keys is None else driver_keys)
         self._lock = threading.Lock()
         self._held: dict[tuple[int, int], SparkBatch] = {}  # persisted results not yet released
 
@@ -176,7 +183,7 @@ class SparkExecutor:
 
     def process(self, batch: Batch) -> SparkBatch:
         """Read, transform and pre-aggregate ``batch``'s ranges; persist the results (no state write)."""
-        self._release(lambda txid, attempt: txid >= batch.txid)  # earlier attempts of this and later txids failed
+        self._release(lambda txid, _attempt: txid >= batch.txid)  # earlier attempts of this and later txids failed
         partitions = self._follow_executors()
         ranges = [m for m in batch.plan if not m.empty]
         if not ranges:
@@ -213,22 +220,23 @@ class SparkExecutor:
             # a function transform, or a replay without the known bad records: the plain form
             results, left_out = self.runs.results(
                 self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions)
-            return results, left_out, failing
         except Exception as e:
             if failing or self.runs.capturable() or bad_records_.record_error(e) is None:
                 raise  # transient, or not a record's fault (the capturing form found none): retried whole
             return self.isolation.without_failing(batch, ranges, partitions, e)
+        return results, left_out, failing
 
     def commit(self, batch: Batch, processed: SparkBatch) -> CommitStats:
         """Apply ``processed`` to every sink's state as txid ``batch.txid``."""
         if processed.txid != batch.txid:
-            raise ValueError(f"commit of txid {batch.txid} given the result of txid {processed.txid}")
+            msg = f"commit of txid {batch.txid} given the result of txid {processed.txid}"
+            raise ValueError(msg)
         try:
             with self.jobs.job(batch, "commit"):
                 self.tables.create(batch)
                 keys = sum(self.commits.sink(r, batch, processed.commit_partitions) for r in processed.sinks)
         finally:
-            self._release(lambda txid, attempt: txid <= batch.txid)
+            self._release(lambda txid, _attempt: txid <= batch.txid)
         return CommitStats(processed.records, keys)
 
     def cancel(self, txid: int) -> None:
@@ -237,7 +245,7 @@ class SparkExecutor:
 
     def close(self) -> None:
         """Release every persisted result (the session stays: it may be shared)."""
-        self._release(lambda txid, attempt: True)
+        self._release(lambda _txid, _attempt: True)
 
     def warm_up(self, plan: BatchPlan) -> int:
         """Pay a cold first txid's costs while a standby waits (:mod:`app.spark.warmup`); writes nothing.

@@ -21,29 +21,43 @@ class RangeCounts(AccumulatorParam[dict[Any, int]]):
     def zero(self, value: dict[Any, int]) -> dict[Any, int]:
         return {}
 
-    def addInPlace(self, a: dict[Any, int], b: dict[Any, int]) -> dict[Any, int]:
+    def addInPlace(self, a: dict[Any, int], b: dict[Any, int]) -> dict[Any, int]:  # noqa: N802, RUF100  PySpark names it
         a.update(b)
         return a
 
 
+#: Planned records a read task is worth: a smaller txid reads in fewer tasks than the cores (each task is a round
+#: trip to a Python worker, and with one task the process job is one stage: no shuffle by key).
+READ_TASK_RECORDS = 10_000
+
+
 class Reads:
-    """Reads a txid's ranges as a DataFrame of records; counts the records read and the undecodable ones."""
+    """Reads a txid's ranges as a DataFrame of records; counts the records read and the undecodable ones.
+
+    ``records_per_task``: a txid reads in one task per this many planned records, up to ``tasks``.
+    """
 
     def __init__(self, spark: Any, spout: ArrowSpout, arrow_schema: Any, records_schema: Any,
                  faults: TaskFaults | None) -> None:
         self.spark, self.spout, self.faults = spark, spout, faults
         self.arrow_schema, self.records_schema = arrow_schema, records_schema
         self.tasks = 1  # read tasks per txid at most: chosen from the executors before every txid
+        self.records_per_task = READ_TASK_RECORDS
         self.counts = spark.sparkContext.accumulator({}, RangeCounts())
         self.bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
 
-    def records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True) -> Any:
+    def records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True,
+                spread: bool = False) -> Any:
         """The records of ``ranges``: one Spark partition per group of :func:`pack_ranges`, each range read once.
 
         A task per range would cost a Python task each (a round trip to a worker, tens of ms) for no
-        more parallelism than the executors' cores give: a txid of 32 partitions on 4 cores reads in 4.
+        more parallelism than the executors' cores give: a txid of 32 partitions on 4 cores reads in 4,
+        and a txid of fewer than :data:`READ_TASK_RECORDS` planned records in one. ``spread``: a task per core
+        whatever the records (the result is then shuffled into every commit partition).
         """
-        groups = pack_ranges(ranges, self.tasks)
+        planned = sum(max(1, m.record_count) for m in ranges)
+        per_task = 1 if spread else max(1, self.records_per_task)
+        groups = pack_ranges(ranges, min(self.tasks, -(-planned // per_task)))
         read = ReadRanges(self.spout, self.arrow_schema, groups, batch.txid, batch.attempt,
                           self.counts if counted else None, self.faults, self.bad if counted else None, rows)
         return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)

@@ -87,9 +87,8 @@ class ReadRanges:
         for rb in batches:
             for meta in (m for i in rb.column("id").to_pylist() for m in self.groups[i]):
                 n, found = 0, list[Any]()
-                for b in self.spout.read_arrow(meta, on_bad=found.append):
-                    if self.rows is not None:
-                        b = self.rows(meta, b)
+                for read in self.spout.read_arrow(meta, on_bad=found.append):
+                    b = read if self.rows is None else self.rows(meta, read)
                     n += b.num_rows
                     yield b if b.schema.equals(self.schema) else b.cast(self.schema)
                 if self.faults is not None:
@@ -120,12 +119,12 @@ class Fold:
         aggs = self.aggregators
         for rb in batches:
             n = rb.num_rows
-            key_rows = zip(*(rb.column(k).to_pylist() for k in self.keys)) if self.keys else repeat((), n)
+            key_rows = zip(*(rb.column(k).to_pylist() for k in self.keys), strict=True) if self.keys else repeat((), n)
             cols = [rb.column(i).to_pylist() if i is not None else repeat(None, n) for i in self.inputs]
-            for key, *values in zip(key_rows, *cols):
-                v = tuple(a.init(x) for a, x in zip(aggs, values)) if self.initial else tuple(values)
+            for key, *values in zip(key_rows, *cols, strict=True):
+                v = tuple(a.init(x) for a, x in zip(aggs, values, strict=True)) if self.initial else tuple(values)
                 old = acc.get(key)
-                acc[key] = v if old is None else tuple(a.combine(p, q) for a, p, q in zip(aggs, old, v))
+                acc[key] = v if old is None else tuple(a.combine(p, q) for a, p, q in zip(aggs, old, v, strict=True))
         if acc:
             yield self._batch(acc)
 
@@ -134,8 +133,8 @@ class Fold:
 
         schema = to_arrow_schema(self.output, timezone="UTC")
         keys, values = list(acc), list(acc.values())
-        columns = [list(c) for c in zip(*keys)] + [list(c) for c in zip(*values)]
-        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+        columns = [list(c) for c in zip(*keys, strict=True)] + [list(c) for c in zip(*values, strict=True)]
+        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
 def counter_snapshot() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -220,7 +219,7 @@ class PartitionCaches:
         for part, path in self.paths.items():
             try:
                 with path.open("rb") as f:
-                    saved = pickle.load(f)
+                    saved = pickle.load(f)  # noqa: S301, RUF100  this module's own cache file, in Spark's work directory
             except (OSError, EOFError, pickle.UnpicklingError):
                 rates.append(None)
                 continue
@@ -256,7 +255,27 @@ class PartitionCaches:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as f:
             pickle.dump((txid, entries, absent_rate), f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)  # a racing attempt of the same partition: the last one wins
+        tmp.replace(path)  # a racing attempt of the same partition: the last one wins
+
+
+class DriverCache:
+    """A keyed sink's cache between commits on the driver (:mod:`app.spark.committing`), in memory: the
+    :class:`PartitionCaches` interface, one entry list saved after one txid."""
+
+    def __init__(self) -> None:
+        self.paths: dict[int, Path] = {}  # no files: all the sink's keys are in one list
+        self.saved: tuple[int, list[tuple[Any, Any]], float | None] | None = None
+
+    def load(self, valid: Collection[int]) -> Seed:
+        """The entries saved after one of the ``valid`` txids (else none, and no evidence)."""
+        if self.saved is None or self.saved[0] not in valid:
+            return Seed([], None)
+        return Seed(list(self.saved[1]), self.saved[2])
+
+    def save(self, txid: int, entries: list[tuple[Any, Any]], parts: dict[Any, int],
+             absent_rate: float | None) -> None:
+        """Keep ``entries`` as saved after ``txid``."""
+        self.saved = (txid, entries, absent_rate)
 
 
 @dataclass(frozen=True)
@@ -269,6 +288,8 @@ class CommitAggregates:
     ``previous``: the txid of the sink's previous commit by this driver (None: unknown, ``txid - 1``
     assumed); a cache file saved after another is older than the partition's state.
     ``committed``: the last txid committed into the table (0: none, the table may be created).
+    ``driver_cache``: run on the driver, the sink's cache between the driver's commits (a task keeps its
+    partitions' files).
     """
 
     factory: StateFactory
@@ -280,6 +301,7 @@ class CommitAggregates:
     partitions: int = field(default=0, kw_only=True)
     previous: int | None = field(default=None, kw_only=True)
     committed: int = field(default=0, kw_only=True)
+    driver_cache: DriverCache | None = field(default=None, kw_only=True)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         before = counter_snapshot()
@@ -289,15 +311,15 @@ class CommitAggregates:
         values: list[Any] = []
         part_columns: list[pa.Array] = []
         for rb in batches:
-            keys += zip(*(rb.column(k).to_pylist() for k in key_names))
+            keys += zip(*(rb.column(k).to_pylist() for k in key_names), strict=True)
             values += _values(rb, value_names)
             if COMMIT_PARTITION_COLUMN in rb.schema.names:
                 part_columns.append(rb.column(COMMIT_PARTITION_COLUMN))
         parts = pa.chunked_array(part_columns) if part_columns else None
         written, fatal = 0, None
         try:
-            files = PartitionCaches.of(self.factory, self.spec, self.partitions,
-                                       set(parts.unique().to_pylist()) if parts is not None else set())
+            files: PartitionCaches | DriverCache | None = self.driver_cache or PartitionCaches.of(
+                self.factory, self.spec, self.partitions, set(parts.unique().to_pylist()) if parts is not None else set())
             previous = self.txid - 1 if self.previous is None else self.previous
             seed = files.load({previous, self.txid}) if files else Seed([], None)
             state, cache = self.factory.make_cached_state(self.spec, seed.entries,
@@ -312,7 +334,7 @@ class CommitAggregates:
             state.commit(self.txid)
             if files is not None and cache is not None:
                 # a key's own partition is needed only when the task's keys span several (one range)
-                files.save(self.txid, cache.entries(), dict(zip(keys, parts.to_pylist()))
+                files.save(self.txid, cache.entries(), dict(zip(keys, parts.to_pylist(), strict=True))
                            if parts is not None and len(files.paths) > 1 else {}, cache.absent_rate)
         except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
             fatal = encode(_carried(e, self.factory, self.spec, self.txid))
@@ -360,4 +382,4 @@ def _carried(error: BaseException, factory: StateFactory, spec: MapSpec, txid: i
 def _values(rb: pa.RecordBatch, names: Sequence[str]) -> list[Any]:
     if len(names) == 1:
         return list(rb.column(names[0]).to_pylist())
-    return list(zip(*(rb.column(n).to_pylist() for n in names)))
+    return list(zip(*(rb.column(n).to_pylist() for n in names), strict=True))

@@ -5,6 +5,8 @@
 * ``commit``: the commit path against the raw LWT ceiling (:mod:`tests.bench.commit_path`);
 * ``commit-cluster``: the commit path on a Spark standalone cluster, failed LWTs and reads when commit
   partitions move between executors (:mod:`tests.bench.commit_cluster`);
+* ``fixedcost``: CPU per txid of variants of the executor side by side, after the JIT's warm-up
+  (:mod:`tests.bench.fixed_cost`; needs ``--bootstrap``, not in ``all``);
 * ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
 * ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
   txid clean (:mod:`tests.bench.bad_records`);
@@ -30,8 +32,8 @@ def badrecords_args(suite_args: list[str]) -> list[str]:
 
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
-           "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster"}
-ON_ITS_OWN = {"commit-cluster"}  # not in ``all``
+           "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster", "fixedcost": "tests.bench.fixed_cost"}
+ON_ITS_OWN = {"commit-cluster", "fixedcost"}  # not in ``all``
 
 if __name__ == "__main__":  # not again in the benchmark's spawned client processes
     args = sys.argv[1:]

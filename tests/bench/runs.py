@@ -42,6 +42,27 @@ WARM_UP = 2  # txids before measuring (Python workers start, the JIT warms up)..
 WARM_UP_TXID = 5_000  # ...of at most this many records
 
 
+@dataclass(frozen=True)
+class WarmUp:
+    """The txids a product row runs before it is measured: ``txids`` of at most ``records`` records each.
+
+    A few txids start the Python workers; the JVM's JIT compilers take tens of txids to settle, and their
+    CPU counts in the whole process tree: a row measured before that reports warm-up as fixed cost.
+    """
+
+    txids: int = WARM_UP
+    records: int = WARM_UP_TXID
+
+    def caps(self, per_txid: int, partitions: int) -> Caps:
+        """The caps of a warm-up txid before a row of ``per_txid`` records per txid."""
+        small = min(per_txid, self.records)
+        return Caps(max(1, small // partitions), small)
+
+    def offsets(self, per_txid: int, partitions: int) -> int:
+        """Records of each partition the warm-up txids read (the measured txids start after them)."""
+        return self.txids * self.caps(per_txid, partitions).per_partition
+
+
 @dataclass
 class Figure:
     """One row of the table: a system's records/s (and, for the product, what a txid cost)."""
@@ -108,7 +129,7 @@ def quix(topic: Topic, guarantee: str) -> Figure:
     """Quix Streams' word count (:mod:`tests.bench.quix_peer`, in its own virtualenv)."""
     out = subprocess.run([str(PEER_PYTHON), str(Path(__file__).with_name("quix_peer.py")), topic.bootstrap,
                           topic.name, str(topic.records), str(topic.words), guarantee],
-                         capture_output=True, text=True, timeout=1800)
+                         capture_output=True, text=True, timeout=1800, check=False)
     if out.returncode:
         last = [line for line in out.stderr.splitlines() if line.strip()][-1:] or ["no output"]
         print(out.stderr[-3000:], file=sys.stderr)
@@ -194,7 +215,7 @@ def cql_session(settings: Any) -> Iterator[Any]:
         cluster.shutdown()
 
 
-class TruthMismatch(AssertionError):
+class TruthMismatch(AssertionError):  # noqa: N818, RUF100  a failed check (an AssertionError), imported by this name
     """A row's stored counts differ from the producer's truth."""
 
 
@@ -232,17 +253,16 @@ class Commits:
 
 
 def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label: str, *, max_pending: int = 1,
-           budget: int = 150_000, caps: Caps | None = None, peer: str = "") -> Figure:
+           budget: int = 150_000, caps: Caps | None = None, peer: str = "", warm_up: WarmUp = WarmUp()) -> Figure:
     """Records/s of the product at ``per_txid`` records per txid (``caps``: these caps instead), after
-    :data:`WARM_UP` txids, over at most ``budget`` records (at least 3 txids) or the rest of the topic; the
-    CPU of the whole process tree (driver, JVM, Python workers) per record. The state must then equal the
-    producer's truth."""
+    ``warm_up``'s txids, over at most ``budget`` records (at least 3 txids) or the rest of the topic; the
+    CPU of the whole process tree (driver, JVM, Python workers) per record and per txid. The state must then
+    equal the producer's truth."""
     p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending, caps=caps)
     measured = p.coordinator.config
     try:  # warm up on small txids, so that the large sizes keep the topic for measuring
-        small = min(per_txid, WARM_UP_TXID)
-        p.coordinator.config = replace(measured, caps=Caps(max(1, small // topic.partitions), small))
-        assert p.coordinator.run(max_batches=WARM_UP) == WARM_UP
+        p.coordinator.config = replace(measured, caps=warm_up.caps(per_txid, topic.partitions))
+        assert p.coordinator.run(max_batches=warm_up.txids) == warm_up.txids
         p.coordinator.config = measured
         first, warm = p.coordinator.committed_txid + 1, p.records()
         txids = max(3, budget // per_txid)
@@ -255,7 +275,30 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
         p.close()
     p.check()
     return Figure(label, records, seconds, per_txid, done, jobs / done if done else 0.0,
-                  extra={"cpu_us_per_record": cpu / records * 1e6 if records else 0.0}, peer=peer)
+                  extra={"cpu_us_per_record": cpu / records * 1e6 if records else 0.0,
+                         "cpu_s_per_txid": cpu / done if done else 0.0}, peer=peer)
+
+
+def jit_warm_up(spark: Any, topic: Topic, factory: StateFactory, txids: int, *, per_txid: int = 1_000,
+                window: int = 10) -> Figure:
+    """Run ``txids`` txids of ``per_txid`` records once per process, before the measured rows, so that their
+    CPU is past the JIT's warm-up; the figure is the CPU of the whole process tree per txid in each window
+    of ``window`` txids (``cpu_s_per_txid_first`` / ``_last``: the first and the last window)."""
+    p = Pipeline(spark, topic, factory, per_txid)
+    windows: list[float] = []
+    start = time.perf_counter()
+    try:
+        for _ in range(max(1, txids // window)):
+            cpu = tree_cpu_s()
+            done = p.coordinator.run(max_batches=window)
+            windows.append((tree_cpu_s() - cpu) / max(1, done))
+    finally:
+        p.close()
+    p.check()
+    done = len(windows) * window
+    return Figure(f"product, JIT warm-up ({done} txids of {per_txid:,})", done * per_txid,
+                  time.perf_counter() - start, per_txid, done, throughput=False,
+                  extra={"cpu_s_per_txid_first": windows[0], "cpu_s_per_txid_last": windows[-1]})
 
 
 def tree_cpu_s() -> float:
@@ -266,12 +309,12 @@ def tree_cpu_s() -> float:
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
+    for proc in Path("/proc").iterdir():
+        entry = proc.name
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: the parent's pid
@@ -299,7 +342,8 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
                 before = {ph: p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) for ph in phases}
             topic.append(b"w1 w2 w3", partition=0)
             start = time.perf_counter()
-            assert p.coordinator.run(max_batches=1) == 1 and p.coordinator.last_stats.records == 1
+            assert p.coordinator.run(max_batches=1) == 1
+            assert p.coordinator.last_stats.records == 1
             times.append(time.perf_counter() - start)
         jobs = p.jobs(range(first + 1, first + repeats + 1))
         spent = {f"{ph}_ms": (p.metrics.value("trident_phase_seconds_sum", pipeline=p.name, phase=ph) - before[ph])
@@ -311,7 +355,7 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
                   extra=spent, throughput=False, peer="1-record")
 
 
-def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds: float, caps: Caps) -> Figure:
+def latency(spark: Any, topic: Topic, factory: StateFactory, *, rate: int, seconds: float, caps: Caps) -> Figure:
     """End-to-end latency (produce -> its count visible in the state table) at a steady ``rate`` records/s.
 
     A producer thread writes ``rate`` sentences a second to ``topic`` (fresh: offset k of partition p is
@@ -356,13 +400,13 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds:
         p.close()
     warm = seconds / 5  # the first fifth: workers start, the backlog of the start-up clears
     t0 = min(s[0] for s in sent if s)
-    lat, sizes = [], []
+    lat: list[float] = []
+    sizes: list[int] = []
     for at, batch in p.commits.visible:
         sizes.append(batch.plan.offset_count)
         for part, m in batch.plan.partitions.items():
-            for off in range(m.first_offset, m.next_offset):
-                if sent[part.partition][off] - t0 >= warm:
-                    lat.append(at - sent[part.partition][off])
+            lat.extend(at - sent[part.partition][off] for off in range(m.first_offset, m.next_offset)
+                       if sent[part.partition][off] - t0 >= warm)
     lat.sort()
     records = sum(len(s) for s in sent)
     fig = Figure(f"product, steady {rate:,} records/s (latency)", records, seconds, 0, len(sizes), throughput=False)
@@ -372,16 +416,16 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, rate: int, seconds:
 
 
 
-def sss_steady(spark: Any, topic: Topic, warm: Topic, sink: Callable[[str], Sink], size: int, label: str, *,
-               peer: str = "") -> Figure:
+def sss_steady(spark: Any, topic: Topic, warm: Topic, sink: Callable[[str], Sink], *, size: int, label: str,
+               peer: str = "", warm_up: WarmUp = WarmUp()) -> Figure:
     """Records/s of Structured Streaming (:mod:`tests.bench.sss_peer`) at ``size`` records per micro-batch
     (0: the product's default caps), from where the product's warm-up txids end to the end of the topic,
     after a warm-up query over ``warm``: the micro-batches' own time (``triggerExecution``) and the CPU
     of the whole process tree per record. The sink must then equal the producer's truth."""
     per_trigger = per_txid(caps_for(size, topic.partitions), topic.partitions)
-    small = min(per_trigger, WARM_UP_TXID)
-    sss.available_now(spark, warm.bootstrap, warm.name, small, sink("warm"))
-    start = {p: WARM_UP * max(1, small // topic.partitions) for p in range(topic.partitions)}
+    sss.available_now(spark, warm.bootstrap, warm.name, warm_up.caps(per_trigger, topic.partitions).per_batch,
+                      sink("warm"))
+    start = dict.fromkeys(range(topic.partitions), warm_up.offsets(per_trigger, topic.partitions))
     starting = json.dumps({topic.name: {str(p): o for p, o in start.items()}})
     counts = sink("run")
     run = sss.available_now(spark, topic.bootstrap, topic.name, per_trigger, counts, starting, cpu=tree_cpu_s)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,8 @@ class ServiceCommit:
     def produce(self, rounds: int, records: int | None = None) -> None:
         """``rounds`` rounds of every key, or the next ``records`` records of the rounds' sequence."""
         start, self.produced = self.produced, self.produced + (rounds * self.keys if records is None else records)
-        records = [(i % self.partitions, f"k{i % self.keys}".encode()) for i in range(start, self.produced)]
-        produce(self.cluster.bootstrap_servers(), self.topic, records)
+        batch = [(i % self.partitions, f"k{i % self.keys}".encode()) for i in range(start, self.produced)]
+        produce(self.cluster.bootstrap_servers(), self.topic, batch)
 
     def run(self, rounds: int) -> list[Phase]:
         """New keys (round 1), ``rounds - 1`` steady rounds, then one cold round after a restart."""
@@ -201,8 +202,9 @@ class StableKeys:
                    for i in range(start, self.produced)]
         produce(self.cluster.bootstrap_servers(), self.topic, records)
 
-    def run(self, spark: Any, rounds: int, **executor: Any) -> list[Round]:
-        """Commit ``rounds`` txids (produced beforehand) one at a time; one :class:`Round` each."""
+    def run(self, spark: Any, rounds: int, *, driver_keys_by_round: Sequence[int] = (), **executor: Any) -> list[Round]:
+        """Commit ``rounds`` txids (produced beforehand) one at a time; one :class:`Round` each.
+        ``driver_keys_by_round``: the executor's driver-side commit threshold before each round (then kept)."""
         name = self.table
         spout = KafkaSpout(config(self.cluster.bootstrap_servers(), topics=[self.topic]), name)
         factory = StateFactory(backend="cassandra", cassandra=self.settings)
@@ -215,7 +217,9 @@ class StableKeys:
         coord = coordinator(topology, ex, factory.txstate_store(name), caps=caps, metrics=metrics)
         out = []
         try:
-            for _ in range(rounds):
+            for i in range(rounds):
+                if i < len(driver_keys_by_round):
+                    ex.commits.driver_keys = driver_keys_by_round[i]
                 before = metrics.value("trident_phase_seconds_sum", pipeline=name, phase="commit")
                 sent = [requests(metrics.registry, k) for k in ("read", "cas", "serial_read")]
                 assert coord.run(max_batches=1) == 1

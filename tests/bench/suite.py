@@ -60,23 +60,14 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
     raw = add(runs.raw_consume(topic))
     raw.extra["read_arrow_cpu_us_per_record"] = runs.read_arrow_cpu(topic)
     if not args.no_quix:  # on a topic of its own: Quix Streams is slow enough that the whole topic would take minutes
-        peer_topic = Topic.filled(cluster, f"bench-peer-{run}{rep}", min(args.peer_records, args.records), seed=rep,
-                                  partitions=args.partitions)
-        for guarantee in ("at-least-once", "exactly-once"):
-            try:
-                add(runs.quix(peer_topic, guarantee))
-            except RuntimeError as e:  # the peer's failure is reported, not the end of the run
-                print(f"  {e}".splitlines()[0][:300], flush=True)
-                failed = Figure(f"Quix Streams word count, {guarantee} (FAILED, see the log)", 0, 0.0, throughput=False)
-                add(failed)
+        quix_rows(cluster, rep, args, add)
     sqlite = StateFactory(backend="sqlite", sqlite_path=str(tmp / f"bench-{rep}.db"))
+    if rep == 0 and args.warmup_txids:  # once per process: the rows after it measure a settled JIT
+        add(runs.jit_warm_up(spark, topic, sqlite, args.warmup_txids))
     sizes = args.sizes[rep % len(args.sizes):] + args.sizes[:rep % len(args.sizes)]
     budget = {s: s * max(2, min(MAX_TXIDS, args.budget // s)) if s else args.budget for s in sizes}
     if args.pending:
-        pending = (1, 2) if rep % 2 else (2, 1)
-        for n in pending:
-            add(runs.steady(spark, topic, sqlite, args.pending_size, f"product, {args.pending_size:,} per txid, "
-                            f"max_pending {n}", max_pending=n, budget=args.budget))
+        pending_rows(spark, topic, sqlite, rep=rep, args=args, add=add)
     with ExitStack() as stack:
         states: dict[str, tuple[StateFactory, Callable[[str], Sink]]] = {
             "SQLite": (sqlite, lambda what: SqliteCounts(tmp / f"sss-{rep}.db", sss.unique(f"sss_{what}")))}
@@ -91,32 +82,57 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
         warm = None if args.no_sss else Topic.filled(cluster, f"sss-warm-{run}{rep}", 2 * runs.WARM_UP_TXID, seed=rep,
                                                      partitions=args.partitions)
         for state, size in rows:  # the product and its peer side by side, in turns
-            factory, sink = states[state]
-            n = runs.per_txid(runs.caps_for(size, topic.partitions), topic.partitions)
-            shown = f"{n:,}" + (" (default caps)" if not size else "")
-
-            def product(state: str = state, size: int = size, n: int = n, shown: str = shown,
-                        factory: StateFactory = factory) -> None:
-                add(runs.steady(spark, topic, factory, n, f"product, {shown} per txid, {state}",
-                                budget=budget.get(size, args.budget), caps=runs.caps_for(size, topic.partitions),
-                                peer=f"{n}/{state}"))
-
-            def peer(state: str = state, size: int = size, n: int = n, shown: str = shown,
-                     sink: Callable[[str], Sink] = sink) -> None:
-                assert warm is not None
-                add(runs.sss_steady(spark, topic, warm, sink, size, f"Structured Streaming, {shown} per trigger, "
-                                    f"{state}", peer=f"{n}/{state}"))
-
-            for one in ((product,) if warm is None else (product, peer) if rep % 2 == 0 else (peer, product)):
-                one()
+            side_by_side(spark, topic, warm, states[state], state=state, size=size,
+                         budget=budget.get(size, args.budget), rep=rep, add=add)
         add(runs.fixed_cost(spark, topic, sqlite))
         if warm is not None:
             fresh = Topic.filled(cluster, f"sss-one-{run}{rep}", 0, partitions=args.partitions)
             add(runs.sss_one_record(spark, fresh, SqliteCounts(tmp / f"sss-{rep}.db", sss.unique("sss_one"))))
     if args.latency_s:
         fresh = Topic.filled(cluster, f"latency-{run}{rep}", 0, partitions=args.partitions)
-        add(runs.latency(spark, fresh, sqlite, args.rate, args.latency_s, Caps()))
+        add(runs.latency(spark, fresh, sqlite, rate=args.rate, seconds=args.latency_s, caps=Caps()))
     return figures
+
+
+def side_by_side(spark: Any, topic: Topic, warm: Topic | None, state_of: tuple[StateFactory, Callable[[str], Sink]],
+                 *, state: str, size: int, budget: int, rep: int, add: Callable[[Figure], Figure]) -> None:
+    """The product's row at ``size`` per txid into ``state`` and, unless ``warm`` is None, Structured Streaming's
+    beside it (the order alternates between repetitions)."""
+    factory, sink = state_of
+    n = runs.per_txid(runs.caps_for(size, topic.partitions), topic.partitions)
+    shown = f"{n:,}" + (" (default caps)" if not size else "")
+
+    def product() -> None:
+        add(runs.steady(spark, topic, factory, n, f"product, {shown} per txid, {state}", budget=budget,
+                        caps=runs.caps_for(size, topic.partitions), peer=f"{n}/{state}"))
+
+    def peer() -> None:
+        if warm is not None:
+            add(runs.sss_steady(spark, topic, warm, sink, size=size,
+                                label=f"Structured Streaming, {shown} per trigger, {state}", peer=f"{n}/{state}"))
+
+    for one in ((product,) if warm is None else (product, peer) if rep % 2 == 0 else (peer, product)):
+        one()
+
+
+def pending_rows(spark: Any, topic: Topic, sqlite: StateFactory, *, rep: int, args: argparse.Namespace,
+                 add: Callable[[Figure], Figure]) -> None:
+    """The product at ``--pending-size`` per txid with one and two txids in flight (the order alternates)."""
+    for n in (1, 2) if rep % 2 else (2, 1):
+        add(runs.steady(spark, topic, sqlite, args.pending_size, f"product, {args.pending_size:,} per txid, "
+                        f"max_pending {n}", max_pending=n, budget=args.budget))
+
+
+def quix_rows(cluster: KafkaPeer, rep: int, args: argparse.Namespace, add: Callable[[Figure], Figure]) -> None:
+    """Quix Streams at-least-once and exactly-once on a topic of their own; a failure is a row, not the run's end."""
+    peer_topic = Topic.filled(cluster, f"bench-peer-{args.run_id}{rep}", min(args.peer_records, args.records),
+                              seed=rep, partitions=args.partitions)
+    for guarantee in ("at-least-once", "exactly-once"):
+        try:
+            add(runs.quix(peer_topic, guarantee))
+        except RuntimeError as e:  # the peer's failure is reported, not the end of the run
+            print(f"  {e}".splitlines()[0][:300], flush=True)
+            add(Figure(f"Quix Streams word count, {guarantee} (FAILED, see the log)", 0, 0.0, throughput=False))
 
 
 PEER = "Structured Streaming"
@@ -149,14 +165,13 @@ def table(reps: list[list[Figure]]) -> list[str]:
             peer = peers.get(f.peer)
             if peer is not None and peer is not f and peer.seconds and f.seconds:
                 ratios[f.name]["sss"].append(f.rate / peer.rate if f.throughput else f.seconds / peer.seconds)
-    lines = ["| system | records/txid | records/s | x raw consume | x Structured Streaming | x Quix EOS | s per txid "
-             "| CPU-s per M records | Spark jobs/txid | load | notes |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| system | records/txid | records/s | x raw consume | x Structured Streaming | x Quix EOS | s per txid "
+              "| CPU-s per M records | Spark jobs/txid | load | notes |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, figs in by_name.items():
         med = statistics.median
         r = ratios[name]
-        notes = []
-        for k in sorted({k for f in figs for k in f.extra} - {"cpu_us_per_record"}):
-            notes.append(f"{k} {med(f.extra[k] for f in figs if k in f.extra):.3g}")
+        notes = [f"{k} {med(f.extra[k] for f in figs if k in f.extra):.3g}"
+                 for k in sorted({k for f in figs for k in f.extra} - {"cpu_us_per_record"})]
         cpu = spread([f.extra["cpu_us_per_record"] for f in figs if "cpu_us_per_record" in f.extra], ".3g")
         txid = f"{med(f.txid_s for f in figs) * 1000:,.0f} ms" if figs[0].txids else ""
         jobs = f"{med(f.jobs_per_txid for f in figs):.1f}" if figs[0].txids and not name.startswith(PEER) else ""
@@ -170,9 +185,9 @@ def table(reps: list[list[Figure]]) -> list[str]:
 
 def plot(reps: list[list[Figure]], path: Path, kafka: str = "librdkafka mock cluster") -> None:
     """Throughput and seconds per txid against records per txid (SQLite runs at max_pending 1), with the peers."""
-    import matplotlib
+    import matplotlib as mpl
 
-    matplotlib.use("Agg")
+    mpl.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -224,6 +239,8 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser.add_argument("--no-cql", action="store_true")
     parser.add_argument("--no-sss", action="store_true", help="without Structured Streaming")
     parser.add_argument("--no-pending", dest="pending", action="store_false", help="without the max_pending rows")
+    parser.add_argument("--warmup-txids", type=int, default=40, help="txids of 1,000 records run once before the "
+                        "measured rows, so that they measure a settled JIT (0: none; each row still warms up on 2)")
     parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
     args = parser.parse_args(argv)
     args.run_id = f"{int(time.time())}-" if args.bootstrap else ""

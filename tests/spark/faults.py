@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-class InjectedTaskFailure(RuntimeError):
+class InjectedTaskFailureError(RuntimeError):
     """A task failure a test asked for."""
 
 
@@ -39,7 +39,42 @@ class FailTask:
         if ctx.partitionId() != self.partition or (ctx.attemptNumber() > 0 and not self.every_attempt):
             return
         Path(self.markers, f"{point}-txid{txid}-batch{attempt}-task{ctx.attemptNumber()}").touch()
-        raise InjectedTaskFailure(f"injected {point} failure: txid {txid}, task attempt {ctx.attemptNumber()}")
+        raise InjectedTaskFailureError(f"injected {point} failure: txid {txid}, task attempt {ctx.attemptNumber()}")
+
+
+@dataclass(frozen=True)
+class FailOnDriver:
+    """Fails ``point`` of ``txid`` where it runs on the driver (no Spark task: a driver-side commit), on batch
+    attempt ``batch_attempt`` only, so the coordinator's replay succeeds."""
+
+    point: str
+    txid: int
+    markers: str
+    batch_attempt: int = 1
+
+    def __call__(self, point: str, txid: int, attempt: int) -> None:
+        from pyspark import TaskContext
+
+        if (point, txid, attempt) != (self.point, self.txid, self.batch_attempt) or TaskContext.get() is not None:
+            return
+        Path(self.markers, f"{point}-txid{txid}-batch{attempt}-driver").touch()
+        msg = f"injected {point} failure on the driver: txid {txid}"
+        raise InjectedTaskFailureError(msg)
+
+
+@dataclass(frozen=True)
+class WhereCommitted:
+    """Leaves a marker for every commit of a keyed result: ``commit-txid<N>-driver``, or ``-task<partition>``."""
+
+    markers: str
+
+    def __call__(self, point: str, txid: int, attempt: int) -> None:
+        from pyspark import TaskContext
+
+        if point != "commit":
+            return
+        ctx = TaskContext.get()
+        Path(self.markers, f"commit-txid{txid}-" + ("driver" if ctx is None else f"task{ctx.partitionId()}")).touch()
 
 
 def fired(markers: Path) -> list[str]:

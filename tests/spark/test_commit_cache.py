@@ -18,10 +18,10 @@ def test_a_stable_key_set_costs_one_lwt_per_key_whichever_worker_commits(spark: 
     keys = StableKeys(spark_kafka, settings, keys=200)
     keys.produce(5)
     server.reset_counts()
-    first = keys.run(spark, 1, commit_partitions=4)
+    first = keys.run(spark, 1, commit_partitions=4, driver_keys=0)
     assert server.stats().ops(keys.table, "cas") == 200  # new keys (each task's fresh cache reads a sample first)
     server.reset_counts()
-    steady = keys.run(spark, 4, commit_partitions=4)  # the same pipeline, resumed
+    steady = keys.run(spark, 4, commit_partitions=4, driver_keys=0)  # the same pipeline, resumed
     assert [r.keys for r in first + steady] == [200] * 5
     assert (server.stats().ops(keys.table, "read"), server.stats().ops(keys.table, "serial_read")) == (0, 0)
     assert server.stats().ops(keys.table, "cas") == 4 * 200  # no stale cache entry anywhere
@@ -43,7 +43,7 @@ def test_a_key_meets_its_cache_whether_the_txid_is_read_as_one_partition_or_seve
     for partition in (None, 0, None, 2, None):  # spread, one range, spread, one range, spread
         keys.produce(1, partition)
         server.reset_counts()
-        rounds += keys.run(spark, 1, commit_partitions=4)
+        rounds += keys.run(spark, 1, commit_partitions=4, driver_keys=0)
         if len(rounds) > 1:
             ops = [server.stats().ops(keys.table, kind) for kind in ("read", "serial_read", "cas")]
             assert ops == [0, 0, 200], (len(rounds), ops)  # every key's cache entry was where it looked
@@ -54,11 +54,11 @@ def test_a_key_meets_its_cache_whether_the_txid_is_read_as_one_partition_or_seve
 
 def test_the_commit_partition_of_a_row_is_where_a_shuffle_by_its_keys_sends_it(spark: Any) -> None:
     """So a txid read as several partitions commits one cache file per task."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     rows = [(f"k{i}", i % 7) for i in range(2000)]
     shuffled = spark.createDataFrame(rows, "word string, n bigint").repartition(5, "word", "n")
-    check = shuffled.select((F.spark_partition_id() == commit_partition(("word", "n"), 5)).alias("same"))
+    check = shuffled.select((sf.spark_partition_id() == commit_partition(("word", "n"), 5)).alias("same"))
     assert {r["same"] for r in check.collect()} == {True}
 
 
@@ -73,12 +73,35 @@ def test_a_cache_file_older_than_its_partition_s_last_commit_is_cold_not_a_faile
                                  local_dc=server.data_center, protocol_version=max(server.protocol_versions))
     keys = StableKeys(spark_kafka, settings, keys=200)
     keys.produce(4)
-    keys.run(spark, 2, commit_partitions=4)
-    keys.run(spark, 1, commit_partitions=2)
+    keys.run(spark, 2, commit_partitions=4, driver_keys=0)
+    keys.run(spark, 1, commit_partitions=2, driver_keys=0)
     server.reset_counts()
-    moved = keys.run(spark, 1, commit_partitions=4)
+    moved = keys.run(spark, 1, commit_partitions=4, driver_keys=0)
     assert [r.keys for r in moved] == [200]
     assert server.stats().ops(keys.table, "cas") == 200  # no LWT failed on a stale entry
     assert server.stats().ops(keys.table, "read") <= 240  # at most 1.2 reads per key
     stored = {r["word"]: r["count"] for r in server.rows(settings.keyspace, keys.table)}
     assert stored == {f"k{i}": 4 for i in range(200)}
+
+
+def test_on_the_driver_a_stable_key_set_costs_one_lwt_per_key_and_a_switch_of_path_reads_once(
+        spark: Any, spark_kafka: Any, cql_server_session: Any) -> None:
+    """Results below the threshold are committed on the driver, which keeps the sink's cache between its
+    commits: once warm, no read and one LWT per key. One executor switching to commit tasks and back: each
+    path finds its own cache older than the sink's last commit (the other path's), so it reads its keys
+    once instead of trusting stale values: no LWT ever fails (a stale entry costs a failed LWT and a
+    serial read), and the counts are exact."""
+    server = cql_server_session
+    settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+    keys = StableKeys(spark_kafka, settings, keys=200)
+    keys.produce(6)
+    server.reset_counts()
+    paths = [2_000, 2_000, 0, 0, 2_000, 2_000]  # driver, driver, tasks, tasks, driver, driver
+    rounds = keys.run(spark, 6, commit_partitions=4, driver_keys_by_round=paths)
+    assert server.stats().ops(keys.table, "cas") == 6 * 200
+    assert server.stats().ops(keys.table, "serial_read") == 0
+    assert [(r.keys, r.lwts, r.serial_reads) for r in rounds] == [(200, 200, 0)] * 6
+    assert [r.reads > 0 for r in rounds] == [True, False, True, False, True, False]  # cold after each switch
+    stored = {r["word"]: r["count"] for r in server.rows(settings.keyspace, keys.table)}
+    assert stored == {f"k{i}": 6 for i in range(200)}

@@ -15,7 +15,7 @@ from app.spark import SparkExecutor
 from app.topology import Topology
 from spouts.planner import Caps
 from states.factory import StateFactory
-from tests.spark.faults import FailTask, fired
+from tests.spark.faults import FailOnDriver, FailTask, fired
 from tests.spark.helpers import (
     Topic,
     amounts,
@@ -71,8 +71,9 @@ class HoldCommitUntilNextProcesses:
 
 
 def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, *, records: int = 600,
-         max_pending: int = 1, overlap: bool = False) -> tuple[Topic, Metrics, Any]:
-    """Word count + amounts over ``records`` records into SQLite with ``faults``; asserts exactness."""
+         max_pending: int = 1, overlap: bool = False, driver_keys: int | None = None) -> tuple[Topic, Metrics, Any]:
+    """Word count + amounts over ``records`` records into SQLite with ``faults``; asserts exactness.
+    ``driver_keys``: as SparkExecutor's (0: every commit by Spark tasks)."""
     topic = Topic(kafka)
     topic.produce(records, seed=zlib.crc32(name.encode()) % 1000)  # hash() differs per process
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
@@ -81,7 +82,7 @@ def _run(spark: Any, kafka: Any, tmp_path: Path, name: str, faults: Any = None, 
     word_counts(stream, factory)
     amounts(stream, factory)
     metrics = Metrics(CollectorRegistry())
-    executor: Any = SparkExecutor(spark, topology, faults=faults, metrics=metrics)
+    executor: Any = SparkExecutor(spark, topology, faults=faults, metrics=metrics, driver_keys=driver_keys)
     if overlap:
         ends: dict[int, int] = {}
         for r in topic.produced:
@@ -108,7 +109,8 @@ def test_commit_task_failing_after_some_writes_is_retried_by_spark(spark: Any, s
     double counted. The coordinator never saw a failure."""
     markers = tmp_path / "markers"
     markers.mkdir()
-    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-commit-task", FailTask("commit", 2, str(markers)))
+    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-commit-task", FailTask("commit", 2, str(markers)),
+                         driver_keys=0)
     assert fired(markers) == ["commit-txid2-batch1-task0"]
     assert metrics.value("trident_batch_replays_total", pipeline="fail-commit-task") == 0
 
@@ -130,15 +132,29 @@ def test_a_failed_commit_job_makes_the_coordinator_replay_the_txid(spark: Any, s
     markers = tmp_path / "markers"
     markers.mkdir()
     fault = FailTask("commit", 2, str(markers), every_attempt=True)
-    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-commit-job", fault)
+    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-commit-job", fault, driver_keys=0)
     assert fired(markers) == [f"commit-txid2-batch1-task{i}" for i in range(4)]  # local[2,4]: 4 attempts
     assert metrics.value("trident_batch_replays_total", pipeline="fail-commit-job") == 1
     assert metrics.value("trident_batches_total", pipeline="fail-commit-job", outcome="failed") == 1
+
+
+def test_a_driver_side_commit_failing_after_its_writes_makes_the_coordinator_replay_the_txid(
+        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """Small results are committed on the driver; that commit dies after writing txid 2's keys (before its
+    commit) on the first batch attempt, the coordinator replays txid 2 and the totals are still exact."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-driver-commit", FailOnDriver("commit", 2, str(markers)),
+                         driver_keys=2_000)
+    assert fired(markers) == ["commit-txid2-batch1-driver"]
+    assert metrics.value("trident_batch_replays_total", pipeline="fail-driver-commit") == 1
+    assert metrics.value("trident_batches_total", pipeline="fail-driver-commit", outcome="failed") == 1
 
 
 def test_max_pending_two_overlaps_batches_and_stays_exact(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
     """With max_pending=2, processing of txid N+1 starts before the commit of N ends (concurrent Spark
     jobs from two threads), commits stay in order, and the totals are exact."""
     _, _, held = _run(spark, spark_kafka, tmp_path, "overlap", records=1000, max_pending=2, overlap=True)
-    assert held.commits == list(range(1, len(held.commits) + 1)) and len(held.commits) >= 4
+    assert held.commits == list(range(1, len(held.commits) + 1))
+    assert len(held.commits) >= 4
     assert held.overlapped == held.commits[:-1]  # every txid but the last had its successor processing

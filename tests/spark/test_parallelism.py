@@ -68,7 +68,8 @@ def test_local_mode_follows_the_cores_between_txids(spark: Any, spark_kafka: Any
     word_counts(lines(topology, topic.spout(topology.name)), factory)
     caplog.set_level(logging.INFO, logger="app.spark.executor")
     try:
-        executor = SparkExecutor(spark, topology)
+        executor = SparkExecutor(spark, topology, driver_keys=0)  # commit tasks, even of small results
+        executor.reads.records_per_task = 1  # a read task per core: the result is shuffled into every commit partition
         assert "parallelism 2 read tasks, 2 commit tasks per keyed sink, 2 shuffle partitions" in caplog.text
         coord = coordinator(topology, executor, factory.txstate_store(topology.name),
                             caps=Caps(per_partition=40, per_batch=100))

@@ -15,6 +15,7 @@ import json
 import random
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +51,18 @@ def produce_transactions(bootstrap: str, topic: str, partitions: int, transactio
     for t in range(transactions):
         acked: list[str] = []
 
-        def delivered(err: Any, msg: Any, text: str, acked: list[str] = acked) -> None:
-            if err is None:
-                acked.append(text)
+        def on_delivery(text: str, acked: list[str] = acked) -> Callable[[Any, Any], None]:
+            def delivered(err: Any, msg: Any) -> None:
+                if err is None:
+                    acked.append(text)
+            return delivered
 
         p.begin_transaction()
         for _ in range(rng.randint(5, 40)):
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
             p.produce(topic, json.dumps({"text": text, "user": "u1", "amount": 1}).encode(),
                       partition=rng.randrange(partitions),
-                      on_delivery=lambda err, msg, text=text, done=delivered: done(err, msg, text))
+                      on_delivery=on_delivery(text))
         p.flush(30)
         if t % abort_every == abort_every - 1:
             p.abort_transaction(30)
@@ -94,8 +97,8 @@ def test_aborted_transactions_and_a_failed_commit_job_on_real_servers(
     markers = tmp_path / "markers"
     markers.mkdir()
     metrics = Metrics(CollectorRegistry())
-    executor = SparkExecutor(spark, topology, metrics=metrics, faults=FailTask("commit", 2, str(markers),
-                                                                               every_attempt=True))
+    executor = SparkExecutor(spark, topology, metrics=metrics, driver_keys=0,
+                             faults=FailTask("commit", 2, str(markers), every_attempt=True))
     coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=CAPS, metrics=metrics)
     try:
         assert coord.run_until_idle() >= 2
