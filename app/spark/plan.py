@@ -74,8 +74,11 @@ def column_type(data_type: Any, what: str) -> str:
               "ByteType": "bigint", "DoubleType": "double", "FloatType": "double", "BooleanType": "boolean",
               "BinaryType": "blob", "TimestampType": "timestamp", "TimestampNTZType": "timestamp"}.get(name)
     if mapped is None:
-        raise TopologyCompileError(f"{what} has Spark type {data_type.simpleString()}, which no state column "
-                                   "can hold; CAST it to STRING, BIGINT, DOUBLE, BOOLEAN, BINARY or TIMESTAMP")
+        msg = (
+            f"{what} has Spark type {data_type.simpleString()}, which no state column "
+            "can hold; CAST it to STRING, BIGINT, DOUBLE, BOOLEAN, BINARY or TIMESTAMP"
+        )
+        raise TopologyCompileError(msg)
     return mapped
 
 
@@ -124,16 +127,18 @@ class Step:
     names: tuple[str, ...] = ()
 
     def apply(self, df: Any) -> Any:
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as sf
 
         t = self.transform
         if t.kind == "select":
             return df.selectExpr(*t.exprs)
         if t.kind == "with":
-            return df.withColumns({n: F.expr(e) for n, e in zip(self.names, t.exprs, strict=True)})
+            return df.withColumns({n: sf.expr(e) for n, e in zip(self.names, t.exprs, strict=True)})
         if t.kind == "filter":
             return df.filter(t.exprs[0])
-        assert t.function is not None
+        if t.function is None:
+            msg = f"a {t.kind!r} transform without its function"
+            raise TopologyCompileError(msg)
         return t.function(df)
 
 
@@ -209,14 +214,16 @@ class CompiledSink:
 
     def grouped(self, df: Any, partitions: int) -> Any:
         """The grouped aggregate of ``df`` before the commit-partition column (its schema is the sink's output)."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as sf
 
         sink = self.sink
-        assert isinstance(sink, PersistentAggregate)
+        if not isinstance(sink, PersistentAggregate):
+            msg = f"sink {sink.name!r} keeps rows: it has no grouped aggregate"
+            raise TopologyCompileError(msg)
         if self.mode is Mode.BUILTIN:
             exprs = [_builtin_expr(a) for a in sink.stored_aggregates]
             if self.is_global:
-                return df.agg(*exprs, F.count(F.lit(1)).alias(COUNT_COLUMN))
+                return df.agg(*exprs, sf.count(sf.lit(1)).alias(COUNT_COLUMN))
             grouped = df.groupBy(*self.keys).agg(*exprs)  # map-side partial aggregates, one shuffle by key
             if partitions != int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")):
                 grouped = grouped.repartition(partitions, *self.keys)
@@ -234,29 +241,31 @@ class CompiledSink:
 def commit_partition(keys: Sequence[str], partitions: int) -> Any:
     """The partition a shuffle by ``keys`` into ``partitions`` sends a row to, as a column: Spark's
     HashPartitioning, ``pmod(murmur3_hash(keys, seed 42), partitions)``."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
-    return F.pmod(F.hash(*keys), F.lit(partitions))
+    return sf.pmod(sf.hash(*keys), sf.lit(partitions))
 
 
 def _builtin_expr(a: Agg) -> Any:
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     agg = a.aggregator
     if isinstance(agg, Count):
-        return F.count(F.lit(1)).alias(a.output)
-    assert a.input is not None  # only Count has no input column
-    col = F.col(a.input)
+        return sf.count(sf.lit(1)).alias(a.output)
+    if a.input is None:  # only Count has no input column
+        msg = f"aggregate {a.output!r} has no input column"
+        raise TopologyCompileError(msg)
+    col = sf.col(a.input)
     if is_stamped(a):  # the value of the newest / oldest record place (struct order: field by field)
-        place = [F.col(f"{PLACE_COLUMN}.{f}").alias(f) for f in ("timestamp", "partition", "offset")]
-        stamped = F.struct(*place, col.alias("value"))
-        return (F.min(stamped) if isinstance(agg, First) else F.max(stamped)).alias(a.output)
+        place = [sf.col(f"{PLACE_COLUMN}.{f}").alias(f) for f in ("timestamp", "partition", "offset")]
+        stamped = sf.struct(*place, col.alias("value"))
+        return (sf.min(stamped) if isinstance(agg, First) else sf.max(stamped)).alias(a.output)
     if isinstance(agg, Sum):
-        return F.coalesce(F.sum(col), F.lit(0)).alias(a.output)
-    return (F.min(col) if isinstance(agg, Min) else F.max(col)).alias(a.output)
+        return sf.coalesce(sf.sum(col), sf.lit(0)).alias(a.output)
+    return (sf.min(col) if isinstance(agg, Min) else sf.max(col)).alias(a.output)
 
 
-def compile_sink(records: Any, transforms: Sequence[Transform], sink: PersistentAggregate | PartitionPersist,
+def compile_sink(records: Any, transforms: Sequence[Transform], sink: PersistentAggregate | PartitionPersist,  # noqa: C901  one sink's checks in the order a user reads them
                  partitions: int = 1) -> CompiledSink:
     """Compile one sink against ``records``, an empty DataFrame with the spout's schema."""
     from pyspark.errors import AnalysisException
@@ -267,13 +276,17 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
     try:
         steps, df = compile_steps(records, transforms)
     except AnalysisException as e:  # a bad expression: say which sink's stream has it
-        raise TopologyCompileError(f"sink {sink.name!r}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from e
+        msg = f"sink {sink.name!r}: {e.getMessage() if hasattr(e, 'getMessage') else e}"
+        raise TopologyCompileError(msg) from e
     fields = {f.name: f.dataType for f in df.schema.fields}
 
     def typed(name: str, what: str) -> Any:
         if name not in fields:
-            raise TopologyCompileError(f"sink {sink.name!r}: {what} {name!r} is not a column of the stream "
-                                       f"(columns: {', '.join(fields)})")
+            msg = (
+                f"sink {sink.name!r}: {what} {name!r} is not a column of the stream "
+                f"(columns: {', '.join(fields)})"
+            )
+            raise TopologyCompileError(msg)
         return fields[name]
 
     key_types = [(k, typed(k, "key column")) for k in (sink.group_by if isinstance(sink, PersistentAggregate)
@@ -289,8 +302,11 @@ def compile_sink(records: Any, transforms: Sequence[Transform], sink: Persistent
                 typed(a.input, "aggregate input")
         mode = Mode.BUILTIN if all(type(a.aggregator) in BUILTIN for a in sink.aggregates) else Mode.FOLD
         if mode is Mode.FOLD and any(is_stamped(a) for a in sink.stored_aggregates):
-            raise TopologyCompileError(f"sink {sink.name!r}: latest/first cannot share a sink with a custom "
-                                       "combiner; give them a sink of their own")
+            msg = (
+                f"sink {sink.name!r}: latest/first cannot share a sink with a custom "
+                "combiner; give them a sink of their own"
+            )
+            raise TopologyCompileError(msg)
         value_types = [(a.output, _value_type(a, fields)) for a in sink.stored_aggregates]
         aggregator = value_aggregator(sink.stored_aggregates)
     from pyspark.sql.types import StructField, StructType
@@ -313,9 +329,8 @@ def source_transforms(transforms: tuple[Transform, ...]) -> tuple[Transform, ...
     """
     out = [Transform("with", (f"{SOURCE_SQL} AS {SOURCE_COLUMN}",))]
     for t in transforms:
-        if t.kind == "select" and not any(e.strip() == "*" for e in t.exprs):
-            t = Transform("select", (*t.exprs, SOURCE_COLUMN))
-        out.append(t)
+        keeps_all = t.kind != "select" or any(e.strip() == "*" for e in t.exprs)
+        out.append(t if keeps_all else Transform("select", (*t.exprs, SOURCE_COLUMN)))
     return tuple(out)
 
 
@@ -339,7 +354,8 @@ def _value_type(a: Agg, fields: dict[str, Any]) -> Any:
             return DoubleType()
         if isinstance(t, (LongType, IntegerType, ShortType, ByteType)):
             return LongType()
-        raise TopologyCompileError(f"Sum over {a.input!r} of type {t.simpleString()}: CAST it to BIGINT or DOUBLE")
+        msg = f"Sum over {a.input!r} of type {t.simpleString()}: CAST it to BIGINT or DOUBLE"
+        raise TopologyCompileError(msg)
     return t
 
 

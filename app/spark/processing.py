@@ -65,8 +65,7 @@ class SinkRuns:
         results: list[SinkResult] = []
         left_out = LeftOutRows()
         try:
-            for c in self.sinks:
-                results.append(self._sink(c, records, partitions, left_out, capture))
+            results.extend(self._sink(c, records, partitions, left_out, capture) for c in self.sinks)
             if not self.sinks:
                 materialise(records)
         except BaseException:

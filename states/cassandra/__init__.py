@@ -25,10 +25,12 @@ _EXPORTS = {
     "shared_client": "states.cassandra.session",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["CassandraBackingMap", "CassandraClient", "CassandraSettings",
+           "CassandraTransactionalStateStore", "TlsSettings", "shared_client"]
 
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'states.cassandra' has no attribute {name!r}")
+        msg = f"module 'states.cassandra' has no attribute {name!r}"
+        raise AttributeError(msg)
     return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -14,7 +14,7 @@ from states.cassandra.schema import TableShape, ensure_table, schema_agreed, tab
 from states.cassandra.session import TUPLES, CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.unknown import resolve
-from states.errors import RowRefusedError, StateTableMissingError
+from states.errors import CommitProtocolError, RowRefusedError, StateTableMissingError
 from states.layout import Row, RowLayout
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
@@ -98,7 +98,7 @@ class CassandraBackingMap:
                                       profile=TUPLES)
         except InvalidRequest as e:
             raise self.refused(e) from e
-        found = dict(zip(unique, (self.decode_read(self._ok(rs, kr)) for rs, kr in zip(results, unique)),
+        found = dict(zip(unique, (self.decode_read(self._ok(rs, kr)) for rs, kr in zip(results, unique, strict=True)),
                          strict=True))
         return [found[kr] for kr in key_rows]
 
@@ -132,11 +132,13 @@ class CassandraBackingMap:
             out[i] = self.decode_cas(rs)
         if unknown:
             resolved = resolve(self.client, self._select, [requests[i][2] for i in unknown],
-                               [requests[i][3] for i in unknown], self._stored, self.metrics)
+                               [requests[i][3] for i in unknown], self._stored, metrics=self.metrics)
             for i, (applied, current) in zip(unknown, resolved, strict=True):
                 out[i] = CasResult(True) if applied else CasResult(False, self._layout.value_of(current))
         done = [r for r in out if r is not None]
-        assert len(done) == len(out), "every compare-and-set was answered or resolved"
+        if len(done) != len(out):
+            msg = "a compare-and-set was neither answered nor resolved"
+            raise CommitProtocolError(msg)
         return done
 
     def open_pipe(self) -> CassandraPipe:
@@ -181,7 +183,8 @@ class CassandraBackingMap:
     def _value_row(self, value: Any) -> Row:
         row = self._layout.value_row(value)
         if row is None:
-            raise ValueError(f"table {self.spec.table}: cannot store None (a None value reads as absent)")
+            msg = f"table {self.spec.table}: cannot store None (a None value reads as absent)"
+            raise ValueError(msg)
         return row
 
     def _ok(self, result: ResultSet | BaseException, key: Row) -> ResultSet:

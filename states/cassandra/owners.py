@@ -25,9 +25,9 @@ def claim(factory: StateFactory, table: str, topology_id: str) -> str:
     """The owner of ``table`` after claiming it for ``topology_id`` (the first claim wins)."""
     from states.ownership import OWNERS_TABLE
 
-    assert factory.cassandra is not None
-    client = shared_client(factory.cassandra)
-    shape = TableShape(factory.cassandra.keyspace, OWNERS_TABLE, (("table_name", "text"), ("topology", "text")),
+    settings = factory.cassandra_settings()
+    client = shared_client(settings)
+    shape = TableShape(settings.keyspace, OWNERS_TABLE, (("table_name", "text"), ("topology", "text")),
                        ("table_name",))
     ensure_table(client, shape, STATE_METRICS)
     insert = client.prepare(f"INSERT INTO {shape.name} (table_name, topology) VALUES (?, ?) IF NOT EXISTS",
@@ -41,5 +41,8 @@ def claim(factory: StateFactory, table: str, topology_id: str) -> str:
         row = client.run_one(serial(client, select, (table,)), None, kind="serial_read", metrics=STATE_METRICS).one()
         if row is not None:
             return str(row["topology"])
-    raise StateError(f"claiming table {table!r} for {topology_id!r}: no outcome after {_ATTEMPTS} attempts "
-                     f"({result!r})") from result
+    msg = (
+        f"claiming table {table!r} for {topology_id!r}: no outcome after {_ATTEMPTS} attempts "
+        f"({result!r})"
+    )
+    raise StateError(msg) from result

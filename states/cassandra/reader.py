@@ -62,7 +62,8 @@ class CassandraTableReader:
         """Scan every page, keep the top ``n`` by ``by`` in a heap (no ORDER BY across partitions)."""
         cols = visible_columns(spec)
         if by not in dict(cols):
-            raise ValueError(f"table {spec.table!r} has no column {by!r} to order by (columns: {[c for c, _ in cols]})")
+            msg = f"table {spec.table!r} has no column {by!r} to order by (columns: {[c for c, _ in cols]})"
+            raise ValueError(msg)
         stmt = self.client.prepare(f"SELECT {', '.join(c for c, _ in cols)} FROM {self._name(spec)}",
                                    idempotent=True)
         heap: list[tuple[tuple[bool, Any], int, Row]] = []
@@ -102,7 +103,8 @@ class CassandraTableReader:
                 if decide(e, lwt=False) is not Decision.RETRY or attempt == s.max_retries:
                     raise
                 time.sleep(backoff_s(attempt, s.backoff_initial_s, s.backoff_max_s))
-        raise AssertionError("unreachable")
+        msg = "unreachable"
+        raise AssertionError(msg)
 
     def truncate(self, tables: Sequence[str]) -> list[str]:
         done = []

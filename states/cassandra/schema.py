@@ -24,7 +24,7 @@ add allow alter and apply asc authorize batch begin by columnfamily create defau
 entries execute from full grant if in index infinity insert into is keyspace limit materialized mbean mbeans
 modify nan norecursive not null of on or order primary rename replace revoke schema select set table to token
 truncate unlogged unset update use using view where with
-""".split())
+""".split())  # noqa: SIM905  the keywords as the CQL reference prints them
 _REPLICATION_VALUE = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
 
 
@@ -32,7 +32,8 @@ def check_cql_identifier(name: str, what: str = "identifier") -> str:
     """``name`` if safe as an unquoted CQL identifier, else InvalidIdentifierError."""
     check_identifier(name, what)
     if name in CQL_RESERVED:
-        raise InvalidIdentifierError(f"invalid {what} {name!r}: it is a reserved CQL keyword")
+        msg = f"invalid {what} {name!r}: it is a reserved CQL keyword"
+        raise InvalidIdentifierError(msg)
     return name
 
 
@@ -69,7 +70,8 @@ class TableShape:
 def replication_cql(replication: Sequence[tuple[str, str]]) -> str:
     for k, v in replication:
         if not (_REPLICATION_VALUE.match(k) and _REPLICATION_VALUE.match(v)):
-            raise InvalidIdentifierError(f"invalid replication option {k!r}: {v!r}")
+            msg = f"invalid replication option {k!r}: {v!r}"
+            raise InvalidIdentifierError(msg)
     return "{" + ", ".join(f"'{k}': '{v}'" for k, v in replication) + "}"
 
 
@@ -112,19 +114,25 @@ def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMet
     if not found and committed_txid is not None:
         raise StateTableMissingError(shape.name, committed_txid)
     if not found:
-        raise SchemaMismatchError(f"table {shape.name} does not exist (and could not be created)")
+        msg = f"table {shape.name} does not exist (and could not be created)"
+        raise SchemaMismatchError(msg)
     for name, type_ in shape.columns:
         col = found.get(name)
         if col is None:
-            raise SchemaMismatchError(f"table {shape.name} has no column {name!r} (expected type {type_}); "
-                                      f"migrate the table or configure another table name")
+            msg = (
+                f"table {shape.name} has no column {name!r} (expected type {type_}); "
+                f"migrate the table or configure another table name"
+            )
+            raise SchemaMismatchError(msg)
         if _type(col["type"]) != type_:
-            raise SchemaMismatchError(f"table {shape.name} column {name!r} has type {col['type']}, expected {type_}")
+            msg = f"table {shape.name} column {name!r} has type {col['type']}, expected {type_}"
+            raise SchemaMismatchError(msg)
     _check_key(shape, found, "partition_key", shape.partition_key)
     _check_key(shape, found, "clustering", shape.clustering)
     for name in shape.static:
         if found[name]["kind"] != "static":
-            raise SchemaMismatchError(f"table {shape.name} column {name!r} is {found[name]['kind']}, expected static")
+            msg = f"table {shape.name} column {name!r} is {found[name]['kind']}, expected static"
+            raise SchemaMismatchError(msg)
 
 
 def _columns(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> dict[str, dict[str, Any]]:
@@ -137,8 +145,11 @@ def _columns(client: CassandraClient, shape: TableShape, metrics: StateMetrics) 
 def _check_key(shape: TableShape, found: dict[str, dict[str, Any]], kind: str, expected: tuple[str, ...]) -> None:
     actual = tuple(r["column_name"] for r in sorted(found.values(), key=lambda r: r["position"]) if r["kind"] == kind)
     if actual != expected:
-        raise SchemaMismatchError(f"table {shape.name} has {kind.replace('_', ' ')} columns {list(actual)}, "
-                                  f"expected {list(expected)}")
+        msg = (
+            f"table {shape.name} has {kind.replace('_', ' ')} columns {list(actual)}, "
+            f"expected {list(expected)}"
+        )
+        raise SchemaMismatchError(msg)
 
 
 def _type(cql_type: str) -> str:

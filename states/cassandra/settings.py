@@ -85,15 +85,20 @@ class CassandraSettings:
             object.__setattr__(self, "replication", options)
         check_identifier(self.keyspace, "keyspace name")
         if not self.contact_points or not all(self.contact_points):
-            raise ValueError("contact_points must name at least one host")
+            msg = "contact_points must name at least one host"
+            raise ValueError(msg)
         if self.consistency not in CONSISTENCY_LEVELS:
-            raise ValueError(f"consistency {self.consistency!r} is not one of {sorted(CONSISTENCY_LEVELS)}")
+            msg = f"consistency {self.consistency!r} is not one of {sorted(CONSISTENCY_LEVELS)}"
+            raise ValueError(msg)
         if self.serial_consistency not in SERIAL_LEVELS:
-            raise ValueError(f"serial_consistency {self.serial_consistency!r} is not one of {sorted(SERIAL_LEVELS)}")
+            msg = f"serial_consistency {self.serial_consistency!r} is not one of {sorted(SERIAL_LEVELS)}"
+            raise ValueError(msg)
         if (self.username is None) != (self.password is None):
-            raise ValueError("set both username and password, or neither")
+            msg = "set both username and password, or neither"
+            raise ValueError(msg)
         if self.max_concurrency < 1 or self.max_retries < 0:
-            raise ValueError("max_concurrency must be >= 1 and max_retries >= 0")
+            msg = "max_concurrency must be >= 1 and max_retries >= 0"
+            raise ValueError(msg)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> CassandraSettings:
@@ -101,7 +106,8 @@ class CassandraSettings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(config) - known)
         if unknown:
-            raise ValueError(f"unknown cassandra settings {unknown}; known: {sorted(known)}")
+            msg = f"unknown cassandra settings {unknown}; known: {sorted(known)}"
+            raise ValueError(msg)
         values = dict(config)
         if isinstance(values.get("tls"), Mapping):
             values["tls"] = TlsSettings(**values["tls"])

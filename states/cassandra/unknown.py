@@ -36,7 +36,7 @@ from states.metrics import StateMetrics
 
 
 def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequence[Row],
-            wanted: Sequence[Row], columns: Sequence[str], metrics: StateMetrics,
+            wanted: Sequence[Row], columns: Sequence[str], *, metrics: StateMetrics,
             ) -> list[tuple[bool, Row | None]]:
     """For each key, ``(applied, current stored row or None)`` from a serial read.
 
