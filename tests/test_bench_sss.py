@@ -84,7 +84,8 @@ def test_the_kafka_source_matches_the_installed_pyspark() -> None:
     import pyspark
 
     name = sss_peer.package()
-    assert name.startswith("org.apache.spark:spark-sql-kafka-0-10_2.") and name.endswith(f":{pyspark.__version__}")
+    assert name.startswith("org.apache.spark:spark-sql-kafka-0-10_2.")
+    assert name.endswith(f":{pyspark.__version__}")
 
 
 def test_make_bench_gives_the_bad_records_rows_the_suites_kafka_and_a_named_cassandra(

@@ -89,7 +89,9 @@ def test_record_error_tells_record_errors_from_transient_ones() -> None:
     raised = SparkError("[USER_RAISED_EXCEPTION] TRIDENT_NULL_KEY: sink s, key user SQLSTATE: P0001",
                         "USER_RAISED_EXCEPTION", {"errorMessage": "TRIDENT_NULL_KEY: sink s, key user"})
     err = record_error(raised)
-    assert err is not None and err.stage is Stage.AGGREGATE and err.reason == "NULL_KEY"
+    assert err is not None
+    assert err.stage is Stage.AGGREGATE
+    assert err.reason == "NULL_KEY"
     assert err.message == "null group-by key (sink s, key user)"
     assert record_error(RuntimeError("[USER_RAISED_EXCEPTION] TRIDENT_NULL_KEY: in a message only")) is None
     assert record_error(RuntimeError("KafkaError{code=_TRANSPORT,val=-195,str=\"broker down\"}")) is None
@@ -129,7 +131,9 @@ def test_fail_raises_naming_the_first_record_and_the_policy_stops_with_exit_1() 
         handler.settle(3, [bad(8), bad(4)], progress=None)  # type: ignore[arg-type]
     assert "t[0]@4" in str(raised.value)
     decision = FailurePolicy().decide(Failure(raised.value, txid=3, attempt=1))
-    assert decision.permanent and decision.exit_code == FAILED and "t[0]@4" in decision.reason
+    assert decision.permanent
+    assert decision.exit_code == FAILED
+    assert "t[0]@4" in decision.reason
 
 
 def test_in_order_keeps_one_entry_per_source_record() -> None:
@@ -141,7 +145,8 @@ def test_dead_letter_headers_name_the_source_and_keep_the_records_own() -> None:
     headers = letter_headers("p", record, BadRecord("orders", 2, 41, Stage.TRANSFORM, "DIVIDE_BY_ZERO", "by zero"))
     assert headers[0] == ("trace", b"abc")
     h = dict(headers)
-    assert h["trident.source.timestamp"] == b"1700000000000" and h["trident.error.class"] == b"DIVIDE_BY_ZERO"
+    assert h["trident.source.timestamp"] == b"1700000000000"
+    assert h["trident.error.class"] == b"DIVIDE_BY_ZERO"
     assert coordinates_of(headers) == ("p", ("orders", 2, 41))
     assert coordinates_of([("other", b"x")]) == (None, None)
 

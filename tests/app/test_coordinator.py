@@ -193,7 +193,9 @@ class TestOrdering:
         step_until_idle(world)
         commits = [(t, a) for what, t, a in rec.events if what == "commit-end"]
         assert [t for t, _ in commits] == list(range(1, len(commits) + 1))
-        assert dict(commits)[2] == 2 and dict(commits)[3] == 2 and dict(commits)[4] == 2
+        assert dict(commits)[2] == 2
+        assert dict(commits)[3] == 2
+        assert dict(commits)[4] == 2
         assert world.metrics.value("trident_batches_total", pipeline="world", outcome="failed") == 1
         assert world.stored_counts() == world.truth()
 
@@ -224,7 +226,8 @@ class TestRestartAndLease:
         world.append(0, "e")
         with pytest.raises(MissingBatchMetadataError) as e:
             world.coordinator.step()
-        assert e.value.txid == 1 and FailurePolicy().decide(Failure(e.value, 2, 1)).permanent
+        assert e.value.txid == 1
+        assert FailurePolicy().decide(Failure(e.value, 2, 1)).permanent
 
     def test_restart_resumes_after_the_last_committed_txid(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1, caps=Caps(per_partition=2, per_batch=2))
@@ -375,6 +378,7 @@ def test_retention_keeps_the_last_txids_and_a_restart_resumes_after_them(retenti
     assert world.coordinator._progress._batches.txids == list(range(8 - retention, 8))
     world.restart()
     world.append(0, "h")
-    assert world.coordinator.step() == "committed" and world.coordinator.committed_txid == 8
+    assert world.coordinator.step() == "committed"
+    assert world.coordinator.committed_txid == 8
     assert world.coordinator._progress._batches.txids == list(range(9 - retention, 9))
     assert world.stored_counts() == world.truth()

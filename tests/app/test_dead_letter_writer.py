@@ -189,7 +189,8 @@ def test_each_letter_is_written_once_across_a_second_write_and_a_producer_killed
     setattr(producer, "commit_transaction", die)  # noqa: B010 - the producer dies at its commit
     with pytest.raises(Killed):
         dying.write(1, bad, progress)
-    assert len(kafka.log) == 3 and committed_letters(kafka) == []  # produced, never committed
+    assert len(kafka.log) == 3
+    assert committed_letters(kafka) == []  # produced, never committed
 
     restarted = DeadLetterWriter("sales", DLQ, SourceSpout(), {})  # type: ignore[arg-type]
     assert restarted.write(1, bad, progress) == 3
@@ -220,4 +221,5 @@ def test_a_missing_acl_is_an_authorization_refusal_naming_the_object(kafka: Fake
         writer.write(1, bad, progress)
     line = str(raised.value)
     assert line.startswith(f"authorization refused by Kafka at b:9093 for principal User:trident: {named}")
-    assert "s3cret" not in line and committed_letters(kafka) == []
+    assert "s3cret" not in line
+    assert committed_letters(kafka) == []

@@ -43,21 +43,26 @@ def test_executors_gone_longer_than_the_bound_is_a_problem_logged_once(caplog: p
     w = watch(seen, gauge=metrics.spark_executors.labels(master=MASTER))
     caplog.set_level(logging.INFO, logger="app.spark.executors")
     w.poll()
-    assert w.problem is None and metrics.value("trident_spark_executors", master=MASTER) == 2
+    assert w.problem is None
+    assert metrics.value("trident_spark_executors", master=MASTER) == 2
     seen.executors = 0
     w.poll()
     seen.now += 60.0
     w.poll()
-    assert w.problem is None and metrics.value("trident_spark_executors", master=MASTER) == 0  # at the bound: not yet
+    assert w.problem is None
+    assert metrics.value("trident_spark_executors", master=MASTER) == 0  # at the bound: not yet
     seen.now += 1.0
     w.poll()
     w.poll()
-    assert w.problem is not None and w.problem.startswith("no Spark executor for 61 s (the bound is 60 s)")
+    assert w.problem is not None
+    assert w.problem.startswith("no Spark executor for 61 s (the bound is 60 s)")
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "no Spark executor for 61 s" in errors[0].getMessage()
+    assert len(errors) == 1
+    assert "no Spark executor for 61 s" in errors[0].getMessage()
     seen.executors, seen.now = 1, seen.now + 5
     w.poll()
-    assert w.problem is None and metrics.value("trident_spark_executors", master=MASTER) == 1
+    assert w.problem is None
+    assert metrics.value("trident_spark_executors", master=MASTER) == 1
     assert "Spark executors are back (1) after 66 s" in caplog.text
 
 

@@ -58,7 +58,8 @@ class TestPolicy:
 
     def test_an_unknown_librdkafka_property_is_permanent_and_named(self) -> None:
         d = decide(kafka_error({"bootstrap.servers": "127.0.0.1:1", "no.such.property": "1"}))
-        assert d.permanent and d.exit_code == BAD_INPUT
+        assert d.permanent
+        assert d.exit_code == BAD_INPUT
         assert "no.such.property" in d.reason
 
     @pytest.mark.parametrize("error", [
@@ -66,11 +67,15 @@ class TestPolicy:
     ])
     def test_protocol_errors_are_permanent_with_exit_1(self, error: Exception) -> None:
         d = decide(error)
-        assert d.permanent and d.exit_code == FAILED and type(error).__name__ in d.reason
+        assert d.permanent
+        assert d.exit_code == FAILED
+        assert type(error).__name__ in d.reason
 
     def test_a_schema_mismatch_is_a_configuration_error(self) -> None:
         d = decide(SchemaMismatchError("table trident.trident_state has columns (k, v), expected (word, count)"))
-        assert d.permanent and d.exit_code == BAD_INPUT and "trident_state" in d.reason
+        assert d.permanent
+        assert d.exit_code == BAD_INPUT
+        assert "trident_state" in d.reason
 
     def test_an_error_s_text_decides_nothing(self) -> None:
         """A state error's name in a message (a traceback from a Spark task) is no class: transient. Tasks carry
@@ -80,7 +85,9 @@ class TestPolicy:
         assert not decide(RuntimeError(text)).permanent
         carried = fatal.decode(fatal.encode(SchemaMismatchError("table 'trident_state' has no column 'word'")))
         d = decide(carried)
-        assert type(carried) is SchemaMismatchError and d.permanent and d.exit_code == BAD_INPUT
+        assert type(carried) is SchemaMismatchError
+        assert d.permanent
+        assert d.exit_code == BAD_INPUT
         assert d.reason == "state table: SchemaMismatchError: table 'trident_state' has no column 'word'"
 
     def test_refused_credentials_are_permanent(self) -> None:
@@ -93,7 +100,9 @@ class TestPolicy:
         kafka = KafkaException(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: bad password"))
         for error in (cassandra, kafka):
             d = decide(error)
-            assert d.permanent and d.exit_code == BAD_INPUT and d.reason.startswith("authentication refused")
+            assert d.permanent
+            assert d.exit_code == BAD_INPUT
+            assert d.reason.startswith("authentication refused")
 
     def test_a_missing_acl_or_grant_is_an_authorization_refusal(self) -> None:
         from cassandra import Unauthorized
@@ -104,7 +113,9 @@ class TestPolicy:
                                  "permission on <table ks.counts> or any of its parents\"")
         for error in (kafka, cassandra):
             d = decide(error)
-            assert d.permanent and d.exit_code == BAD_INPUT and d.cause == "authorization"
+            assert d.permanent
+            assert d.exit_code == BAD_INPUT
+            assert d.cause == "authorization"
             assert d.reason.startswith("authorization refused"), d.reason
         assert "check the grants of the role" in decide(cassandra).reason
 
@@ -115,8 +126,11 @@ class TestPolicy:
 
         bad = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
         d = decide(NoHostAvailable("Unable to connect to any servers", {"10.0.0.1:9042": bad}))
-        assert d.permanent and d.exit_code == BAD_INPUT and d.cause == "tls"
-        assert d.reason.startswith("TLS refused by Cassandra at 10.0.0.1:9042") and "cassandra.tls.ca_file" in d.reason
+        assert d.permanent
+        assert d.exit_code == BAD_INPUT
+        assert d.cause == "tls"
+        assert d.reason.startswith("TLS refused by Cassandra at 10.0.0.1:9042")
+        assert "cassandra.tls.ca_file" in d.reason
 
     def test_one_host_away_among_refusals_is_no_refusal(self) -> None:
         from cassandra import AuthenticationFailed
@@ -133,7 +147,8 @@ class TestPolicy:
 
         lookalike = type(name, (Exception,), {})
         d = decide(lookalike(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error")))
-        assert not d.permanent and d.failure_class is FailureClass.TRANSIENT
+        assert not d.permanent
+        assert d.failure_class is FailureClass.TRANSIENT
 
     def test_a_subclass_of_the_driver_s_refusal_is_a_refusal(self) -> None:
         """A subclass of the driver's ``Unauthorized`` (another name, same type) is still a refusal."""
@@ -143,16 +158,22 @@ class TestPolicy:
             pass
 
         d = decide(MissingGrant("User trident has no MODIFY permission on <table ks.counts>"))
-        assert d.permanent and d.cause == "authorization" and d.exit_code == BAD_INPUT
+        assert d.permanent
+        assert d.cause == "authorization"
+        assert d.exit_code == BAD_INPUT
 
     def test_a_fatal_librdkafka_error_and_a_bad_setting_are_told_by_their_codes(self) -> None:
         """A fatal KafkaError stops the pipeline (exit 1); an invalid argument is configuration (exit 2)."""
         from confluent_kafka import KafkaError
 
         fatal = decide(KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True)))
-        assert fatal.permanent and fatal.exit_code == FAILED and fatal.cause == "kafka_fatal"
+        assert fatal.permanent
+        assert fatal.exit_code == FAILED
+        assert fatal.cause == "kafka_fatal"
         config = decide(KafkaException(KafkaError(KafkaError._INVALID_ARG, "bad value")))
-        assert config.permanent and config.exit_code == BAD_INPUT and config.cause == "configuration"
+        assert config.permanent
+        assert config.exit_code == BAD_INPUT
+        assert config.cause == "configuration"
 
     def test_the_text_of_an_error_decides_nothing(self) -> None:
         """A refusal or an error class written in a message (a Spark task's traceback) is no type: transient."""
@@ -161,21 +182,27 @@ class TestPolicy:
                 "[DIVIDE_BY_ZERO] No such configuration property")
         for error in (SparkLikeError(text, None), RuntimeError(text)):
             d = decide(error, same_error_attempts=5)
-            assert not d.permanent and d.failure_class is FailureClass.TRANSIENT
+            assert not d.permanent
+            assert d.failure_class is FailureClass.TRANSIENT
 
     def test_an_outage_is_transient_with_capped_backoff_until_the_limit(self) -> None:
         down = PartitionUnavailableError(P0, "broker down")
         assert [decide(down, failures_in_a_row=n).retry_in_s for n in (1, 2, 3, 4, 5, 9)] == [1, 2, 4, 8, 8, 8]
         assert decide(down, failing_for_s=599).failure_class is FailureClass.TRANSIENT
         late = decide(down, failing_for_s=601)
-        assert late.permanent and late.exit_code == FAILED and "outage limit of 600 s" in late.reason
+        assert late.permanent
+        assert late.exit_code == FAILED
+        assert "outage limit of 600 s" in late.reason
 
     def test_a_deterministic_transform_error_is_permanent_once_every_attempt_fails_alike(self) -> None:
         cast = SparkLikeError("[CAST_INVALID_INPUT] The value 'x' of the type STRING cannot be cast to INT",
                               "CAST_INVALID_INPUT")
         assert not decide(cast, attempt=1, same_error_attempts=1).permanent  # could have been bad luck
         d = decide(cast, attempt=3, same_error_attempts=3)
-        assert d.permanent and d.exit_code == FAILED and "CAST_INVALID_INPUT" in d.reason and "txid 7" in d.reason
+        assert d.permanent
+        assert d.exit_code == FAILED
+        assert "CAST_INVALID_INPUT" in d.reason
+        assert "txid 7" in d.reason
 
     def test_the_error_class_is_read_from_the_jvm_exception_behind_a_wrapped_error(self) -> None:
         """PySpark keeps the JVM exception it captured: its causes' conditions count, read by their accessor."""
@@ -222,7 +249,9 @@ class TestCoordinatorFailures:
             assert world.coordinator.step() == "failed"
             assert f"txid 1 attempt {attempt} failed" in caplog.records[-1].getMessage()
         degraded = world.coordinator.degraded
-        assert degraded is not None and degraded.failures == 3 and "metadata request timed out" in degraded.reason
+        assert degraded is not None
+        assert degraded.failures == 3
+        assert "metadata request timed out" in degraded.reason
         partitions.partitions = real
         assert world.coordinator.step() == "committed"
         assert world.coordinator.degraded is None
@@ -235,10 +264,13 @@ class TestCoordinatorFailures:
         caplog.set_level(logging.WARNING, logger="app.coordinator")
         assert world.coordinator.step() == "failed"
         degraded = world.coordinator.degraded
-        assert degraded is not None and degraded.reason.startswith("transactional spout stalled: txid 1")
-        assert "events:1" in degraded.reason and "transactional spout stalled" in caplog.text
+        assert degraded is not None
+        assert degraded.reason.startswith("transactional spout stalled: txid 1")
+        assert "events:1" in degraded.reason
+        assert "transactional spout stalled" in caplog.text
         world.heal()
-        assert world.coordinator.step() == "committed" and world.coordinator.degraded is None
+        assert world.coordinator.step() == "committed"
+        assert world.coordinator.degraded is None
 
     def test_a_permanent_error_stops_the_coordinator_at_once_with_its_decision(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
@@ -252,7 +284,9 @@ class TestCoordinatorFailures:
         with pytest.raises(KafkaException):
             world.coordinator.step()
         stopped = world.coordinator.stopped_by
-        assert stopped is not None and stopped.exit_code == BAD_INPUT and "no.such.property" in stopped.reason
+        assert stopped is not None
+        assert stopped.exit_code == BAD_INPUT
+        assert "no.such.property" in stopped.reason
 
 
 class TextOnlyErrors(LocalExecutor):
@@ -309,7 +343,9 @@ class TestErrorsThatCrossedSparkAsText:
         with pytest.raises(AccessRefusedError):
             world.coordinator.step()
         stopped = world.coordinator.stopped_by
-        assert stopped is not None and stopped.exit_code == BAD_INPUT and stopped.cause == "authorization"
+        assert stopped is not None
+        assert stopped.exit_code == BAD_INPUT
+        assert stopped.cause == "authorization"
         assert spout.reads == 1
 
     def test_a_refusal_on_the_second_topic_of_a_batch_is_named_too(self) -> None:
@@ -323,14 +359,17 @@ class TestErrorsThatCrossedSparkAsText:
         with pytest.raises(AccessRefusedError, match="topic words"):
             world.coordinator.step()
         stopped = world.coordinator.stopped_by
-        assert stopped is not None and stopped.exit_code == BAD_INPUT and stopped.cause == "authorization"
+        assert stopped is not None
+        assert stopped.exit_code == BAD_INPUT
+        assert stopped.cause == "authorization"
         assert spout.reads == 2  # one range of each topic
 
     def test_a_read_that_goes_through_here_leaves_the_failure_as_it_came(self) -> None:
         """Nothing typed to learn: the task's failure stays transient, and the source is asked once per txid."""
         world, spout = self.world(spout_refuses=False)
         assert [world.coordinator.step() for _ in range(3)] == ["failed"] * 3
-        assert world.coordinator.stopped_by is None and spout.reads == 1
+        assert world.coordinator.stopped_by is None
+        assert spout.reads == 1
 
 
 class SparkLikeWorld(World):
@@ -380,7 +419,9 @@ class TestDataLossInsideAFrozenTxid:
         with pytest.raises(DataLossError, match="next offset to read is 2 but the log starts at 3"):
             run_until_stopped_or_idle(world)
         stopped = world.coordinator.stopped_by
-        assert stopped is not None and stopped.exit_code == FAILED and "events:0" in stopped.reason
+        assert stopped is not None
+        assert stopped.exit_code == FAILED
+        assert "events:0" in stopped.reason
 
     @pytest.mark.parametrize("partial", [False, True], ids=["nothing-written", "c-written-before-the-crash"])
     def test_policy_skip_replays_what_is_left_and_counts_lost_records_at_most_once(self, partial: bool) -> None:

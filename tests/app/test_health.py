@@ -40,13 +40,16 @@ class TestAssess:
         }
         for state, change in cases.items():
             h = assess(**{**base, **change})
-            assert h.state.value == state and not h.ready
+            assert h.state.value == state
+            assert not h.ready
         h = assess(**{**base, "failing": ("broker down", 990.0)})
         assert (h.reason, h.since) == ("broker down", 990.0)
         h = assess(**{**base, "source_problem": "topic 'wrods' not found"})
-        assert h.state is PipelineState.DEGRADED and "wrods" in (h.reason or "")
+        assert h.state is PipelineState.DEGRADED
+        assert "wrods" in (h.reason or "")
         h = assess(**{**base, "progress_age_s": 90.0})
-        assert h.state is PipelineState.DEGRADED and h.since == 910.0
+        assert h.state is PipelineState.DEGRADED
+        assert h.since == 910.0
 
     def test_the_state_gauge_has_one_series_per_state(self) -> None:
         m = Metrics(CollectorRegistry())
@@ -125,7 +128,9 @@ class TestRunnerHealth:
         try:
             wait_for(lambda: seen.append(runner.status(60.0)) or (seen[-1]["state"] == "degraded"
                      and "broker down" in (seen[-1]["reason"] or "")))
-            assert not seen[-1]["ready"] and seen[-1]["since"] is not None and seen[-1]["error"] is None
+            assert not seen[-1]["ready"]
+            assert seen[-1]["since"] is not None
+            assert seen[-1]["error"] is None
             wait_for(lambda: runner.status(60.0)["state"] == "active")
             assert runner.status(60.0)["ready"]
             assert metrics.value("trident_pipeline_state", pipeline="p1", state="active") == 1
@@ -133,7 +138,8 @@ class TestRunnerHealth:
         finally:
             stop.set()
             runner.thread.join(10)
-        assert not fatal.is_set() and runner.exit_code == 0
+        assert not fatal.is_set()
+        assert runner.exit_code == 0
 
     def test_a_permanent_failure_stops_the_pipeline_failed_with_its_exit_code(
             self, cluster: MockKafkaCluster, tmp_path: Path) -> None:
@@ -141,9 +147,11 @@ class TestRunnerHealth:
         runner, metrics = runner_for(cluster, tmp_path, ScriptedExecutor([wrong]))
         stop, fatal = threading.Event(), threading.Event()
         runner.start(stop, fatal.set)
-        assert fatal.wait(20) and runner.loop_done.wait(10)
+        assert fatal.wait(20)
+        assert runner.loop_done.wait(10)
         status = runner.status(60.0)
-        assert status["state"] == "failed" and not status["ready"]
+        assert status["state"] == "failed"
+        assert not status["ready"]
         assert "table t has columns" in status["error"]
         assert runner.exit_code == BAD_INPUT
         assert metrics.value("trident_pipeline_state", pipeline="p1", state="failed") == 1
@@ -155,8 +163,11 @@ class TestRunnerHealth:
         try:
             wait_for(lambda: runner.last_progress is not None)  # idle steps: nothing to read
             status = runner.status(60.0)
-            assert status["state"] == "degraded" and not status["ready"] and "'wrods'" in status["reason"]
-            assert status["since"] is not None and status["since"] <= time.time()
+            assert status["state"] == "degraded"
+            assert not status["ready"]
+            assert "'wrods'" in status["reason"]
+            assert status["since"] is not None
+            assert status["since"] <= time.time()
             time.sleep(0.1)
             assert runner.status(60.0)["since"] == status["since"]  # since the problem was first seen
         finally:
@@ -179,7 +190,8 @@ def test_an_http_port_in_use_is_one_line_and_the_start_up_exit_code(
         service._install_signals = lambda: None  # type: ignore[method-assign]  # keep pytest's handlers
         assert service.run() == BAD_INPUT != FAILED
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
-    assert len(errors) == 1 and errors[0].exc_info is None
+    assert len(errors) == 1
+    assert errors[0].exc_info is None
     assert f"http.port {port}" in errors[0].getMessage()
 
 

@@ -95,7 +95,8 @@ class TestHeartbeat:
             assert coord.step() == "committed"
             assert lease_held(world) == 1
         info = world.store.lease_info()
-        assert info is not None and (info.owner, info.epoch) == ("me", coord.epoch)
+        assert info is not None
+        assert (info.owner, info.epoch) == ("me", coord.epoch)
         assert world.stored_counts() == world.truth() == {"a": 1, "b": 1}
         coord.close()
 
@@ -109,7 +110,8 @@ class TestHeartbeat:
         store.down.set()
         threading.Timer(TTL * 0.4, store.down.clear).start()  # away for 0.4 TTL (the window is 0.8 TTL)
         assert coord.step() == "committed"
-        assert store.renewals >= 1 and lease_held(world) == 1
+        assert store.renewals >= 1
+        assert lease_held(world) == 1
         assert world.stored_counts() == {"a": 1}
         coord.close()
 
@@ -148,7 +150,8 @@ class TestHeartbeat:
         world.append(0, "a")
         with pytest.raises(LeaseLostError, match=r"\(the last attempt has not answered\)"):
             coord.step()
-        assert time.monotonic() - started < TTL and store.lease_info() is not None
+        assert time.monotonic() - started < TTL
+        assert store.lease_info() is not None
         hung.set()
         coord.close()
 
@@ -197,12 +200,17 @@ class TestStandby:
                                                                         on_standby=told)))
         waiter.start()
         assert standing_by.wait(10)
-        assert not got and seen and seen[0] is not None and seen[0].owner == "active-1"
+        assert not got
+        assert seen
+        assert seen[0] is not None
+        assert seen[0].owner == "active-1"
         assert "held by active-1 (epoch 1) until" in caplog.text
         released = time.monotonic()
         store.release_lease("active-1", epoch)
         waiter.join(10)
-        assert got and got[0] is not None and got[0][0] == 2
+        assert got
+        assert got[0] is not None
+        assert got[0][0] == 2
         assert time.monotonic() - released < 6.0  # polled at most every 5 s
         assert caplog.text.count("held by active-1") == 1  # logged once per holder, not per poll
 
@@ -226,7 +234,8 @@ class TestStandby:
         store.acquire_lease("crashed", 0.5)
         started = time.monotonic()
         taken = take_lease(store, "standby", 0.5, threading.Event())
-        assert taken is not None and taken[0] == 2
+        assert taken is not None
+        assert taken[0] == 2
         assert 0.3 < time.monotonic() - started < 1.5
 
     def test_stopping_a_standby_returns_none_and_a_single_attempt_still_raises(self) -> None:
@@ -245,7 +254,9 @@ class TestStandby:
         with caplog.at_level(logging.WARNING, logger="app.lease"):
             taken = take_lease(store, "me", 30.0, threading.Event(), on_standby=told.append,
                                policy=FailurePolicy(retry_backoff_s=(0.0, 0.0)))
-        assert taken is not None and taken[0] == 1 and store.lease_info() is not None
+        assert taken is not None
+        assert taken[0] == 1
+        assert store.lease_info() is not None
         assert told == [None, None]  # not ready meanwhile
         assert "cannot take the lease (attempt 2)" in caplog.text
 
@@ -256,7 +267,9 @@ class TestStandby:
         with pytest.raises(AuthenticationFailed):
             take_lease(store, "me", 30.0, threading.Event(), on_permanent=decisions.append,
                        policy=FailurePolicy(retry_backoff_s=(0.0, 0.0)))
-        assert len(decisions) == 1 and decisions[0].permanent and store.calls == 1
+        assert len(decisions) == 1
+        assert decisions[0].permanent
+        assert store.calls == 1
 
     def test_a_coordinator_in_standby_holds_no_epoch(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
@@ -264,7 +277,8 @@ class TestStandby:
         stop = threading.Event()
         threading.Timer(0.2, stop.set).start()
         assert other.start(stop) is False
-        assert other.epoch is None and other.committed_txid == 0
+        assert other.epoch is None
+        assert other.committed_txid == 0
         other.close()
         assert world.store.lease_info() is not None  # the active one's lease is untouched
 
@@ -273,7 +287,8 @@ class TestOwnerIdentity:
     def test_owners_are_unique_per_process_with_the_hostname_as_prefix(self) -> None:
         a, b = unique_owner(), unique_owner()
         assert a != b
-        assert a.startswith(f"{socket.gethostname()}-") and b.startswith(f"{socket.gethostname()}-")
+        assert a.startswith(f"{socket.gethostname()}-")
+        assert b.startswith(f"{socket.gethostname()}-")
         assert unique_owner("pod-0").startswith("pod-0-")
         assert CoordinatorConfig().owner != CoordinatorConfig().owner
         assert CoordinatorConfig(owner="given").owner == "given"  # still settable
@@ -283,7 +298,8 @@ class TestOwnerIdentity:
         from app.config.schema import ServiceModel
 
         a, b = ServiceModel().owner_or_unique(), ServiceModel().owner_or_unique()
-        assert a != b and a.startswith(socket.gethostname() + "-")
+        assert a != b
+        assert a.startswith(socket.gethostname() + "-")
 
 
 class FakeCompiled:
@@ -331,10 +347,12 @@ class TestRunnerStandby:
         world.append(0, "b")
         world.coordinator.close()  # releases: the standby takes over at its next poll
         self.wait(lambda: runner.role == "active" and runner.coordinator.committed_txid == 2)
-        assert runner.status(60.0)["ready"] and not fatal.is_set()
+        assert runner.status(60.0)["ready"]
+        assert not fatal.is_set()
         stop.set()
         runner.thread.join(10)
-        assert runner.role == "stopped" and world.stored_counts() == world.truth() == {"a": 1, "b": 1}
+        assert runner.role == "stopped"
+        assert world.stored_counts() == world.truth() == {"a": 1, "b": 1}
 
     def test_a_runner_stopped_in_standby_says_so_and_leaves_the_lease_alone(
             self, caplog: pytest.LogCaptureFixture) -> None:
@@ -347,8 +365,11 @@ class TestRunnerStandby:
         self.wait(lambda: runner.role == "standby")
         stop.set()
         runner.thread.join(10)
-        assert runner.role == "stopped" and not fatal.is_set() and runner.error is None
+        assert runner.role == "stopped"
+        assert not fatal.is_set()
+        assert runner.error is None
         assert "pipeline world stopped in standby (it never held the lease)" in caplog.text
         assert "closed at committed txid" not in caplog.text
         info = world.store.lease_info()
-        assert info is not None and info.owner == "world-owner"
+        assert info is not None
+        assert info.owner == "world-owner"

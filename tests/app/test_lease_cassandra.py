@@ -96,7 +96,8 @@ class TestCassandraOutage:
         p.source.append(EVENTS, None, b"b")
         p.wait_committed(2)
         time.sleep(TTL)  # and it keeps the lease well past its TTL
-        assert p.error is None and p.thread.is_alive()
+        assert p.error is None
+        assert p.thread.is_alive()
         p.stop.set()
         p.thread.join(10)
         p.coordinator.close()
@@ -116,12 +117,15 @@ class TestCassandraOutage:
         took = time.monotonic() - started
         assert not p.thread.is_alive()
         assert isinstance(p.error, LeaseLostError), p.error
-        assert "no renewal succeeded for" in str(p.error) and f"of its {TTL:g} s TTL" in str(p.error)
+        assert "no renewal succeeded for" in str(p.error)
+        assert f"of its {TTL:g} s TTL" in str(p.error)
         assert took < 0.8 * TTL + 0.5, f"stopped {took:.1f} s into the outage"
         p.coordinator.close()  # releases nothing: it can no longer know whether the lease is its own
         server.clear_faults()
         info = p.store.lease_info()
-        assert info is not None and info.owner == p.coordinator.config.owner and info.epoch == epoch
+        assert info is not None
+        assert info.owner == p.coordinator.config.owner
+        assert info.epoch == epoch
         # The store's lease (not released, not renewed) expires at its TTL; then a successor takes over.
         successor = Pipeline(settings, source=p.source)
         deadline = time.monotonic() + TTL + 5
@@ -132,7 +136,8 @@ class TestCassandraOutage:
             except LeaseHeldError:
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
-        assert successor.coordinator.epoch == epoch + 1 and successor.coordinator.committed_txid == 1
+        assert successor.coordinator.epoch == epoch + 1
+        assert successor.coordinator.committed_txid == 1
         successor.coordinator.close()
 
 
@@ -164,9 +169,11 @@ class TestAcquireUnknownOutcome:
             thread.join(20)
             assert timeout.fired == 1
             assert isinstance(outcome[0], LeaseHeldError), f"A believes it holds the lease too: {outcome}"
-            assert b.coordinator.epoch == 1 and a.coordinator.epoch is None
+            assert b.coordinator.epoch == 1
+            assert a.coordinator.epoch is None
             info = b.store.lease_info()
-            assert info is not None and (info.owner, info.epoch) == (b.coordinator.config.owner, 1)
+            assert info is not None
+            assert (info.owner, info.epoch) == (b.coordinator.config.owner, 1)
             a.coordinator.close()
             b.coordinator.close()
         finally:

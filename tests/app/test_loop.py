@@ -57,4 +57,6 @@ def test_stops_at_max_batches_and_when_stopped() -> None:
 
 def test_outcomes_compare_equal_to_their_names() -> None:
     """Outcome values are the strings step() returned before the enum: callers comparing names still work."""
-    assert Outcome.COMMITTED == "committed" and Outcome.IDLE == "idle" and Outcome.FAILED == "failed"
+    assert Outcome.COMMITTED == "committed"
+    assert Outcome.IDLE == "idle"
+    assert Outcome.FAILED == "failed"

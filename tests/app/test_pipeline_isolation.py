@@ -107,14 +107,18 @@ def test_a_lost_lease_stops_its_pipeline_only_and_the_other_goes_on(
         b = running.runner("b")
         wait_for(lambda: running.state("b") == "active")
         ready, body = running.service.readiness()
-        assert not ready and body["failed"] == ["a"]
-        assert body["pipelines"]["a"]["state"] == "failed" and "LeaseLostError" in body["pipelines"]["a"]["error"]
-        assert body["pipelines"]["b"]["ready"] and body["pipelines"]["b"]["error"] is None
+        assert not ready
+        assert body["failed"] == ["a"]
+        assert body["pipelines"]["a"]["state"] == "failed"
+        assert "LeaseLostError" in body["pipelines"]["a"]["error"]
+        assert body["pipelines"]["b"]["ready"]
+        assert body["pipelines"]["b"]["error"] is None
         # b still commits what arrives after a stopped
         before = b.coordinator.committed_txid
         produce(cluster.bootstrap_servers(), "b", spread(5, 1, tag="late"))
         wait_for(lambda: b.coordinator.committed_txid > before)
-        assert running.thread.is_alive() and not running.service.stop.is_set()
+        assert running.thread.is_alive()
+        assert not running.service.stop.is_set()
         m = running.metrics
         assert m.value("trident_pipeline_failures_total", pipeline="a", reason="lease_lost") == 1
         assert m.value("trident_pipeline_state", pipeline="a", state="failed") == 1
@@ -155,7 +159,8 @@ def test_each_permanent_error_stops_its_pipeline_at_once_by_its_type(
         running.thread.join(30)
         assert not running.thread.is_alive()
         body = running.service.readiness()[1]
-        assert body["failed"] == ["a"] and type(error).__name__ in body["pipelines"]["a"]["error"]
+        assert body["failed"] == ["a"]
+        assert type(error).__name__ in body["pipelines"]["a"]["error"]
     assert running.exit_code == code
     assert running.metrics.value("trident_pipeline_failures_total", pipeline="a", reason=reason) == 1
 
@@ -164,7 +169,8 @@ def test_on_pipeline_failure_exit_stops_every_pipeline(cluster: MockKafkaCluster
     with RunningService(cluster, tmp_path, {"a": [LeaseLostError("a", 1, 2)]}, policy="exit") as running:
         running.thread.join(30)
         assert not running.thread.is_alive()
-        assert running.runner("b").loop_done.is_set() and running.runner("b").error is None
+        assert running.runner("b").loop_done.is_set()
+        assert running.runner("b").error is None
     assert running.exit_code == FAILED
 
 
@@ -172,7 +178,8 @@ def test_without_failures_a_signal_exits_0(cluster: MockKafkaCluster, tmp_path: 
     with RunningService(cluster, tmp_path, {}) as running:
         wait_for(lambda: running.state("a") == "active" and running.state("b") == "active")
         ready, body = running.service.readiness()
-        assert ready and body["failed"] == []
+        assert ready
+        assert body["failed"] == []
     assert running.exit_code == 0
 
 
@@ -196,5 +203,6 @@ def test_a_standby_is_ready_only_when_standby_ready_says_so(cluster: MockKafkaCl
         with RunningService(cluster, tmp_path, {}, standby_ready=standby_ready) as standby:
             wait_for(lambda: standby.state("a") == "standby" and standby.state("b") == "standby")
             ready, body = standby.service.readiness()
-            assert ready is standby_ready and body["failed"] == []
+            assert ready is standby_ready
+            assert body["failed"] == []
             assert active.service.readiness()[0]

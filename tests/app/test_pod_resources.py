@@ -36,19 +36,23 @@ def v1(root: Path, quota: int, period: int, memory: int) -> Path:
 
 def test_cgroup_v2_limits(tmp_path: Path) -> None:
     root = v2(tmp_path, "250000 100000", str(3 * GIB))
-    assert cpu_limit(root) == 2.5 and memory_limit(root) == 3 * GIB
+    assert cpu_limit(root) == 2.5
+    assert memory_limit(root) == 3 * GIB
 
 
 def test_cgroup_v1_limits_and_unlimited(tmp_path: Path) -> None:
     root = v1(tmp_path, 150000, 100000, 2 * GIB)
-    assert cpu_limit(root) == 1.5 and memory_limit(root) == 2 * GIB
+    assert cpu_limit(root) == 1.5
+    assert memory_limit(root) == 2 * GIB
     (tmp_path / "unlimited").mkdir()
     unlimited = v1(tmp_path / "unlimited", -1, 100000, 9223372036854771712)  # what v1 shows without limits
-    assert cpu_limit(unlimited) is None and memory_limit(unlimited) is None
+    assert cpu_limit(unlimited) is None
+    assert memory_limit(unlimited) is None
 
 
 def test_no_cgroup_files_no_limits(tmp_path: Path) -> None:
-    assert cpu_limit(tmp_path) is None and memory_limit(tmp_path) is None
+    assert cpu_limit(tmp_path) is None
+    assert memory_limit(tmp_path) is None
     assert sized_spark("local[*]", {}, tmp_path) == ("local[*]", {}, [])
 
 
@@ -67,7 +71,8 @@ def test_driver_memory_is_half_the_limit_unless_configured(tmp_path: Path) -> No
     master, conf, changed = sized_spark("local[*]", {"spark.sql.shuffle.partitions": "4"}, root)
     assert master == "local[*]"  # no CPU limit: the machine's cores
     assert conf == {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "1536m"}
-    assert len(changed) == 1 and "3072 MiB memory limit" in changed[0]
+    assert len(changed) == 1
+    assert "3072 MiB memory limit" in changed[0]
     assert sized_spark("local[*]", {"spark.driver.memory": "2g"}, root)[1] == {"spark.driver.memory": "2g"}
 
 

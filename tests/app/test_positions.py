@@ -146,7 +146,10 @@ def test_a_recreated_topic_under_fail_stops_the_pipeline_naming_the_partition() 
                                                 f"ends at 4"):
         world.coordinator.step()
     stopped = world.coordinator.stopped_by
-    assert stopped is not None and stopped.permanent and stopped.exit_code == FAILED and stopped.cause == "data_loss"
+    assert stopped is not None
+    assert stopped.permanent
+    assert stopped.exit_code == FAILED
+    assert stopped.cause == "data_loss"
 
 
 def test_a_recreated_topic_under_skip_reads_the_new_log_from_its_start() -> None:

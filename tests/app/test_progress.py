@@ -50,17 +50,20 @@ def test_progress_view_of_a_frozen_uncommitted_txid() -> None:
     p = read_progress(store)
     assert (p.topology_id, p.committed_txid, p.committed.committed_at) == ("t", 1, 1000.0)
     assert p.committed_plan == plan(1, 0, 2)
-    assert p.frozen == StoredBatch(plan(2, 2, 4), 2) and p.frozen_txids == (2,)
+    assert p.frozen == StoredBatch(plan(2, 2, 4), 2)
+    assert p.frozen_txids == (2,)
     assert store.get(COMMITTED_KEY) == {"committed_txid": 1, "committed_at": 1000.0}
 
 
 def test_coordinator_marks_commits_with_the_wall_clock() -> None:
     """A fresh store has no progress; after a commit the marker holds the coordinator's wall-clock time."""
     world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1)
-    assert read_progress(world.store).committed_txid == 0 and read_progress(world.store).frozen is None
+    assert read_progress(world.store).committed_txid == 0
+    assert read_progress(world.store).frozen is None
     world.coordinator._wall_clock = lambda: 1234.5
     world.append(0, "a")
     assert world.coordinator.step() == "committed"
     p = read_progress(world.store)
     assert (p.committed_txid, p.committed.committed_at, p.frozen) == (1, 1234.5, None)
-    assert p.committed_plan is not None and p.committed_plan.record_count == 1
+    assert p.committed_plan is not None
+    assert p.committed_plan.record_count == 1

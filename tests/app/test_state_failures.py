@@ -17,18 +17,27 @@ def test_a_lost_table_stops_the_pipeline_with_exit_2_naming_table_and_txid() -> 
     """StateTableMissingError, even after an hour-long outage limit was not reached, is permanent at once (exit 2)
     and the reason names the table and the last committed txid; carried across Spark it stays the same."""
     error = fatal.decode(fatal.encode(StateTableMissingError("ks.word_counts").after(41)))
-    assert isinstance(error, StateTableMissingError) and error.committed_txid == 41
+    assert isinstance(error, StateTableMissingError)
+    assert error.committed_txid == 41
     d = FailurePolicy(outage_limit_s=3600).decide(Failure(error, txid=42, attempt=1))
-    assert d.permanent and d.exit_code == BAD_INPUT and d.cause == "configuration"
-    assert "ks.word_counts" in d.reason and "txid 41" in d.reason and "rewind --reset-state" in d.reason
+    assert d.permanent
+    assert d.exit_code == BAD_INPUT
+    assert d.cause == "configuration"
+    assert "ks.word_counts" in d.reason
+    assert "txid 41" in d.reason
+    assert "rewind --reset-state" in d.reason
 
 
 def test_a_row_the_state_refuses_is_permanent_not_an_outage() -> None:
     """RowRefusedError (Cassandra's InvalidRequest on an existing table) is permanent at the first attempt."""
     error = fatal.decode(fatal.encode(RowRefusedError("ks.t", ("",), "Key may not be empty")))
-    assert isinstance(error, RowRefusedError) and error.key == ("",)
+    assert isinstance(error, RowRefusedError)
+    assert error.key == ("",)
     d = FailurePolicy(outage_limit_s=3600).decide(Failure(error, txid=3, attempt=1))
-    assert d.permanent and d.exit_code == FAILED and d.cause == "bad_record" and "ks.t" in d.reason
+    assert d.permanent
+    assert d.exit_code == FAILED
+    assert d.cause == "bad_record"
+    assert "ks.t" in d.reason
 
 
 def test_after_keeps_a_txid_already_named() -> None:
@@ -56,7 +65,10 @@ def test_a_retried_failure_is_logged_on_one_line_naming_the_pipeline(caplog: Any
     with caplog.at_level(logging.WARNING, logger="app.coordinator"):
         world.coordinator.run_until_idle()
     lines = [r.getMessage() for r in caplog.records if "replaying" in r.getMessage()]
-    assert len(lines) == 1 and lines[0].startswith("pipeline world: txid 1 attempt 1 failed")
+    assert len(lines) == 1
+    assert lines[0].startswith("pipeline world: txid 1 attempt 1 failed")
     assert "cassandra.InvalidRequest: Error from server: code=2200" in lines[0]
-    assert "File " not in lines[0] and "\n" not in lines[0] and "Runner.scala" not in lines[0]
+    assert "File " not in lines[0]
+    assert "\n" not in lines[0]
+    assert "Runner.scala" not in lines[0]
     assert world.stored_counts() == world.truth()

@@ -28,9 +28,11 @@ def test_help_shows_an_example_and_the_exit_codes(argv: list[str]) -> None:
 
 def test_bad_arguments_exit_2_naming_them(tmp_path: Path) -> None:
     r = cli("query", "--config", "x.yaml")
-    assert r.code == 2 and "--pipeline" in r.err
+    assert r.code == 2
+    assert "--pipeline" in r.err
     r = cli("validate", "--config", str(tmp_path / "missing.yaml"))
-    assert r.code == 2 and "cannot read config file" in r.err
+    assert r.code == 2
+    assert "cannot read config file" in r.err
 
 
 def test_python_m_app_dispatches_in_a_fresh_process() -> None:
@@ -74,7 +76,9 @@ def test_a_bug_shows_its_traceback_with_debug(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ZeroDivisionError):
         cli("--debug", "status", "--config", "missing.yaml")
     r = cli("status", "--config", "missing.yaml")  # without --debug: one line naming the error
-    assert r.code == 1 and "ZeroDivisionError: a bug" in r.err and "Traceback" not in r.err
+    assert r.code == 1
+    assert "ZeroDivisionError: a bug" in r.err
+    assert "Traceback" not in r.err
 
 
 def test_the_drivers_log_of_a_failed_connection_has_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
@@ -95,9 +99,11 @@ def test_the_drivers_log_of_a_failed_connection_has_no_traceback(caplog: pytest.
         except ZeroDivisionError:
             driver.exception("callback failed")
     refused, away, bug = caplog.records
-    assert "Provided username trident" in refused.getMessage() and "refused" in away.getMessage()
+    assert "Provided username trident" in refused.getMessage()
+    assert "refused" in away.getMessage()
     for record in (refused, away):
-        assert record.exc_info is None and "\n" not in record.getMessage()
+        assert record.exc_info is None
+        assert "\n" not in record.getMessage()
         assert "Traceback" not in logging.Formatter().format(record)
     assert bug.exc_info is not None  # anything else keeps its traceback
 
@@ -141,9 +147,11 @@ def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_pa
     listener.close()
     assert untrusted is not None
     found = refusal(untrusted, cassandra_role="trident")
-    assert found is not None and found.kind == "TLS"
+    assert found is not None
+    assert found.kind == "TLS"
     assert found.line.startswith(f"TLS refused by Cassandra at 127.0.0.1:{port} for role trident: ")
-    assert "CERTIFICATE_VERIFY_FAILED" in found.line and "cassandra.tls.ca_file" in found.line
+    assert "CERTIFICATE_VERIFY_FAILED" in found.line
+    assert "cassandra.tls.ca_file" in found.line
     assert cassandra_tls_refusal(CassandraSettings(port=port)) is None  # TLS off: nothing to ask
 
 
@@ -169,5 +177,6 @@ def test_the_folded_log_is_decided_by_the_error_s_type(caplog: pytest.LogCapture
             except (DriverException, stranger):
                 driver.exception("failed")
     driver_line, stranger_line = caplog.records
-    assert driver_line.exc_info is None and "DriverSubclass: connection lost" in driver_line.getMessage()
+    assert driver_line.exc_info is None
+    assert "DriverSubclass: connection lost" in driver_line.getMessage()
     assert stranger_line.exc_info is not None

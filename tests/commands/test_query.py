@@ -49,7 +49,8 @@ def test_query_by_key_and_top(backend: str, request: pytest.FixtureRequest, tmp_
     assert all(COUNTS[w] == c for w, c in got)
 
     r = cli("query", "--config", str(path), "--pipeline", "wc", "--top", "3")
-    assert r.code == 0 and r.out.splitlines()[0].split() == ["word", "txid", "count"]
+    assert r.code == 0
+    assert r.out.splitlines()[0].split() == ["word", "txid", "count"]
     assert len(r.out.splitlines()) == 2 + 3
 
 
@@ -65,7 +66,8 @@ def test_reader_top_matches_a_sort_of_every_row(backend: str, request: pytest.Fi
     top = reader.top(WORDS_SPEC, 10, "count", seen.append)
     assert [r["count"] for r in top] == sorted(COUNTS.values(), reverse=True)[:10]
     assert all(COUNTS[r["word"]] == r["count"] for r in top)
-    assert seen and seen[-1] == (60 if backend != "sqlite" else 10)
+    assert seen
+    assert seen[-1] == (60 if backend != "sqlite" else 10)
     keys = random.Random(3).sample(sorted(COUNTS), 9)
     assert [r["count"] for r in reader.get(WORDS_SPEC, [(k,) for k in keys])] == [COUNTS[k] for k in keys]
 
@@ -74,17 +76,23 @@ def test_query_errors_name_the_object(tmp_path: Path, request: pytest.FixtureReq
     """Unknown pipeline, unknown --by column, a table never written: exit codes 2, 2, 1 with the name."""
     path = seeded("sqlite", request, tmp_path)
     r = cli("query", "--config", str(path), "--pipeline", "other")
-    assert r.code == 2 and "--pipeline 'other': no such pipeline" in r.err and "known: wc" in r.err
+    assert r.code == 2
+    assert "--pipeline 'other': no such pipeline" in r.err
+    assert "known: wc" in r.err
     r = cli("query", "--config", str(path), "--pipeline", "wc", "--top", "3", "--by", "votes")
-    assert r.code == 2 and "--by 'votes'" in r.err and "word, txid, count" in r.err
+    assert r.code == 2
+    assert "--by 'votes'" in r.err
+    assert "word, txid, count" in r.err
     empty = write_config(tmp_path / "e.yaml", bootstrap="127.0.0.1:1", topic="t",
                          state={"backend": "sqlite", "sqlite_path": str(tmp_path / "none.db")})
     r = cli("query", "--config", str(empty), "--pipeline", "wc", "--top", "3")
-    assert r.code == 1 and "table 'word_counts' does not exist yet" in r.err
+    assert r.code == 1
+    assert "table 'word_counts' does not exist yet" in r.err
     bad = tmp_path / "bad.yaml"
     bad.write_text(path.read_text().replace("group_by", "group_bye"))
     r = cli("query", "--config", str(bad), "--pipeline", "wc")
-    assert r.code == 2 and "pipelines[0].group_bye: unknown key" in r.err
+    assert r.code == 2
+    assert "pipelines[0].group_bye: unknown key" in r.err
 
 
 def test_cassandra_reads_use_the_configured_consistency(request: pytest.FixtureRequest, tmp_path: Path) -> None:
@@ -100,4 +108,5 @@ def test_cassandra_reads_use_the_configured_consistency(request: pytest.FixtureR
     assert cli("query", "--config", str(path), "--pipeline", "wc", "--top", "1", "--json").code == 0
     reads = [r for r in peer.server.request_log() if f"{settings.keyspace}.word_counts" in r.tables
              and r.kind == "select" and r.opcode != "PREPARE"]
-    assert len(reads) >= 2 and {r.consistency for r in reads} == {"ONE"}
+    assert len(reads) >= 2
+    assert {r.consistency for r in reads} == {"ONE"}

@@ -68,7 +68,8 @@ def test_rewind_with_reset_state_recounts_exactly_the_records_from_that_point(
         to = "offsets:" + ",".join(f"{topic}:{p}={o}" for p, o in sorted(starts.items()))
     r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", to, "--reset-state", "--yes-i-know")
     assert r.code == 0, r.err
-    assert f"rewound as txid {before + 1}" in r.out and "tables emptied for a full recount: word_counts" in r.out
+    assert f"rewound as txid {before + 1}" in r.out
+    assert "tables emptied for a full recount: word_counts" in r.out
     assert _counts(path) == {}
 
     store = _store(path)
@@ -77,7 +78,9 @@ def test_rewind_with_reset_state_recounts_exactly_the_records_from_that_point(
     assert {m.partition_id: (m.first_offset, m.next_offset) for m in prog.committed_plan.partitions.values()} == \
         {Partition(topic, p): (o, o) for p, o in starts.items()}
     [audit] = read_rewinds(store)
-    assert audit["done"] and audit["reset_state"] and audit["truncated"] == ["word_counts"]
+    assert audit["done"]
+    assert audit["reset_state"]
+    assert audit["truncated"] == ["word_counts"]
     assert audit["to_offsets"] == {f"{topic}:{p}": o for p, o in starts.items()}
     assert audit["from"] == {f"{topic}:{p}": max(x.offset for x in produced_a + produced_b if x.partition == p) + 1
                              for p in (0, 1)}
@@ -101,9 +104,11 @@ def test_rewind_is_refused_while_a_service_holds_the_lease(kafka_cluster: MockKa
     try:
         r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest")
         assert r.code == 3, r.err
-        assert "the lease is held by 'pod-7'" in r.err and "lease expires at" in r.err
+        assert "the lease is held by 'pod-7'" in r.err
+        assert "lease expires at" in r.err
         store = _store(path)
-        assert read_progress(store).committed_txid == committed and read_rewinds(store) == []
+        assert read_progress(store).committed_txid == committed
+        assert read_rewinds(store) == []
         assert store.lease_info().owner == "pod-7"
         assert _counts(path) == {"a": 5, "b": 5}
         produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"c")])
@@ -121,8 +126,10 @@ def test_reset_state_needs_the_confirmation_flag(kafka_cluster: MockKafkaCluster
                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
     run_pipeline(path)
     r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest", "--reset-state")
-    assert r.code == 3 and "add --yes-i-know" in r.err
-    assert _counts(path) == {"x": 3} and read_progress(_store(path)).committed_txid == 1
+    assert r.code == 3
+    assert "add --yes-i-know" in r.err
+    assert _counts(path) == {"x": 3}
+    assert read_progress(_store(path)).committed_txid == 1
 
 
 def test_without_reset_the_rewind_counts_again_and_says_so(kafka_cluster: MockKafkaCluster, tmp_path: Path,
@@ -138,7 +145,8 @@ def test_without_reset_the_rewind_counts_again_and_says_so(kafka_cluster: MockKa
     r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest")
     assert r.code == 0, r.err
     assert "stored aggregates are NOT rolled back" in r.out
-    assert "rewind of wc by rewind@" in caplog.text and "reset_state=False" in caplog.text  # the log's audit line
+    assert "rewind of wc by rewind@" in caplog.text
+    assert "reset_state=False" in caplog.text  # the log's audit line
     run_pipeline(path)
     assert _counts(path) == {"x": 8, "y": 8}
 
@@ -218,7 +226,8 @@ def test_an_interrupted_rewind_keeps_the_lease_until_it_is_run_again(kafka_clust
     argv = ("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest", "--reset-state", "--yes-i-know",
             "--owner", "ops-1")
     r = cli(*argv)
-    assert r.code == 1 and "rewind interrupted after its first write (OSError: disk gone)" in r.err
+    assert r.code == 1
+    assert "rewind interrupted after its first write (OSError: disk gone)" in r.err
     assert _store(path).lease_info().owner == "ops-1"
     service = pipeline_coordinator(path, owner="pod-1")
     with pytest.raises(LeaseHeldError):
@@ -228,7 +237,8 @@ def test_an_interrupted_rewind_keeps_the_lease_until_it_is_run_again(kafka_clust
     r = cli(*argv)
     assert r.code == 0, r.err
     store = _store(path)
-    assert store.lease_info() is None and [a["done"] for a in read_rewinds(store)] == [False, True]
+    assert store.lease_info() is None
+    assert [a["done"] for a in read_rewinds(store)] == [False, True]
     assert read_progress(store).committed_txid == 3  # the interrupted rewind's txid 2 stays below the retry's
     run_pipeline(path)
     assert _counts(path) == {"x": 3}
@@ -259,12 +269,14 @@ def test_a_topic_dropped_from_the_config_keeps_its_position_until_a_rewind_forge
     assert _counts(before) == {"x": 3, "y": 2}  # the old topic continued from its kept position
 
     r = cli("rewind", "--config", str(after), "--pipeline", "wc", "--forget", "nope")
-    assert r.code == 2 and "no stored position of topic nope" in r.err
+    assert r.code == 2
+    assert "no stored position of topic nope" in r.err
     r = cli("rewind", "--config", str(after), "--pipeline", "wc", "--forget", old)
     assert r.code == 0, r.err
     assert f"positions forgotten: {old}:0" in r.out
     plan = read_progress(_store(after)).committed_plan
-    assert plan is not None and set(plan.partitions) == {Partition(new, 0)}
+    assert plan is not None
+    assert set(plan.partitions) == {Partition(new, 0)}
     assert read_rewinds(_store(after))[-1]["forgotten"] == [f"{old}:0"]
     run_pipeline(before)
     assert _counts(before) == {"x": 6, "y": 2}  # forgotten: read again from the first poll (earliest)

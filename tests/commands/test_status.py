@@ -32,8 +32,11 @@ def test_status_shows_lease_txids_and_lag(kafka_peer: KafkaPeer, backend: str, r
     r = cli("status", "--config", str(path), "--json")
     assert r.code == 0, r.err
     [s] = json.loads(r.out)
-    assert s["pipeline"] == "wc" and s["lease"] is None and s["frozen_txid"] is None
-    assert s["committed_txid"] == committed and s["committed_at"] is not None
+    assert s["pipeline"] == "wc"
+    assert s["lease"] is None
+    assert s["frozen_txid"] is None
+    assert s["committed_txid"] == committed
+    assert s["committed_at"] is not None
     assert s["partitions"] == [
         {"partition": f"{topic}:0", "committed_next_offset": 5, "end_offset": 9, "lag": 4, "read_now": True},
         {"partition": f"{topic}:1", "committed_next_offset": 5, "end_offset": 5, "lag": 0, "read_now": True}]
@@ -66,7 +69,8 @@ def test_status_without_kafka_still_shows_the_store(kafka_cluster: MockKafkaClus
     r = cli("status", "--config", str(away), "--json")
     assert r.code == 4, r.err
     [s] = json.loads(r.out)
-    assert s["committed_txid"] == 1 and s["errors"][0].startswith("cannot read end offsets from Kafka")
+    assert s["committed_txid"] == 1
+    assert s["errors"][0].startswith("cannot read end offsets from Kafka")
     assert s["partitions"] == [{"partition": f"{topic}:0", "committed_next_offset": 3, "end_offset": None, "lag": None,
                                 "read_now": None}]
 
@@ -75,7 +79,9 @@ def test_status_of_a_pipeline_never_run(tmp_path: Path) -> None:
     path = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="t",
                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "none.db")})
     r = cli("status", "--config", str(path), "--pipeline", "wc", "--json")
-    assert r.code == 4 and "does not exist (never run?)" in r.out
+    assert r.code == 4
+    assert "does not exist (never run?)" in r.out
     assert not (tmp_path / "none.db").exists()  # status creates nothing
     r = cli("status", "--config", str(path), "--pipeline", "nope")
-    assert r.code == 2 and "--pipeline 'nope'" in r.err
+    assert r.code == 2
+    assert "--pipeline 'nope'" in r.err

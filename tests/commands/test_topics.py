@@ -69,14 +69,16 @@ def test_apply_twice_second_changes_nothing(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "nothing to change" not in out  # what was applied, not the re-plan after it
     assert out.splitlines()[-1] == "applied 3 change(s): 1 to create, 1 to grow, 1 to reconfigure"
-    assert cluster.topics["events"].partitions == 6 and cluster.topics["events"].configs["segment.ms"] == "1000"
+    assert cluster.topics["events"].partitions == 6
+    assert cluster.topics["events"].configs["segment.ms"] == "1000"
     assert "undeclared" in cluster.topics  # never deleted
     calls = list(cluster.calls)
     assert apply_topics(DECLARED, cluster, report=lambda _: None) == OK
     assert capsys.readouterr().out.splitlines()[-1] == "nothing to change"
     assert cluster.calls == calls  # the second apply changed nothing
     again = plan_topics(DECLARED, cluster)
-    assert again.empty and again.summary() == "nothing to change"
+    assert again.empty
+    assert again.summary() == "nothing to change"
     assert again.up_to_date == ("events", "dead-letters")
 
 
@@ -90,7 +92,8 @@ def test_unsafe_changes_are_refused_and_nothing_is_applied(state: TopicState, fi
     assert apply_topics(DECLARED, cluster, report=lambda _: None) == REFUSED
     assert cluster.calls == []  # not even the safe creation of dead-letters
     out = capsys.readouterr().out
-    assert f"! events: refused: {field}:" in out and reason in out
+    assert f"! events: refused: {field}:" in out
+    assert reason in out
 
 
 def test_unreadable_configs_are_reported_not_guessed() -> None:
@@ -142,7 +145,9 @@ def test_topics_on_a_cluster_without_a_controller_report_what_they_cannot_do(kaf
                          topics={**declared, new: {"partitions": 1}},
                          state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")}, kafka_extra=NO_CONTROLLER_WAIT)
     r = cli("topics", "apply", "--config", str(grown))
-    assert r.code == FAILED and f"create topic {new}: " in r.err and "Traceback" not in r.err
+    assert r.code == FAILED
+    assert f"create topic {new}: " in r.err
+    assert "Traceback" not in r.err
 
 
 def test_mock_cluster_still_answers_no_admin_requests(kafka_cluster: MockKafkaCluster) -> None:
@@ -190,7 +195,8 @@ pipelines:
 def test_topics_section_errors_name_the_field(topics: str, path: str, message: str) -> None:
     with pytest.raises(ConfigError) as e:
         loads(BASE + f"topics: {topics}\n", {})
-    assert e.value.path == path and message in e.value.message
+    assert e.value.path == path
+    assert message in e.value.message
 
 
 def test_validate_warns_about_short_source_retention(tmp_path: Path) -> None:
@@ -205,7 +211,8 @@ def test_validate_warns_about_short_source_retention(tmp_path: Path) -> None:
     assert "other" not in r.err  # not a source topic of any pipeline
     f.write_text(BASE + "topics: {events: {partitions: 3, configs: {retention.ms: 604800000}}}\n")
     r = cli("validate", "--config", str(f))
-    assert r.code == 0 and "warning" not in r.err
+    assert r.code == 0
+    assert "warning" not in r.err
 
 
 def test_an_absurd_partition_count_is_bad_input_in_one_line_before_any_change(tmp_path: Path) -> None:
@@ -214,7 +221,8 @@ def test_an_absurd_partition_count_is_bad_input_in_one_line_before_any_change(tm
     cluster = MemoryTopicCluster()
     with pytest.raises(CommandError) as raised:
         apply_topics([TopicSettings("huge", 100_000_000)], cluster)
-    assert raised.value.code == BAD_INPUT and "huge (100,000,000)" in str(raised.value)
+    assert raised.value.code == BAD_INPUT
+    assert "huge (100,000,000)" in str(raised.value)
     assert cluster.calls == []
     config = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="huge",
                           state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")},

@@ -157,7 +157,8 @@ def test_a_stale_table_is_seen() -> None:
     from app.config.reference import refresh
 
     edited = "<!-- fields: http -->\n| Field | Default | Values | Meaning |\n<!-- end fields -->"
-    assert refresh(edited) != edited and "`9400`" in refresh(edited)
+    assert refresh(edited) != edited
+    assert "`9400`" in refresh(edited)
 
 
 @pytest.mark.parametrize(("field", "value"), [("retention", 1), ("max_pending", 0), ("lease_ttl_s", 0)])

@@ -32,7 +32,8 @@ def test_a_second_topology_is_refused_naming_both(request: pytest.FixtureRequest
     with pytest.raises(TableOwnedError) as e:
         claim_table(f, "word_counts", "other-count")
     assert (e.value.table, e.value.owner, e.value.claimant) == ("word_counts", "word-count", "other-count")
-    assert "'word-count'" in str(e.value) and "'other-count'" in str(e.value)
+    assert "'word-count'" in str(e.value)
+    assert "'other-count'" in str(e.value)
     claim_table(f, "other_counts", "other-count")  # another table is free
     with pytest.raises(TableOwnedError):  # and still refused on a second try: nothing changed
         claim_table(f, "word_counts", "other-count")

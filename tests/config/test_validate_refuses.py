@@ -135,7 +135,8 @@ def test_booleans_from_the_environment(text: str, expected: bool) -> None:
             pipelines__0__accept_at_least_once="${ALO:-" + text + "}")
     cfg = parse(d, {"TLS": text})
     assert cfg.cassandra is not None
-    assert cfg.cassandra.create_keyspace is expected and cfg.cassandra.tls.enabled is expected
+    assert cfg.cassandra.create_keyspace is expected
+    assert cfg.cassandra.tls.enabled is expected
     assert cfg.pipelines[0].accept_at_least_once is expected
 
 
@@ -143,8 +144,11 @@ def test_cassandra_values_arrive_typed_from_the_environment() -> None:
     """Numbers from ``${VAR}`` are numbers; the password is a Secret."""
     d = doc(cassandra={"port": "${PORT}", "request_timeout_s": "${T:-2.5}", "username": "u", "password": "${PW}"})
     c = parse(d, {"PORT": "9142", "PW": "pw"}).cassandra_settings()
-    assert c is not None and (c.port, c.request_timeout_s) == (9142, 2.5) and c.password is not None
-    assert c.password.get() == "pw" and "pw" not in repr(c)
+    assert c is not None
+    assert (c.port, c.request_timeout_s) == (9142, 2.5)
+    assert c.password is not None
+    assert c.password.get() == "pw"
+    assert "pw" not in repr(c)
 
 
 def test_resolution_stops_where_only_spark_could_name_a_column() -> None:
@@ -186,7 +190,8 @@ def test_a_cassandra_password_without_a_user_is_a_config_error(tmp_path: Any) ->
     """A password without a username was a traceback from the runtime settings; now exit 2 at the field."""
     d = doc(cassandra={"password": "pw"}, pipelines__0__state={"backend": "cassandra"})
     e = error(d)
-    assert e.path == "cassandra.username" and e.message.startswith("required with a password")
+    assert e.path == "cassandra.username"
+    assert e.message.startswith("required with a password")
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(d))
     out = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(bad)], cwd=ROOT,

@@ -77,7 +77,9 @@ def test_segments_are_readable_by_driver_codec_and_back():
     assert decoder.next_envelope() is None  # partial segment header
     decoder.feed(raw[5:])
     env = decoder.next_envelope()
-    assert env is not None and env.stream == 3 and env.body == b"hello"
+    assert env is not None
+    assert env.stream == 3
+    assert env.body == b"hello"
 
 
 def test_corrupted_segment_is_rejected():
@@ -107,11 +109,13 @@ def test_parser_create_table_forms():
     stmt = parse("CREATE TABLE IF NOT EXISTS t (a int, b text, c bigint static, d frozen<map<text, int>>, "
                  "PRIMARY KEY ((a, b), c2)) WITH CLUSTERING ORDER BY (c2 DESC) AND comment = 'x'").statement
     assert isinstance(stmt, ast.CreateTable)
-    assert stmt.partition_key == ["a", "b"] and stmt.clustering == ["c2"]
+    assert stmt.partition_key == ["a", "b"]
+    assert stmt.clustering == ["c2"]
     assert stmt.clustering_order == {"c2": False}
     assert stmt.columns[3].type == "frozen<map<text,int>>"
     inline = parse("create table t (id uuid PRIMARY KEY, v text)").statement
-    assert isinstance(inline, ast.CreateTable) and inline.partition_key == ["id"]
+    assert isinstance(inline, ast.CreateTable)
+    assert inline.partition_key == ["id"]
 
 
 @pytest.mark.parametrize("bad", ["SELEC * FROM t", "SELECT * FROM t WHERE", "INSERT INTO t (a) VALUES (1, 2)",

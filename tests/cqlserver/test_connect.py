@@ -37,7 +37,9 @@ def test_default_cluster_negotiates_v5_directly_without_errors(cql_server, caplo
         assert row.data_center == "datacenter1"
         assert row.partitioner.endswith("Murmur3Partitioner")
         host = cluster.metadata.all_hosts()[0]
-        assert host.datacenter == "datacenter1" and host.rack == "rack1" and host.is_up
+        assert host.datacenter == "datacenter1"
+        assert host.rack == "rack1"
+        assert host.is_up
         assert cluster.metadata.cluster_name == "Test Cluster"
         assert list(session.execute("SELECT * FROM system.peers_v2")) == []
     finally:
@@ -60,7 +62,8 @@ def test_v4_only_server_makes_driver_settle_on_v4(caplog):
             insert = session.prepare("INSERT INTO v4.t (k, c, v) VALUES (?, ?, ?) IF NOT EXISTS")
             assert all(session.execute(insert, (1, c, str(c))).was_applied for c in range(5))
             again = session.execute(insert, (1, 0, "again"))
-            assert not again.was_applied and again.one().v == "0"
+            assert not again.was_applied
+            assert again.one().v == "0"
             select = session.prepare("SELECT c FROM v4.t WHERE k = ?")
             select.fetch_size = 2
             assert [r.c for r in session.execute(select, (1,))] == [0, 1, 2, 3, 4]
@@ -136,7 +139,8 @@ def test_prepared_statements_route_token_aware(cql_server):
         future.result()
         assert future._current_host.endpoint.port == cql_server.port
         token_map = cluster.metadata.token_map
-        assert token_map is not None and len(token_map.ring) == 8
+        assert token_map is not None
+        assert len(token_map.ring) == 8
         # IN on the partition key cannot be routed: Cassandra reports no pk indexes.
         assert session.prepare("SELECT v FROM r.t WHERE a IN ? AND b = ?").routing_key_indexes is None
     finally:

@@ -103,14 +103,16 @@ def test_simple_write_timeout_read_timeout_and_unavailable(session, server):
     server.inject(Fault.write_timeout(statement="insert", table="other"))
     with pytest.raises(WriteTimeout) as wt:
         session.execute("INSERT INTO other (k, v) VALUES (10, 10)")
-    assert wt.value.write_type == WriteType.SIMPLE and wt.value.consistency == ConsistencyLevel.LOCAL_ONE
+    assert wt.value.write_type == WriteType.SIMPLE
+    assert wt.value.consistency == ConsistencyLevel.LOCAL_ONE
     assert server.rows("fk", "other") == [r for r in server.rows("fk", "other") if r["k"] != 10]
 
     server.inject(Fault.read_timeout(table="other"))
     with pytest.raises(ReadTimeout) as rt:
         session.execute(SimpleStatement("SELECT * FROM other WHERE k = 1",
                                         consistency_level=ConsistencyLevel.LOCAL_QUORUM))
-    assert rt.value.consistency == ConsistencyLevel.LOCAL_QUORUM and rt.value.received_responses == 0
+    assert rt.value.consistency == ConsistencyLevel.LOCAL_QUORUM
+    assert rt.value.received_responses == 0
 
     server.inject(Fault.unavailable(table="other", times=2))
     with pytest.raises(Unavailable) as un:
@@ -155,7 +157,8 @@ def test_delay_adds_its_latency(session, server):
     fault = server.inject(Fault.delay(0.3, cql_contains="k = 7"))
     start = time.monotonic()
     session.execute("SELECT * FROM other WHERE k = 7")
-    assert time.monotonic() - start >= 0.3 and fault.fired == 1
+    assert time.monotonic() - start >= 0.3
+    assert fault.fired == 1
 
 
 def test_a_held_request_does_not_block_other_streams(session, server):
@@ -230,15 +233,20 @@ def test_request_counting_and_log(session, server):
         session.execute(select, (f"c{i}",))
     session.execute("UPDATE word_counts SET count = 1 WHERE word = 'c0' IF txid = 0")
     assert server.request_count() == 7
-    assert server.request_count("EXECUTE") == 6 and server.request_count("QUERY") == 1
-    assert server.request_count("select") == 3 and server.request_count("update") == 1
+    assert server.request_count("EXECUTE") == 6
+    assert server.request_count("QUERY") == 1
+    assert server.request_count("select") == 3
+    assert server.request_count("update") == 1
     stats = server.stats()
-    assert stats.ops("word_counts", "read") == 3 and stats.ops("word_counts", "write") == 3
+    assert stats.ops("word_counts", "read") == 3
+    assert stats.ops("word_counts", "write") == 3
     assert stats.ops("fk.word_counts", "cas") == 1
     assert stats.consistency["write"] == "LOCAL_QUORUM"
     log = server.request_log()
     assert [r.kind for r in log] == ["insert", "select"] * 3 + ["update"]
-    assert log[-1].conditional and log[-1].serial_consistency is None  # as sent: server default SERIAL
+    assert log[-1].conditional
+    assert log[-1].serial_consistency is None  # as sent: server default SERIAL
     assert server.request_count(include_system=True) >= server.request_count()
     server.reset_counts()
-    assert server.request_count() == 0 and server.stats().table_ops == {}
+    assert server.request_count() == 0
+    assert server.stats().table_ops == {}

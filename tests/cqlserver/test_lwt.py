@@ -24,7 +24,8 @@ def _row(result):
 def test_insert_if_not_exists_returns_existing_row(session):
     insert = session.prepare("INSERT INTO word_counts (word, txid, count) VALUES (?, ?, ?) IF NOT EXISTS")
     first = session.execute(insert, ("the", 1, 10))
-    assert first.was_applied and first.column_names == ["[applied]"]
+    assert first.was_applied
+    assert first.column_names == ["[applied]"]
     second = session.execute(insert, ("the", 2, 99))
     assert not second.was_applied
     assert second.column_names == ["[applied]", "word", "count", "prev_count", "txid"]
@@ -35,7 +36,8 @@ def test_update_if_column_equals(session):
     session.execute("INSERT INTO word_counts (word, txid, count) VALUES ('cas', 1, 5)")
     update = session.prepare("UPDATE word_counts SET txid = ?, count = ?, prev_count = ? WHERE word = ? IF txid = ?")
     won = session.execute(update, (2, 8, 5, "cas", 1))
-    assert won.was_applied and won.column_names == ["[applied]"]
+    assert won.was_applied
+    assert won.column_names == ["[applied]"]
     lost = session.execute(update, (3, 9, 8, "cas", 1))
     assert not lost.was_applied
     assert _row(lost) == {"applied": False, "txid": 2}
@@ -47,11 +49,13 @@ def test_conditions_on_missing_row(session):
     update = session.prepare("UPDATE word_counts SET count = ? WHERE word = ? IF txid = ?")
     missing = session.execute(update, (1, "ghost", 1))
     # Cassandra: nothing was read, so only the [applied] column comes back.
-    assert not missing.was_applied and missing.column_names == ["[applied]"]
+    assert not missing.was_applied
+    assert missing.column_names == ["[applied]"]
     by_null = session.execute("UPDATE word_counts SET count = 1, txid = 7 WHERE word = 'ghost' IF txid = null")
     assert by_null.was_applied
     if_exists = session.execute("UPDATE word_counts SET count = 2 WHERE word = 'nobody' IF EXISTS")
-    assert not if_exists.was_applied and if_exists.column_names == ["[applied]"]
+    assert not if_exists.was_applied
+    assert if_exists.column_names == ["[applied]"]
     assert session.execute("SELECT * FROM word_counts WHERE word = 'nobody'").one() is None
 
 
@@ -67,7 +71,8 @@ def test_comparison_and_inequality_conditions(session):
         assert result.was_applied is expected, condition
         if not expected:
             names = result.column_names[1:]
-            assert all(n in ("txid", "count", "prev_count") for n in names) and names
+            assert all(n in ("txid", "count", "prev_count") for n in names)
+            assert names
     with pytest.raises(InvalidRequest, match="Invalid comparison with null"):
         session.execute(session.prepare("UPDATE word_counts SET count = 1 WHERE word = 'ops' IF txid > ?"), (None,))
     with pytest.raises(InvalidRequest, match="cannot have IF conditions"):
@@ -80,7 +85,8 @@ def test_delete_if_exists_and_if_condition(session):
     result = session.execute("DELETE FROM word_counts WHERE word = 'gone' IF txid = 3")
     assert result.was_applied
     again = session.execute("DELETE FROM word_counts WHERE word = 'gone' IF EXISTS")
-    assert not again.was_applied and again.column_names == ["[applied]"]
+    assert not again.was_applied
+    assert again.column_names == ["[applied]"]
     session.execute("INSERT INTO word_counts (word, txid) VALUES ('gone', 1)")
     assert session.execute("DELETE FROM word_counts WHERE word = 'gone' IF EXISTS").was_applied
     assert session.execute("SELECT * FROM word_counts WHERE word = 'gone'").one() is None
@@ -205,6 +211,7 @@ def test_serial_read_and_recorded_consistency_levels(session, server):
     assert stats.consistency["cas"] == "LOCAL_QUORUM"
     assert stats.serial_consistency["cas"] == "LOCAL_SERIAL"
     assert stats.consistency["read"] == "LOCAL_SERIAL"
-    assert stats.ops("word_counts", "cas") == 1 and stats.ops("ks.word_counts", "serial_read") == 1
+    assert stats.ops("word_counts", "cas") == 1
+    assert stats.ops("ks.word_counts", "serial_read") == 1
     with pytest.raises(InvalidRequest, match="one partition at a time"):
         session.execute(SimpleStatement("SELECT * FROM word_counts", consistency_level=ConsistencyLevel.SERIAL))

@@ -77,7 +77,8 @@ def raw(cql_server):
 def test_supported_options_and_bad_version(cql_server):
     client = RawClient(cql_server.port, version=3)
     reply = client.send_raw(0x05, b"", stream=9)
-    assert isinstance(reply, ProtocolException) and reply.stream_id == 9
+    assert isinstance(reply, ProtocolException)
+    assert reply.stream_id == 9
     assert "Invalid or unsupported protocol version (3)" in reply.message
     client.close()
     supported = RawClient(cql_server.port).send(OptionsMessage())
@@ -90,24 +91,28 @@ def test_query_before_startup_is_a_protocol_error(cql_server):
     client = RawClient(cql_server.port)
     body = Writer().long_string("SELECT * FROM system.local").short(1).byte(0).getvalue()
     reply = client.send_raw(0x07, body)
-    assert isinstance(reply, ProtocolException) and "expecting STARTUP" in reply.message
+    assert isinstance(reply, ProtocolException)
+    assert "expecting STARTUP" in reply.message
 
 
 def test_execute_with_skip_metadata_and_unknown_id(raw):
     prepared = raw.send(PrepareMessage("SELECT key, cluster_name FROM system.local WHERE key = ?"))
-    assert isinstance(prepared, ResultMessage) and prepared.pk_indexes == [0]
+    assert isinstance(prepared, ResultMessage)
+    assert prepared.pk_indexes == [0]
     def execute(flags: int) -> Any:
         body = (Writer().short_bytes(prepared.query_id).short(ConsistencyLevel.ONE).byte(flags)
                 .short(1).bytes(b"local").getvalue())
         return raw.send_raw(0x0A, body)
     full = execute(0x01)
-    assert full.column_names == ["key", "cluster_name"] and full.parsed_rows == [("local", "Test Cluster")]
+    assert full.column_names == ["key", "cluster_name"]
+    assert full.parsed_rows == [("local", "Test Cluster")]
     skipped = raw.send_raw(0x0A, Writer().short_bytes(prepared.query_id).short(1).byte(0x03).short(1)
                            .bytes(b"local").getvalue(), result_metadata=prepared.column_metadata)
     assert skipped.column_metadata is None  # NO_METADATA: decoded with the prepared metadata instead
     assert skipped.parsed_rows == [("local", "Test Cluster")]
     unknown = raw.send_raw(0x0A, Writer().short_bytes(b"\x01" * 16).short(1).byte(0).getvalue())
-    assert isinstance(unknown, PreparedQueryNotFound) and unknown.info == b"\x01" * 16
+    assert isinstance(unknown, PreparedQueryNotFound)
+    assert unknown.info == b"\x01" * 16
 
 
 def test_query_with_named_values(raw):
@@ -201,4 +206,5 @@ def test_server_survives_garbage_bytes(cql_server):
 
 def test_error_message_class_names():
     # Guard: the exception classes used above are the ones the driver maps error codes to.
-    assert PreparedQueryNotFound.error_code == 0x2500 and issubclass(ProtocolException, ErrorMessage)
+    assert PreparedQueryNotFound.error_code == 0x2500
+    assert issubclass(ProtocolException, ErrorMessage)

@@ -92,7 +92,8 @@ def test_paging_with_fetch_size_and_explicit_paging_state(session):
         for c in range(7):
             session.execute(insert, (p, c))
     everything = list(session.execute(SimpleStatement("SELECT p, c FROM paged", fetch_size=4)))
-    assert len(everything) == 35 and len(set(everything)) == 35
+    assert len(everything) == 35
+    assert len(set(everything)) == 35
     # Partitions come in token order, rows within a partition in clustering order.
     for p in range(5):
         assert [r.c for r in everything if r.p == p] == list(range(7))
@@ -100,7 +101,8 @@ def test_paging_with_fetch_size_and_explicit_paging_state(session):
     select = session.prepare("SELECT c FROM paged WHERE p = ?")
     select.fetch_size = 3
     first = session.execute(select, (2,))
-    assert [r.c for r in first.current_rows] == [0, 1, 2] and first.has_more_pages
+    assert [r.c for r in first.current_rows] == [0, 1, 2]
+    assert first.has_more_pages
     state = first.paging_state
     session.execute("DELETE FROM paged WHERE p = 2 AND c = 3")  # rows vanishing between pages
     second = session.execute(select, (2,), paging_state=state)
@@ -149,7 +151,8 @@ def test_ttl_expiry_with_advanced_clock(session, server):
     session.execute(session.prepare("UPDATE events USING TTL ? SET owner = ? WHERE tenant = ?"), (100, "o", "ttl"))
     session.execute("INSERT INTO events (tenant, seq, body) VALUES ('ttl', 2, 'forever')")
     row = session.execute("SELECT ttl(body) AS t, writetime(body) AS w FROM events WHERE tenant='ttl' AND seq=1").one()
-    assert 9 <= row.t <= 10 and row.w > 0
+    assert 9 <= row.t <= 10
+    assert row.w > 0
     server.advance_clock(11)
     rows = [(r.seq, r.owner) for r in session.execute("SELECT seq, owner FROM events WHERE tenant = 'ttl'")]
     assert rows == [(2, "o")]

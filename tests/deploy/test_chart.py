@@ -142,21 +142,27 @@ def test_defaults_run_one_hardened_coordinator() -> None:
                                                  "PodDisruptionBudget", "Service", "ServiceAccount"]
     deployment = one(manifests, "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
     pod = spec["template"]["spec"]
     c = _container(manifests)
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
     assert c["args"] == ["run", "--config", "/etc/trident/config.yaml"]
     sc = c["securityContext"]
-    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+    assert sc["runAsNonRoot"]
+    assert sc["readOnlyRootFilesystem"]
+    assert not sc["allowPrivilegeEscalation"]
     assert sc["capabilities"]["drop"] == ["ALL"]
-    assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
-    assert c["resources"]["requests"] and c["resources"]["limits"]
+    assert pod["securityContext"]["runAsNonRoot"]
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert c["resources"]["requests"]
+    assert c["resources"]["limits"]
     # a CPU limit by default: the service turns local[*] into local[N] for a limit of N cores, so Spark
     # never takes every core of the node; the request is below it (the service idles between txids)
     assert _config(manifests)["spark"]["master"] == "local[*]"
-    assert c["resources"]["limits"]["cpu"] == "2" and c["resources"]["requests"]["cpu"] == "500m"
+    assert c["resources"]["limits"]["cpu"] == "2"
+    assert c["resources"]["requests"]["cpu"] == "500m"
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert {"/tmp", "/var/lib/trident/spark", "/var/lib/trident/data", "/etc/trident/config.yaml"} <= mounts
     assert pod["automountServiceAccountToken"] is False
@@ -169,10 +175,12 @@ def test_defaults_run_one_hardened_coordinator() -> None:
     # SQLite state on the chart's claim: it outlives the pod and upgrades
     claim = one(manifests, "PersistentVolumeClaim")
     assert {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}} in pod["volumes"]
-    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"] and claim["spec"]["resources"]["requests"] == {
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["spec"]["resources"]["requests"] == {
         "storage": "1Gi"}
     assert "storageClassName" not in claim["spec"]  # the cluster's default class
-    assert "topologySpreadConstraints" not in pod and "standby_ready" not in _config(manifests)["service"]
+    assert "topologySpreadConstraints" not in pod
+    assert "standby_ready" not in _config(manifests)["service"]
 
 
 def test_labels_name_the_component_and_the_system() -> None:
@@ -226,7 +234,8 @@ def test_persistence_the_bitnami_way() -> None:
     claim = one(render({"persistence": {"storageClass": "-", "size": "20Gi", "accessModes": ["ReadWriteOncePod"],
                                         "annotations": {"helm.sh/resource-policy": "keep"}}}),
                 "PersistentVolumeClaim")
-    assert claim["spec"]["storageClassName"] == "" and claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert claim["spec"]["storageClassName"] == ""
+    assert claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
     assert claim["spec"]["accessModes"] == ["ReadWriteOncePod"]
     assert claim["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
     assert one(render({"persistence": {"storageClass": "fast"}}), "PersistentVolumeClaim")["spec"][
@@ -311,7 +320,8 @@ def test_monitoring_objects_match_the_service_and_the_files() -> None:
     shipped = json.loads(dashboard["data"]["trident-stream.json"])
     assert shipped | {"uid": "trident-stream", "title": "trident-stream"} == json.loads(
         (CHART / "dashboards" / "trident-stream.json").read_text())
-    assert shipped["title"] == f"trident-stream {NAMESPACE}/demo" and len(shipped["uid"]) <= 40
+    assert shipped["title"] == f"trident-stream {NAMESPACE}/demo"
+    assert len(shipped["uid"]) <= 40
     with helm.Chart.load(CHART) as chart:  # another release: another uid (Grafana keys dashboards by uid)
         other = chart.render(values=scenario_values("monitoring"), name="words", namespace=NAMESPACE, is_install=True)
     other_cm = next(d for t, text in other.items() if t.endswith("dashboard-configmap.yaml")
@@ -333,12 +343,14 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     assert {p["port"] for p in driver["spec"]["ports"]} == {int(conf["spark.driver.port"]),
                                                             int(conf["spark.blockManager.port"])}
     assert driver["spec"]["selector"] == one(manifests, "Deployment")["spec"]["selector"]["matchLabels"]
-    assert conf["spark.executor.instances"] == "3" and conf["spark.executor.memory"] == "3g"
+    assert conf["spark.executor.instances"] == "3"
+    assert conf["spark.executor.memory"] == "3g"
     assert conf["spark.kubernetes.container.image"] == _container(manifests)["image"]
     assert conf["spark.kubernetes.driver.pod.name"] == "${POD_NAME}"
     role = one(manifests, "Role")
     pod_rules = [r for r in role["rules"] if "pods" in r["resources"]]
-    assert pod_rules and {"create", "delete", "watch", "list"} <= set(pod_rules[0]["verbs"])
+    assert pod_rules
+    assert {"create", "delete", "watch", "list"} <= set(pod_rules[0]["verbs"])
     # client mode: executor pods and their ConfigMap; no Services, no PersistentVolumeClaims
     assert sorted(res for r in role["rules"] for res in r["resources"]) == ["configmaps", "pods"]
     binding = one(manifests, "RoleBinding")
@@ -347,12 +359,14 @@ def test_spark_on_kubernetes_driver_reaches_its_executor_pods() -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
                                     "namespace": NAMESPACE}]
     pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == account["metadata"]["name"] and pod["automountServiceAccountToken"] is True
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert pod["automountServiceAccountToken"] is True
     template_cm = one(manifests, "ConfigMap", "-executor")
     assert conf["spark.kubernetes.executor.podTemplateFile"] == "/etc/trident/spark/executor-pod.yaml"
     executor = yaml.safe_load(template_cm["data"]["executor-pod.yaml"])["spec"]
     command = " ".join(executor["containers"][0]["command"])
-    assert command.startswith("/usr/bin/tini -- ") and "KubernetesExecutorBackend" in command
+    assert command.startswith("/usr/bin/tini -- ")
+    assert "KubernetesExecutorBackend" in command
     assert executor["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
     # executors fetch the application's files into their working directory: /tmp, never the read-only root
     assert executor["containers"][0]["workingDir"] == "/tmp"
@@ -392,7 +406,8 @@ def test_long_release_names_stay_within_63_characters() -> None:
                                 name="a" * 53, namespace=NAMESPACE, is_install=True)
     objects = [(d["kind"], d["metadata"]["name"]) for t, text in rendered.items() if not t.endswith("NOTES.txt")
                for d in yaml.safe_load_all(text) if d]
-    assert len(objects) == 12 and all(len(name) <= 63 for _, name in objects)  # the data claim included
+    assert len(objects) == 12
+    assert all(len(name) <= 63 for _, name in objects)  # the data claim included
     assert len(set(objects)) == len(objects)  # truncation made no two objects of a kind collide
 
 

@@ -105,7 +105,8 @@ def test_dashboard_has_the_rows_panels_and_variables() -> None:
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert list(variables) == ["datasource", "namespace", "instance", "pipeline"]
     for name in ("namespace", "instance", "pipeline"):
-        assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
+        assert variables[name]["includeAll"]
+        assert variables[name]["allValue"] == ".*"
     assert variables["datasource"]["type"] == "datasource"
     for panel in panels:
         assert panel["datasource"]["uid"] == "${datasource}"

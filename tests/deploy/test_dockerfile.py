@@ -76,11 +76,13 @@ def test_final_stage_runs_as_a_non_root_user_under_tini() -> None:
     args = dict(a.split("=", 1) for k, a in stage if k == "ARG" and "=" in a)
     users = [a for k, a in stage if k == "USER"]
     uid = users[-1].split(":")[0].replace("${UID}", args["UID"]) if users else ""
-    assert uid.isdigit() and int(uid) != 0
+    assert uid.isdigit()
+    assert int(uid) != 0
     entrypoint = json.loads(next(a for k, a in stage if k == "ENTRYPOINT"))
     assert entrypoint == ["/usr/bin/tini", "--", "python", "-m", "app"]
     runs = " ".join(a for k, a in stage if k == "RUN")
-    assert "tini" in runs and "openjdk-17-jre-headless" in runs
+    assert "tini" in runs
+    assert "openjdk-17-jre-headless" in runs
     assert not re.search(r"\b(gcc|g\+\+|build-essential|make)\b", runs)
     assert any(k == "COPY" and "--from=build" in a for k, a in stage)
 
@@ -122,13 +124,16 @@ def test_paths_follow_the_base_image_and_the_user_is_configurable() -> None:
     the UID and GID are build arguments the user and USER both use; OCI labels describe the image."""
     stage = final_stage()
     env = " ".join(a for k, a in stage if k == "ENV")
-    assert "JAVA_HOME=/opt/java" in env and "SPARK_HOME=/opt/venv/spark-home" in env
+    assert "JAVA_HOME=/opt/java" in env
+    assert "SPARK_HOME=/opt/venv/spark-home" in env
     assert not re.search(r"python3\.\d+|amd64|arm64", DOCKERFILE.read_text().split("FROM ${BASE_IMAGE} AS build")[1])
     args = [a for k, a in stage if k == "ARG"]
     assert {"UID=10001", "GID=10001"} <= set(args)
     assert [a for k, a in stage if k == "USER"] == ["${UID}:${GID}"]
     runs = " ".join(a for k, a in stage if k == "RUN")
-    assert '--uid "${UID}"' in runs and '--gid "${GID}"' in runs and "/opt/java" in runs
+    assert '--uid "${UID}"' in runs
+    assert '--gid "${GID}"' in runs
+    assert "/opt/java" in runs
     assert "/opt/venv/spark-home" in " ".join(a for k, a in build_stage() if k == "RUN")
     labels = " ".join(a for k, a in stage if k == "LABEL")
     for key in ("title", "description", "version", "revision", "source", "base.name"):
@@ -141,7 +146,8 @@ def test_writable_paths_are_volumes() -> None:
     volumes = json.loads(next(a for k, a in stage if k == "VOLUME"))
     assert set(volumes) == {"/tmp", "/var/lib/trident/data", "/var/lib/trident/spark"}
     env = " ".join(a for k, a in stage if k == "ENV")
-    assert "PYTHONDONTWRITEBYTECODE=1" in env and "HOME=/tmp" in env
+    assert "PYTHONDONTWRITEBYTECODE=1" in env
+    assert "HOME=/tmp" in env
     assert "SPARK_LOCAL_DIRS=/var/lib/trident/spark" in env
 
 
@@ -186,6 +192,7 @@ def test_image_builds_and_runs_read_only_as_non_root(tmp_path: Path) -> None:
         subprocess.run([*run, "demo", "--memory"], check=True, timeout=300)
         java = subprocess.run([docker, "run", "--rm", "--entrypoint", "java", tag, "-version"],
                               capture_output=True, text=True, timeout=120)
-        assert java.returncode == 0 and '"17.' in java.stderr
+        assert java.returncode == 0
+        assert '"17.' in java.stderr
     finally:
         subprocess.run([docker, "image", "rm", "-f", tag], capture_output=True, timeout=120)

@@ -76,7 +76,8 @@ def test_rendered_rules_are_the_file_plus_the_release_group() -> None:
         "prometheusRule": {"enabled": True, "job": "streams/words", "runbookBaseUrl": "https://wiki.example/ops",
                            "restartsPerHour": 5}}})
     urls = [r["annotations"]["runbook_url"] for r in rules_of(custom)]
-    assert urls and all(u.startswith("https://wiki.example/ops#") for u in urls)
+    assert urls
+    assert all(u.startswith("https://wiki.example/ops#") for u in urls)
     down = next(r for r in rules_of(custom) if r["alert"] == "TridentDown")
     assert 'job="streams/words"' in down["expr"]
     assert next(r for r in rules_of(custom) if r["alert"] == "TridentRestarting")["expr"].strip().endswith(">= 5")
@@ -94,7 +95,8 @@ def test_every_alert_has_a_firing_and_a_silent_unit_test() -> None:
                      "TridentUnknownOutcomes", "TridentPipelineFailing", "TridentPipelineStopped",
                      "TridentPipelineDegraded", "TridentSparkExecutorsGone", "TridentAuditDifference", "TridentDown",
                      "TridentRestarting"}
-    assert firing == names and silent == names
+    assert firing == names
+    assert silent == names
 
 
 def test_alert_unit_tests_pass(promtool: str, tmp_path: Path) -> None:
@@ -111,7 +113,8 @@ def test_promtool_unit_tests_can_fail(promtool: str, tmp_path: Path) -> None:
     doc = yaml.safe_load(UNIT_TESTS.read_text())
     doc["tests"][0]["alert_rule_test"][1]["exp_alerts"][0]["exp_labels"]["pipeline"] = "healthy"
     result = promtool_run(promtool, "test", "rules", UNIT_TESTS.name, cwd=unit_test_dir(tmp_path, doc))
-    assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "FAILED" in result.stdout + result.stderr
 
 
 def _slug(heading: str) -> str:

@@ -173,7 +173,8 @@ def test_d_spark_executor_pods_one_deleted_mid_txid_exactly(
             release.install(values)
             # what the chart renders for the driver: a headless Service and RBAC for executor pods
             svc = cluster.json("get", "service", "-n", ns, "spark-trident-stream-driver")
-            assert svc["spec"]["clusterIP"] == "None" and svc["spec"].get("publishNotReadyAddresses") is True
+            assert svc["spec"]["clusterIP"] == "None"
+            assert svc["spec"].get("publishNotReadyAddresses") is True
             role = cluster.json("get", "role", "-n", ns, "spark-trident-stream-spark")
             verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
             assert {"create", "delete", "watch", "list"} <= verbs
@@ -316,7 +317,8 @@ def test_c_helm_upgrade_and_drain_keep_one_pod_and_stay_exact(
             fig["helm upgrade rolled out"] = (f"{time.monotonic() - t0:.0f} s; at most {most} pods at once, "
                                               f"never fewer than {fewest} Ready (maxSurge 1, maxUnavailable 0; terminating pods "
                                               "not counted)")
-            assert fewest >= 1 and most <= 3
+            assert fewest >= 1
+            assert most <= 3
             _wait_committed(release, "words", committed + 1)
             _wait_committed(release, "letters", 1)
             # the node drained: the PodDisruptionBudget (minAvailable 1) lets one pod go, never the last
@@ -331,7 +333,9 @@ def test_c_helm_upgrade_and_drain_keep_one_pod_and_stay_exact(
                 f"exit {drain.returncode} after {time.monotonic() - t1:.0f} s, {len(left)} pod(s) left running: "
                 + ("evictions refused by the PodDisruptionBudget" if "disruption budget" in drain.stderr
                    else drain.stderr.strip()[-200:]))
-            assert drain.returncode != 0 and "disruption budget" in drain.stderr and len(left) >= 1
+            assert drain.returncode != 0
+            assert "disruption budget" in drain.stderr
+            assert len(left) >= 1
             _, now = _wait_committed(release, "words", 1)
             _wait_committed(release, "words", now + 1)
             for p, table, key in ((words, TABLE, "words"), (words2, "word_counts_2", "letters")):

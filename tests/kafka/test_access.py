@@ -62,13 +62,18 @@ def test_a_refusal_told_to_the_error_callback_is_typed_and_names_server_principa
     assert watch.refusal is None
     watch(SASL)
     e = watch.refusal
-    assert e is not None and e.kind == "authentication"
+    assert e is not None
+    assert e.kind == "authentication"
     line = str(e)
     assert line.startswith("authentication refused by Kafka at b:9093 for principal User:trident: ")
-    assert "Invalid username or password" in line and "check sasl.username, sasl.password" in line
-    assert "s3cret-pw" not in line and "\n" not in line
+    assert "Invalid username or password" in line
+    assert "check sasl.username, sasl.password" in line
+    assert "s3cret-pw" not in line
+    assert "\n" not in line
     watch(TLS)
-    assert watch.refusal is not None and watch.refusal.kind == "TLS" and "ssl.ca.location" in str(watch.refusal)
+    assert watch.refusal is not None
+    assert watch.refusal.kind == "TLS"
+    assert "ssl.ca.location" in str(watch.refusal)
 
 
 @pytest.mark.parametrize("code", [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
@@ -76,7 +81,8 @@ def test_a_refusal_told_to_the_error_callback_is_typed_and_names_server_principa
                                   KafkaError.CLUSTER_AUTHORIZATION_FAILED])
 def test_a_missing_acl_is_an_authorization_refusal_naming_the_object(code: int) -> None:
     e = refused(KafkaError(code), {"bootstrap.servers": "b:9093", **PROPS}, "dead-letter topic dl")
-    assert e is not None and e.kind == "authorization"
+    assert e is not None
+    assert e.kind == "authorization"
     assert str(e).startswith("authorization refused by Kafka at b:9093 for principal User:trident: dead-letter topic dl")
     assert "the ACLs of User:trident on dead-letter topic dl" in str(e)
     assert refused(TRANSPORT, PROPS) is None
@@ -87,9 +93,12 @@ def test_discovery_raises_the_refusal_not_an_outage(monkeypatch: pytest.MonkeyPa
     coordinator = discovery.KafkaCoordinator(spout_config(), "topo")
     with pytest.raises(AccessRefusedError) as raised:
         coordinator.refresh()
-    assert raised.value.kind == "authentication" and raised.value.servers == "b:9093"
+    assert raised.value.kind == "authentication"
+    assert raised.value.servers == "b:9093"
     decision = FailurePolicy().decide(Failure(raised.value, txid=1, attempt=1))
-    assert decision.permanent and decision.exit_code == BAD_INPUT and decision.cause == "authentication"
+    assert decision.permanent
+    assert decision.exit_code == BAD_INPUT
+    assert decision.cause == "authentication"
     assert decision.reason == str(raised.value)
 
 
@@ -117,7 +126,8 @@ def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest
             except KafkaException as e:
                 raise SourceUnavailableError("b:9093", "watermarks timed out") from e
     assert isinstance(raised.value.__cause__, SourceUnavailableError)
-    assert pool.idle_count() == 0 and not pool._watches
+    assert pool.idle_count() == 0
+    assert not pool._watches
 
 
 def test_a_read_refused_by_an_acl_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,13 +162,15 @@ def test_librdkafka_repeats_are_shown_once_per_interval() -> None:
     assert shown == [True] + [False] * 29
     now[0] = 61.0
     late = record(301)
-    assert once.filter(late) and "29 identical lines in the last 60 s not shown" in late.getMessage()
+    assert once.filter(late)
+    assert "29 identical lines in the last 60 s not shown" in late.getMessage()
     assert once.filter(logging.LogRecord("x", logging.ERROR, __file__, 1, "another line", (), None))
 
 
 def test_every_client_config_gets_the_watch_and_the_rate_limited_logger() -> None:
     conf, watch = access.watched({"bootstrap.servers": "b:9093", **PROPS})
-    assert conf["error_cb"] is watch and conf["logger"] is access.LIBRDKAFKA_LOG
+    assert conf["error_cb"] is watch
+    assert conf["logger"] is access.LIBRDKAFKA_LOG
     assert "sasl.password" not in watch.conf  # the watch keeps only what it names
 
 
@@ -201,8 +213,10 @@ def test_scram_refusal_names_the_mechanism_to_check() -> None:
     assert props["sasl.mechanism"] == "SCRAM-SHA-512"
     e = refused(KafkaError(KafkaError._AUTHENTICATION, "SASL SCRAM-SHA-512 mechanism handshake failed: Broker: "
                            "Request not valid given the current SASL state"), {"bootstrap.servers": "b:9093", **props})
-    assert e is not None and e.kind == "authentication"
-    assert "check sasl.username, sasl.password and sasl.mechanism (SCRAM-SHA-512)" in str(e) and "scram-s3cret" not in str(e)
+    assert e is not None
+    assert e.kind == "authentication"
+    assert "check sasl.username, sasl.password and sasl.mechanism (SCRAM-SHA-512)" in str(e)
+    assert "scram-s3cret" not in str(e)
 
 
 def test_a_refusal_seen_before_a_success_is_no_verdict_on_a_later_outage(monkeypatch: pytest.MonkeyPatch) -> None:

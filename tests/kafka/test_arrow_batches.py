@@ -31,7 +31,8 @@ def test_offsets_with_and_without_gaps_and_missing_timestamps() -> None:
         assert batch.schema.equals(SCHEMA)
         rows = batch.to_pylist()
         assert [r["offset"] for r in rows] == offsets
-        assert [r["partition"] for r in rows] == [2] * 4 and [r["topic"] for r in rows] == ["t"] * 4
+        assert [r["partition"] for r in rows] == [2] * 4
+        assert [r["topic"] for r in rows] == ["t"] * 4
         assert [r["value"] for r in rows] == [b"v%d" % o for o in offsets]
         expected = [None if o == 7 else datetime.fromtimestamp((T0 + o) / 1000, UTC) for o in offsets]
         assert [r["timestamp"] for r in rows] == expected

@@ -36,16 +36,21 @@ def test_secrets_never_appear_in_reprs() -> None:
     """Config, spout, emitter and coordinator reprs redact password/secret properties and keep the rest."""
     spout = KafkaSpout(_cfg(), "topo")
     for text in (repr(spout.config), repr(spout), repr(spout.emitter()), str(spout)):
-        assert "hunter2" not in text and "k3y-pass" not in text and "s3cr3t" not in text
-        assert "alice" in text and "***" in text
+        assert "hunter2" not in text
+        assert "k3y-pass" not in text
+        assert "s3cr3t" not in text
+        assert "alice" in text
+        assert "***" in text
 
 
 def test_properties_pass_through_but_cannot_override_correctness_settings() -> None:
     """Every librdkafka property reaches the consumer config; reserved ones are refused with a clear message."""
     conf = _cfg().consumer_config("topo")
     assert {k: conf[k] for k in SECRETS} == SECRETS
-    assert conf["isolation.level"] == "read_committed" and conf["enable.auto.commit"] == "false"
-    assert conf["auto.offset.reset"] == "error" and conf["group.id"] == "trident-topo"
+    assert conf["isolation.level"] == "read_committed"
+    assert conf["enable.auto.commit"] == "false"
+    assert conf["auto.offset.reset"] == "error"
+    assert conf["group.id"] == "trident-topo"
     with pytest.raises(ValueError, match=r"auto.offset.reset"):
         KafkaSpoutConfig("b:9092", topics=("t",), properties={"auto.offset.reset": "earliest"})
 
@@ -58,7 +63,8 @@ def test_a_reading_consumer_prefetches_a_quarter_of_its_range(range_records: int
     conf = KafkaSpoutConfig("b:9092", topics=("t",)).consumer_config("topo", range_records=range_records)
     assert conf["queued.min.messages"] == str(queued)
     assert queued <= max(1024, range_records // 4)
-    assert conf["max.partition.fetch.bytes"] == "262144" and conf["fetch.queue.backoff.ms"] == "5"
+    assert conf["max.partition.fetch.bytes"] == "262144"
+    assert conf["fetch.queue.backoff.ms"] == "5"
     assert "queued.min.messages" not in KafkaSpoutConfig("b:9092", topics=("t",)).consumer_config("topo", role="plan")
     mine = KafkaSpoutConfig("b:9092", topics=("t",), properties={"queued.min.messages": "50000"})
     assert mine.consumer_config("topo", range_records=range_records)["queued.min.messages"] == "50000"
@@ -79,7 +85,8 @@ def test_invalid_settings_are_refused(kwargs: dict[str, object], message: str) -
 
 def test_config_is_hashable_and_equal_by_value() -> None:
     """Two configs with the same settings are equal and hash alike (properties included)."""
-    assert _cfg() == _cfg() and hash(_cfg()) == hash(_cfg())
+    assert _cfg() == _cfg()
+    assert hash(_cfg()) == hash(_cfg())
     other = KafkaSpoutConfig("b1:9092,b2:9092", topics=("events",), properties={**SECRETS, "sasl.password": "x"})
     assert other != _cfg()
 
@@ -94,14 +101,18 @@ def test_spouts_implement_the_protocols_and_pickle_without_clients() -> None:
     """Both spouts satisfy the protocols, and spout, emitter and a used coordinator round-trip through pickle."""
     for cls, kind in ((KafkaSpout, SpoutKind.OPAQUE), (TransactionalKafkaSpout, SpoutKind.TRANSACTIONAL)):
         spout = cls(_cfg(), "topo")
-        assert spout.kind is kind and isinstance(spout, PartitionedSpout)
+        assert spout.kind is kind
+        assert isinstance(spout, PartitionedSpout)
         assert isinstance(spout.emitter(), PartitionedEmitter)
         coord = spout.coordinator()
         assert isinstance(coord, PartitionedCoordinator)
         clone = pickle.loads(pickle.dumps(spout))
-        assert type(clone) is cls and clone.config == spout.config and clone.topology_id == "topo"
+        assert type(clone) is cls
+        assert clone.config == spout.config
+        assert clone.topology_id == "topo"
         em = pickle.loads(pickle.dumps(spout.emitter()))
-        assert em.kind is kind and em.config == spout.config
+        assert em.kind is kind
+        assert em.config == spout.config
         assert pickle.loads(pickle.dumps(coord)).config == spout.config
         coord.close()
 
@@ -111,7 +122,8 @@ def test_secrets_never_reach_log_lines(caplog: pytest.LogCaptureFixture) -> None
     spout = KafkaSpout(_cfg(), "topo")
     with caplog.at_level(logging.DEBUG):
         logging.getLogger("test").info("starting %s with %r", spout, spout.config)
-    assert "hunter2" not in caplog.text and "starting KafkaSpout" in caplog.text
+    assert "hunter2" not in caplog.text
+    assert "starting KafkaSpout" in caplog.text
 
 
 def test_pool_starts_empty_after_fork(monkeypatch: pytest.MonkeyPatch) -> None:

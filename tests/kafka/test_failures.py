@@ -38,7 +38,8 @@ def test_leaderless_partition_gets_an_empty_range_from_the_opaque_spout(kafka_cl
     assert em.plan_partition(Partition(topic, 1), last, 100) == PartitionMetadata(topic, 1, 4, 4, 0, "topo")
     assert em.plan_partition(Partition(topic, 1), None, 100) is None
     ok = em.plan_partition(Partition(topic, 0), None, 100)
-    assert ok is not None and (ok.first_offset, ok.next_offset) == (0, 10)
+    assert ok is not None
+    assert (ok.first_offset, ok.next_offset) == (0, 10)
 
 
 def test_leaderless_partition_makes_the_transactional_plan_raise(kafka_cluster: MockKafkaCluster) -> None:
@@ -62,7 +63,8 @@ def test_failed_watermark_query_is_unavailability_not_an_error(kafka_cluster: Mo
     kafka_cluster.push_request_errors(LIST_OFFSETS, NOT_LEADER, NOT_LEADER)
     assert em.plan_partition(Partition(topic, 0), last, 100) == PartitionMetadata(topic, 0, 5, 5, 0, "topo")
     after = em.plan_partition(Partition(topic, 0), last, 100)
-    assert after is not None and (after.first_offset, after.next_offset) == (5, 30)
+    assert after is not None
+    assert (after.first_offset, after.next_offset) == (5, 30)
 
 
 def test_frozen_range_on_a_down_broker_raises_then_reads_identically(kafka_cluster: MockKafkaCluster) -> None:

@@ -224,7 +224,8 @@ def test_transactional_spout_waits_for_a_down_broker(kafka_cluster: MockKafkaClu
     assert sum(committed.values()) == 60
     kafka_cluster.broker_down(2)
     assert [p.coord.step() for _ in range(3)] == ["failed"] * 3
-    assert p.counts() == committed and p.coord.committed_txid == 1
+    assert p.counts() == committed
+    assert p.coord.committed_txid == 1
     kafka_cluster.broker_up(2)
     p.coord.run_until_idle()
     assert p.counts() == truth(acked)

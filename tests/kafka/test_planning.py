@@ -41,7 +41,8 @@ def test_first_poll_earliest_starts_at_the_log_start(kafka_peer: KafkaPeer) -> N
     kafka_peer.delete_records(topic, 0, 4)
     meta = _emitter(kafka_peer, topic, first_poll=FirstPoll.EARLIEST).plan_partition(Partition(topic, 0), None, 100)
     assert _range(meta) == (4, 10, 6)
-    assert meta is not None and meta.topology_id == "topo"
+    assert meta is not None
+    assert meta.topology_id == "topo"
 
 
 def test_first_poll_latest_starts_at_the_end_then_follows(kafka_peer: KafkaPeer) -> None:
@@ -84,7 +85,8 @@ def test_timestamp_answer_is_used_and_clamped(kafka_peer: KafkaPeer, monkeypatch
     monkeypatch.setattr(em, "_offset_for_time", lambda p, ts: asked.append(ts) or answer)
     meta = em.plan_partition(Partition(topic, 0), None, 100)
     assert asked == [T0]
-    assert meta is not None and (meta.first_offset, meta.next_offset) == (expected_start, 10)
+    assert meta is not None
+    assert (meta.first_offset, meta.next_offset) == (expected_start, 10)
 
 
 # (strategy, start when last was stored by this topology, start when stored by another topology)

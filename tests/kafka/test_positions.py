@@ -148,7 +148,9 @@ def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
                 coord.step()
                 time.sleep(0.05)
         stopped = coord.stopped_by
-        assert stopped is not None and stopped.exit_code == FAILED and stopped.cause == "data_loss"
+        assert stopped is not None
+        assert stopped.exit_code == FAILED
+        assert stopped.cause == "data_loss"
         assert f"{topic}:0" in stopped.reason
         assert runs.counts() == truth(old)
     else:
@@ -158,7 +160,8 @@ def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
         assert runs.counts() == truth(old) + truth(new) + truth(more)
         assert runs.positions() == {Partition(topic, 0): 25}
         said = coord.last_data_loss  # what /readyz shows beside the pipeline's state
-        assert said is not None and f"{topic}:0 restarted below the stored next offset 30 (log end 20)" in said
+        assert said is not None
+        assert f"{topic}:0 restarted below the stored next offset 30 (log end 20)" in said
     assert runs.metrics.value("trident_data_loss_events_total", **events) == 1
 
 
@@ -181,7 +184,8 @@ def test_a_topic_recreated_under_a_frozen_txid_is_data_loss(kafka_peer: KafkaPee
     coord = runs.start([topic], data_loss=policy, faults=fail_commit_once)
     assert coord.step() == "failed"
     frozen = read_progress(runs.store).frozen
-    assert frozen is not None and frozen.txid == 2
+    assert frozen is not None
+    assert frozen.txid == 2
     recreate(kafka_peer, topic, 1)
     new = produce(runs.bootstrap, topic, spread(20, 1, tag="new"))
     coord = runs.start([topic], data_loss=policy)

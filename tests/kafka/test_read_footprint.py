@@ -67,7 +67,8 @@ def test_reading_a_range_runs_no_collection_and_never_leaves_the_collector_off(
     for batch in read_arrow(cfg, "topo", meta, batch_size=30_000):
         on_at_yield.append(gc.isenabled())
         rows += batch.num_rows
-    assert rows == 30_000 and on_at_yield == [True]
+    assert rows == 30_000
+    assert on_at_yield == [True]
     assert len(collections) <= 2, f"{len(collections)} collections during the read"
     messages: list[list[object]] = []
     for _ in range(30_000):  # as many live objects allocated outside a pause: collections do start

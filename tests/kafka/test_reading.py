@@ -162,7 +162,8 @@ def test_aborted_records_are_never_read_and_open_transactions_never_planned(kafk
     try:
         em = _spout(kafka_peer, topic, exact_record_counts=True).emitter()
         meta = em.plan_partition(Partition(topic, 0), None, 1000)
-        assert meta is not None and (meta.first_offset, meta.next_offset, meta.record_count) == (0, 8, 3)
+        assert meta is not None
+        assert (meta.first_offset, meta.next_offset, meta.record_count) == (0, 8, 3)
         assert [r.value for r in em.emit_partition(meta)] == [b"ok1", b"ok2", b"ok3"]
         assert pa.Table.from_batches(list(em.read_arrow(meta))).column("value").to_pylist() == [b"ok1", b"ok2", b"ok3"]
     finally:

@@ -36,7 +36,8 @@ def test_a_misspelled_topic_is_reported_and_logged_once(kafka_cluster: MockKafka
             assert coordinator.refresh() == []
             assert coordinator.refresh() == []
         assert coordinator.problem is not None
-        assert f"{topic}-typo" in coordinator.problem and kafka_cluster.bootstrap_servers() in coordinator.problem
+        assert f"{topic}-typo" in coordinator.problem
+        assert kafka_cluster.bootstrap_servers() in coordinator.problem
         warnings = [r.getMessage() for r in caplog.records if f"{topic}-typo" in r.getMessage()]
         assert len(warnings) == 1  # a change is logged, not every refresh
         kafka_cluster.create_topic(topic + "-typo", 1)
@@ -50,7 +51,8 @@ def test_a_pattern_that_matches_nothing_is_reported(kafka_cluster: MockKafkaClus
     coordinator = KafkaCoordinator(config(kafka_cluster.bootstrap_servers(), topic_pattern="nothing-[0-9]+"), "topo")
     try:
         assert coordinator.refresh() == []
-        assert coordinator.problem is not None and "nothing-[0-9]+" in coordinator.problem
+        assert coordinator.problem is not None
+        assert "nothing-[0-9]+" in coordinator.problem
     finally:
         coordinator.close()
 
@@ -73,7 +75,9 @@ def test_an_unknown_librdkafka_property_is_permanent_naming_it() -> None:
     finally:
         coordinator.close()
     decision = FailurePolicy().decide(Failure(info.value, txid=1, attempt=1))
-    assert decision.permanent and decision.exit_code == BAD_INPUT and "fetch.wiat.max.ms" in decision.reason
+    assert decision.permanent
+    assert decision.exit_code == BAD_INPUT
+    assert "fetch.wiat.max.ms" in decision.reason
 
 
 def test_an_opaque_spout_logs_the_partition_it_skips_and_its_lag_is_unknown(

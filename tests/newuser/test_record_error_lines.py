@@ -33,14 +33,16 @@ def test_skipping_a_txids_bad_records_is_one_line_naming_the_first(caplog: Any) 
                         "t[1]@99: The value 'x99' of the type \"STRING\" cannot be cast to \"INT\" because it is "
                         "malformed."]
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
-    assert len(debug) == 200 and "t[1]@19999" in debug[-1]
+    assert len(debug) == 200
+    assert "t[1]@19999" in debug[-1]
 
 
 def test_an_error_text_without_a_short_first_sentence_is_cut() -> None:
     assert brief("a\n  b") == "a b"
     assert brief("SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero. Use `try_divide`.",
                  "DIVIDE_BY_ZERO") == "Division by zero."
-    assert len(brief("x" * 500)) == 160 and brief("x" * 500).endswith("...")
+    assert len(brief("x" * 500)) == 160
+    assert brief("x" * 500).endswith("...")
 
 
 class Clock:

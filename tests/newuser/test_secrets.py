@@ -17,7 +17,8 @@ SECURED = ROOT / "examples" / "wordcount.yaml"
 def test_both_missing_secrets_are_named_at_once() -> None:
     with pytest.raises(ConfigError) as e:
         load(SECURED, env={})
-    assert "TRIDENT_KAFKA_SASL_PASSWORD" in str(e.value) and "TRIDENT_CASSANDRA_PASSWORD" in str(e.value)
+    assert "TRIDENT_KAFKA_SASL_PASSWORD" in str(e.value)
+    assert "TRIDENT_CASSANDRA_PASSWORD" in str(e.value)
 
 
 def test_one_missing_secret_is_still_named() -> None:
@@ -32,4 +33,6 @@ def test_validate_names_both_in_one_line_exit_2() -> None:
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "TRIDENT_KAFKA_SASL_PASSWORD" in lines[0] and "TRIDENT_CASSANDRA_PASSWORD" in lines[0]
+    assert len(lines) == 1
+    assert "TRIDENT_KAFKA_SASL_PASSWORD" in lines[0]
+    assert "TRIDENT_CASSANDRA_PASSWORD" in lines[0]

@@ -50,7 +50,8 @@ def _run(tmp_path: Path, level: str) -> tuple[str, str]:
 
 def test_a_retried_task_and_spark_start_up_leave_no_traceback_or_banner(tmp_path: Path) -> None:
     out, err = _run(tmp_path, "INFO")
-    assert "count 10" in out and "failed NumberFormatException" in out
+    assert "count 10" in out
+    assert "failed NumberFormatException" in out
     assert "Traceback" not in err and "\tat " not in err and "Exception in task" not in err, err
     assert "log4j profile" not in err and "Setting default log level" not in err, err
     assert "NativeCodeLoader" not in err and "loopback address" not in err, err
@@ -61,4 +62,5 @@ def test_with_debug_spark_logs_as_it_does_by_itself(tmp_path: Path) -> None:
     """With the service at DEBUG, Spark's own log set-up applies: the retried task's traceback is there."""
     out, err = _run(tmp_path, "DEBUG")
     assert "count 10" in out
-    assert err.count("Using Spark's default log4j profile") >= 1 and "Traceback" in err
+    assert err.count("Using Spark's default log4j profile") >= 1
+    assert "Traceback" in err

@@ -138,7 +138,8 @@ def test_duplicate_pipeline_ids_are_refused() -> None:
     d = doc()
     d["pipelines"].append(dict(d["pipelines"][0]))
     e = error(d)
-    assert e.path == "pipelines[1].id" and "duplicate pipeline id 'word-count'" in e.message
+    assert e.path == "pipelines[1].id"
+    assert "duplicate pipeline id 'word-count'" in e.message
 
 
 def test_yaml_syntax_and_missing_files_are_config_errors(tmp_path: Path) -> None:
@@ -153,9 +154,11 @@ def test_environment_references_are_interpolated_and_missing_ones_named() -> Non
     """``${NAME}`` and ``${NAME:-default}`` read the environment; an unset name without default is an error."""
     d = doc(kafka__bootstrap_servers="${BROKERS}", pipelines__0__max_pending="${PENDING:-3}")
     cfg = parse(d, {"BROKERS": "k1:9092,k2:9092"})
-    assert cfg.kafka.bootstrap_servers == "k1:9092,k2:9092" and cfg.pipelines[0].max_pending == 3
+    assert cfg.kafka.bootstrap_servers == "k1:9092,k2:9092"
+    assert cfg.pipelines[0].max_pending == 3
     e = error(d)
-    assert e.path == "kafka.bootstrap_servers" and "environment variable BROKERS is not set" in e.message
+    assert e.path == "kafka.bootstrap_servers"
+    assert "environment variable BROKERS is not set" in e.message
 
 
 def test_secrets_come_from_the_environment_and_never_show() -> None:
@@ -166,7 +169,8 @@ def test_secrets_come_from_the_environment_and_never_show() -> None:
     cfg = parse(d, SECRETS)
     assert dict(cfg.kafka.properties)["sasl.password"] == "kafka-s3cret"
     cassandra = cfg.cassandra_settings()
-    assert cassandra is not None and cassandra.password is not None
+    assert cassandra is not None
+    assert cassandra.password is not None
     assert cassandra.password.get() == "cass-s3cret"
     compiled = compile_pipeline(cfg, "word-count")
     shown = " ".join([repr(cfg), repr(compiled.topology.spout), repr(compiled.state),
@@ -188,7 +192,8 @@ def test_defaults_fill_a_minimal_pipeline() -> None:
         (2, False, 30.0, Caps())
     assert (cfg.http.port, cfg.spark.master, cfg.service.shutdown_grace_s) == (9400, "local[*]", 30.0)
     c = compile_pipeline(cfg, p)
-    assert c.topology.sinks[0][1].name == "p" and c.topology.sinks[0][1].group_by == ()  # a global aggregate
+    assert c.topology.sinks[0][1].name == "p"
+    assert c.topology.sinks[0][1].group_by == ()  # a global aggregate
 
 
 PLAIN_TEXT = {"wordcount-local.yaml"}  # no password anywhere: a secret in the environment would be a mistake
@@ -205,7 +210,8 @@ def test_examples_validate(path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(path)], cwd=ROOT,
                          env={"PATH": "/usr/bin:/bin", **secrets}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "valid" in out.stderr and "kafka-s3cret" not in out.stdout + out.stderr
+    assert "valid" in out.stderr
+    assert "kafka-s3cret" not in out.stdout + out.stderr
 
 
 def test_validate_command_reports_the_path_and_exits_non_zero(tmp_path: Path) -> None:
@@ -286,7 +292,8 @@ def test_config_and_python_api_build_equal_plans() -> None:
     assert from_config.state == state
     assert from_config.topology.spout.config == spout_config
     (s1, sink1), (s2, sink2) = from_config.topology.sinks[0], topology.sinks[0]
-    assert s1.transforms == s2.transforms and sink1 == sink2
+    assert s1.transforms == s2.transforms
+    assert sink1 == sink2
     assert coordinator_config(cfg, cfg.pipelines[0]) == coordinator
 
 

@@ -116,7 +116,8 @@ class SalesProducer(threading.Thread):
         if self.ident is not None:
             self.join(60)
         assert not self.errors, self.errors[:5]
-        assert self._producer.flush(30) == 0 and self.acked == self.sent
+        assert self._producer.flush(30) == 0
+        assert self.acked == self.sent
         return dict(self.truth)
 
 

@@ -35,12 +35,15 @@ def test_an_unknown_librdkafka_property_stops_the_service_with_exit_2_naming_it(
     config.write_text(yaml.safe_dump(doc))
     service = ServiceProcess(config, tmp_path / "service.log", port).start()
     try:
-        assert service.proc is not None and service.proc.wait(200) == 2
+        assert service.proc is not None
+        assert service.proc.wait(200) == 2
     finally:
         service.cleanup()
     log = service.run_log()
-    assert "kafka.properties.fetch.wiat.max.ms" in log and "No such configuration property" in log
-    assert "attempt" not in log and "starting Spark" not in log  # decided at once, before Spark
+    assert "kafka.properties.fetch.wiat.max.ms" in log
+    assert "No such configuration property" in log
+    assert "attempt" not in log
+    assert "starting Spark" not in log  # decided at once, before Spark
 
 
 @pytest.mark.slow
@@ -61,8 +64,11 @@ def test_a_missing_topic_is_degraded_with_the_reason(kafka: MockKafkaCluster, tm
                 break
             time.sleep(0.5)
         pipeline = body["pipelines"]["kill-test"]
-        assert status == 503 and pipeline["state"] == "degraded" and not pipeline["ready"]
-        assert "'wrods' not found" in pipeline["reason"] and kafka.bootstrap_servers() in pipeline["reason"]
+        assert status == 503
+        assert pipeline["state"] == "degraded"
+        assert not pipeline["ready"]
+        assert "'wrods' not found" in pipeline["reason"]
+        assert kafka.bootstrap_servers() in pipeline["reason"]
         _, metrics = service.get("/metrics")
         assert b'trident_pipeline_state{pipeline="kill-test",state="degraded"} 1.0' in metrics
         assert service.terminate() == 0

@@ -57,14 +57,17 @@ def test_readyz_follows_the_readiness_check(served: tuple[HttpServer, Readiness,
     """/readyz is 503 with the per-pipeline reason until ready, then 200; a failing check is 503, not a crash."""
     server, readiness, _ = served
     status, ctype, body = get(server, "/readyz")
-    assert status == 503 and ctype == "application/json"
+    assert status == 503
+    assert ctype == "application/json"
     assert json.loads(body) == {"ready": False, "pipelines": {"p": {"ready": False, "lease_held": False}}}
     readiness.ready = True
     status, _, body = get(server, "/readyz")
-    assert status == 200 and json.loads(body)["ready"] is True
+    assert status == 200
+    assert json.loads(body)["ready"] is True
     readiness.fail = True
     status, _, body = get(server, "/readyz")
-    assert status == 503 and "store unreachable" in json.loads(body)["error"]
+    assert status == 503
+    assert "store unreachable" in json.loads(body)["error"]
 
 
 def test_metrics_exposes_the_trident_metrics(served: tuple[HttpServer, Readiness, Metrics]) -> None:
@@ -75,7 +78,8 @@ def test_metrics_exposes_the_trident_metrics(served: tuple[HttpServer, Readiness
     metrics.lease_held.labels("p").set(1)
     status, ctype, body = get(server, "/metrics")
     text = body.decode()
-    assert status == 200 and ctype.startswith("text/plain")
+    assert status == 200
+    assert ctype.startswith("text/plain")
     assert 'trident_batches_total{outcome="committed",pipeline="p"} 3.0' in text
     assert 'trident_committed_txid{pipeline="p"} 42.0' in text
     assert 'trident_lease_held{pipeline="p"} 1.0' in text
@@ -88,4 +92,5 @@ def test_unknown_paths_are_404(served: tuple[HttpServer, Readiness, Metrics]) ->
     """Anything else is a 404 that names the three endpoints."""
     server, _, _ = served
     status, _, body = get(server, "/")
-    assert status == 404 and b"/readyz" in body
+    assert status == 404
+    assert b"/readyz" in body

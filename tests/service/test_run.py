@@ -101,10 +101,12 @@ def test_sigterm_exits_zero_releases_the_lease_and_the_next_run_resumes(kafka: M
         assert 'trident_partition_lag{partition="0",pipeline="kill-test",topic="words"} 0.0' in metrics
 
         assert service.terminate() == 0
-        assert word_counts(db) == dict(truth) and sentence_total(db) == 1500  # nothing counted late, while stopping
+        assert word_counts(db) == dict(truth)
+        assert sentence_total(db) == 1500  # nothing counted late, while stopping
         first = committed_txid(db, "kill-test")
         owner, _, expires = lease_row(db, "kill-test")
-        assert owner is None and expires == 0  # released: a successor starts at once
+        assert owner is None
+        assert expires == 0  # released: a successor starts at once
 
         more = SentenceProducer(kafka.bootstrap_servers(), "words", 3, seed=2)
         for _ in range(600):
@@ -148,7 +150,8 @@ def test_a_lease_held_by_another_owner_makes_the_service_a_standby_until_it_is_r
             assert time.monotonic() < deadline, service.tail()
             time.sleep(0.2)
         status, body = service.readyz()
-        assert status == 503 and body["pipelines"]["kill-test"]["role"] == "standby"
+        assert status == 503
+        assert body["pipelines"]["kill-test"]["role"] == "standby"
         assert lease_row(db, "kill-test")[:2] == ("another-pod", epoch)
         holder.release_lease("another-pod", epoch)
         service.wait_ready(timeout=60)  # taken over at its next poll (at most 5 s later)

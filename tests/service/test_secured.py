@@ -300,7 +300,8 @@ def test_a_wrong_kafka_password_stops_run_with_exit_2_naming_principal_and_setti
     log, _ = refused_run(secured, tmp_path, kafka_password="not-the-password")
     line = _stopped_line(log)
     assert f"authentication refused by Kafka at {secured.stack.sasl_bootstrap} for principal User:trident" in line
-    assert "Invalid username or password" in line and "check sasl.username, sasl.password" in line
+    assert "Invalid username or password" in line
+    assert "check sasl.username, sasl.password" in line
     assert "not-the-password" not in log
 
 
@@ -310,7 +311,8 @@ def test_an_untrusted_kafka_certificate_stops_run_with_exit_2_naming_the_ca_sett
     log, _ = refused_run(secured, tmp_path, kafka_ca=secured.stack.other_ca.ca_pem)
     line = _stopped_line(log)
     assert f"TLS refused by Kafka at {secured.stack.sasl_bootstrap} for principal User:trident" in line
-    assert "certificate verify failed" in line and "check ssl.ca.location" in line
+    assert "certificate verify failed" in line
+    assert "check ssl.ca.location" in line
 
 
 @pytest.mark.timeout(300)
@@ -318,7 +320,9 @@ def test_a_missing_kafka_acl_stops_run_with_exit_2_as_authorization_refused(secu
                                                                            tmp_path: Path) -> None:
     log, _ = refused_run(secured, tmp_path, kafka_user="stranger")  # a valid user without any ACL
     line = _stopped_line(log)
-    assert "authorization refused by Kafka" in line and "User:stranger" in line and f"topic {TOPIC}" in line
+    assert "authorization refused by Kafka" in line
+    assert "User:stranger" in line
+    assert f"topic {TOPIC}" in line
     assert "authentication refused" not in log
 
 
@@ -339,7 +343,8 @@ def test_a_wrong_cassandra_password_stops_run_with_exit_2_in_one_line(secured: S
     log, _ = refused_run(secured, tmp_path, cassandra_password="not-the-password")
     line = _stopped_line(log)
     assert "start-up failed: authentication refused by Cassandra at 127.0.0.1:" in line
-    assert "for role trident" in line and "TRIDENT_CASSANDRA_PASSWORD" in line
+    assert "for role trident" in line
+    assert "TRIDENT_CASSANDRA_PASSWORD" in line
     assert "not-the-password" not in log
 
 
@@ -347,7 +352,8 @@ def test_a_wrong_cassandra_password_stops_run_with_exit_2_in_one_line(secured: S
 def test_an_untrusted_cassandra_certificate_stops_run_with_exit_2(secured: Secured, tmp_path: Path) -> None:
     log, _ = refused_run(secured, tmp_path, cassandra_ca=secured.stack.other_ca.ca_pem)
     line = _stopped_line(log)
-    assert "start-up failed: TLS refused by Cassandra at 127.0.0.1:" in line and "cassandra.tls.ca_file" in line
+    assert "start-up failed: TLS refused by Cassandra at 127.0.0.1:" in line
+    assert "cassandra.tls.ca_file" in line
 
 
 @pytest.mark.timeout(300)
@@ -355,7 +361,8 @@ def test_a_missing_cassandra_grant_stops_run_with_exit_2_as_authorization_refuse
                                                                                  tmp_path: Path) -> None:
     log, _ = refused_run(secured, tmp_path, cassandra_user="onlyreads")
     line = _stopped_line(log)
-    assert "authorization refused by Cassandra for role onlyreads" in line and "CREATE" in line
+    assert "authorization refused by Cassandra for role onlyreads" in line
+    assert "CREATE" in line
 
 
 @pytest.mark.timeout(600)
@@ -369,8 +376,10 @@ def test_a_missing_write_acl_on_the_dead_letter_topic_stops_run_with_exit_2_as_a
     log = service.run_log()
     assert code == 2, log[-3000:]
     line = _stopped_line(log)
-    assert "authorization refused by Kafka" in line and "User:nodlwrite" in line
-    assert f"dead-letter topic {DEAD_LETTERS}" in line and "authentication refused" not in log
+    assert "authorization refused by Kafka" in line
+    assert "User:nodlwrite" in line
+    assert f"dead-letter topic {DEAD_LETTERS}" in line
+    assert "authentication refused" not in log
     assert stored_counts(secured, "word_counts_nodl") == {}  # the first txid holds a poison sentence
     assert dead_letter_sources(secured.stack) == letters
 

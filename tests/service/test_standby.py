@@ -75,10 +75,12 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         standby.start()
         wait_for("standby", lambda: pipeline_status(standby).get("role") == "standby", 180, standby, active)
         status, body = standby.readyz()
-        assert status == 503 and body["pipelines"][PIPELINE]["lease_held"] is False
+        assert status == 503
+        assert body["pipelines"][PIPELINE]["lease_held"] is False
         assert lease_held_metric(standby) == 0
         row = lease_row(db, PIPELINE)
-        assert row is not None and row[0] is not None
+        assert row is not None
+        assert row[0] is not None
         assert re.search(rf"standby; the lease is held by {re.escape(row[0])} \(epoch \d+\) until", standby.run_log())
         active_owner, active_epoch = row[0], row[1]
         wait_for("a commit by the active instance", lambda: active.commits_this_run() >= 2, 60, active)
@@ -100,8 +102,11 @@ def test_a_standby_takes_over_after_the_active_instance_is_killed(kafka: MockKaf
         assert took_lease <= TTL + 1.5, f"took the lease {took_lease:.1f} s after the kill"
         assert took <= TTL + batch_s + 2.0, f"first commit {took:.1f} s after the kill (batch {batch_s:.1f} s)"
         row = lease_row(db, PIPELINE)
-        assert row is not None and row[0] != active_owner and row[1] == active_epoch + 1
-        assert standby.readyz()[0] == 200 and lease_held_metric(standby) == 1
+        assert row is not None
+        assert row[0] != active_owner
+        assert row[1] == active_epoch + 1
+        assert standby.readyz()[0] == 200
+        assert lease_held_metric(standby) == 1
 
         truth = producer.stop()
         wait_for("the drain", lambda: word_counts(db) == dict(truth), 120, standby)

@@ -218,7 +218,8 @@ app.spark.isolation); the rounds and jobs
         assert coord.run_until_idle() == 1
     finally:
         coord.close()
-    assert reasons and all(r is not None and r.startswith("isolating bad records in txid 1: transform") for r in reasons)
+    assert reasons
+    assert all(r is not None and r.startswith("isolating bad records in txid 1: transform") for r in reasons)
     assert coord.source_problem is None
     lines = [r.getMessage() for r in caplog.records if r.name == "app.spark.isolation"]
     assert len(lines) == 5, lines  # start, the capturing round, the naming round, the summary, the first records

@@ -184,7 +184,8 @@ def test_dead_letter_writes_each_poison_record_once_across_a_replay(spark: Any, 
         stage, reason = data.poison[coords]
         assert headers["trident.stage"] == stage.value.encode()
         assert headers["trident.error.class"] == reason.encode()
-        assert int(headers["trident.source.timestamp"]) > 0 and headers["trident.pipeline"] == b"bad-dlq"
+        assert int(headers["trident.source.timestamp"]) > 0
+        assert headers["trident.pipeline"] == b"bad-dlq"
     for stage, reason in POISON.values():
         assert metrics.value("trident_bad_records_total", pipeline="bad-dlq", stage=stage.value, reason=reason,
                              action="dead_letter") == 1
@@ -203,7 +204,8 @@ def test_fail_stops_within_the_txid_naming_the_record(spark: Any, spark_kafka: A
     with pytest.raises(BadRecordError) as raised:
         run(spark, topology("bad-fail", data, spark_kafka, factory, ErrorPolicy()), factory, metrics)
     coord_text = f"{coords[0]}[{coords[1]}]@{coords[2]}"
-    assert coord_text in str(raised.value) and reason in str(raised.value)
+    assert coord_text in str(raised.value)
+    assert reason in str(raised.value)
     assert metrics.value("trident_batch_replays_total", pipeline="bad-fail") == 0  # within one txid
     assert metrics.value("trident_bad_records_total", pipeline="bad-fail", stage=stage.value, reason=reason,
                          action="fail") == 1

@@ -83,8 +83,10 @@ def test_a_dropped_table_stops_the_pipeline_and_is_never_created_again(
             coord.run_until_idle()
     finally:
         coord.close()
-    assert running.value.committed_txid == last and f"{settings.keyspace}.word_counts" in str(running.value)
-    assert coord.stopped_by is not None and coord.stopped_by.exit_code == 2
+    assert running.value.committed_txid == last
+    assert f"{settings.keyspace}.word_counts" in str(running.value)
+    assert coord.stopped_by is not None
+    assert coord.stopped_by.exit_code == 2
     assert coord.committed_txid == last
     assert not _table_exists(client, settings.keyspace, "word_counts")
 
@@ -94,8 +96,10 @@ def test_a_dropped_table_stops_the_pipeline_and_is_never_created_again(
             restarted.run_until_idle()
     finally:
         restarted.close()
-    assert at_start.value.committed_txid == last and restarted.stopped_by is not None
-    assert restarted.stopped_by.exit_code == 2 and f"txid {last}" in restarted.stopped_by.reason
+    assert at_start.value.committed_txid == last
+    assert restarted.stopped_by is not None
+    assert restarted.stopped_by.exit_code == 2
+    assert f"txid {last}" in restarted.stopped_by.reason
     assert not _table_exists(client, settings.keyspace, "word_counts")
 
     # the way out: a rewind that empties the state (here its record: the txid it committed, reset_state)
@@ -206,5 +210,6 @@ def test_a_key_cassandra_refuses_under_fail_names_the_record(spark: Any, real_ka
         coord.close()
     (t_, p, o), = bad
     assert f"{t_}[{p}]@{o}" in str(e.value)
-    assert coord.stopped_by is not None and coord.stopped_by.exit_code == 1
+    assert coord.stopped_by is not None
+    assert coord.stopped_by.exit_code == 1
     assert metrics.value("trident_batch_replays_total", pipeline=name) == 0

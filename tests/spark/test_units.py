@@ -55,7 +55,8 @@ def test_a_local_master_shuffles_into_a_partition_per_core(master: str, cores: i
 
 def test_a_cluster_master_keeps_spark_own_partitioning() -> None:
     conf = default_conf("spark://host:7077")
-    assert "spark.sql.shuffle.partitions" not in conf and "spark.default.parallelism" not in conf
+    assert "spark.sql.shuffle.partitions" not in conf
+    assert "spark.default.parallelism" not in conf
 
 
 def _sqlite(tmp_path: Path, kind: StateKind = StateKind.OPAQUE) -> StateFactory:
@@ -169,7 +170,8 @@ def test_fatal_records_round_trip_without_the_message(error: Exception) -> None:
     fields = dict(vars(error))
     error.args = ("reworded",)
     again = fatal.decode(fatal.encode(error))
-    assert type(again) is type(error) and vars(again) == fields
+    assert type(again) is type(error)
+    assert vars(again) == fields
 
 
 def test_only_fatal_and_configuration_state_errors_are_carried() -> None:
@@ -201,7 +203,8 @@ def test_packed_ranges_are_each_read_once_in_balanced_groups(counts: list[int], 
     exceeds the lightest by one range at most; the same plan packs the same way whatever its order."""
     ranges = [PartitionMetadata("t", p, 0, max(n, 1), n, "x") for p, n in enumerate(counts)]
     groups = pack_ranges(ranges, tasks)
-    assert len(groups) == min(tasks, len(ranges)) and all(groups)
+    assert len(groups) == min(tasks, len(ranges))
+    assert all(groups)
     assert sorted((m for g in groups for m in g), key=lambda m: m.partition) == ranges
     weights = [sum(max(1, m.record_count) for m in g) for g in groups]
     assert max(weights) - min(weights) <= max(max(1, n) for n in counts)

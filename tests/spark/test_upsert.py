@@ -116,7 +116,8 @@ def test_latest_and_first_into_sqlite(spark: Any, spark_kafka: Any, tmp_path: Pa
     assert {r[0]: (r[1], r[2]) for r in firsts} == want_first
     assert query(latest, keys) == [want_latest.get(k) for k in keys]
     assert query(first, keys[:3]) == [want_first.get(k) for k in keys[:3]]
-    assert stored_spec(latest).tombstones and stored_spec(latest).value[0].stamped
+    assert stored_spec(latest).tombstones
+    assert stored_spec(latest).value[0].stamped
 
 
 def test_latest_into_cassandra_with_a_ttl(spark: Any, spark_kafka: Any, cql_server_session: Any) -> None:
@@ -142,7 +143,8 @@ def test_latest_into_cassandra_with_a_ttl(spark: Any, spark_kafka: Any, cql_serv
         ttls = [r[0] for r in session.execute("SELECT TTL(amount) FROM accounts")]
     finally:
         cluster.shutdown()
-    assert ttls and all(t is None or 86_000 < t <= 86_400 for t in ttls)  # None: a null amount has no cell
+    assert ttls
+    assert all(t is None or 86_000 < t <= 86_400 for t in ttls)  # None: a null amount has no cell
     assert any(t is not None for t in ttls)
     keys = sorted({a[0] for a in acked})
     assert query(latest, keys) == [want.get(k) for k in keys]

@@ -63,7 +63,8 @@ def test_the_avro_upsert_example(spark: Any, spark_kafka: Any, cql_server_sessio
         producer.produce(topic, None if doc is None else serialize(doc, ctx), key=key.encode(),
                          partition=int(key[2:]) % partitions,  # a customer's records stay in order
                          on_delivery=lambda err, msg, k=key, d=doc: acked.append((k, msg.partition(), msg.offset(), d)))
-    assert producer.flush(30) == 0 and len(acked) == 500
+    assert producer.flush(30) == 0
+    assert len(acked) == 500
     for key, _, _offset, doc in sorted(acked, key=lambda a: (a[1], a[2])):
         last[key] = doc  # the last record of each key, in offset order
     config = example_config(topic, spark_kafka.bootstrap_servers(), registry.url, server, keyspace)
@@ -93,7 +94,8 @@ def test_the_avro_upsert_example(spark: Any, spark_kafka: Any, cql_server_sessio
                 assert 31_536_000 - 600 < ttl <= 31_536_000
     finally:
         cluster.shutdown()
-    assert any(d is None for d in last.values()) and any(d is not None for d in last.values())
+    assert any(d is None for d in last.values())
+    assert any(d is not None for d in last.values())
 
 
 def registry_client(server: SchemaRegistryServer) -> Any:

@@ -30,7 +30,8 @@ def test_a_warm_up_runs_the_stored_plan_and_opens_the_states_without_writing(spa
         table = sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"])
         progress = read_progress(store)
         documents = {k: store.get(k) for k in store.keys("")}
-        assert progress.committed_plan is not None and progress.committed_plan.record_count > 0
+        assert progress.committed_plan is not None
+        assert progress.committed_plan.record_count > 0
 
         standby = SparkExecutor(spark, topology)
         assert standby.warm_up(progress.committed_plan.head(10)) == standby.commit_partitions
@@ -40,7 +41,8 @@ def test_a_warm_up_runs_the_stored_plan_and_opens_the_states_without_writing(spa
         assert jobs and all(j is not None and j.status == "SUCCEEDED" for j in jobs), jobs
         assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == table
         assert {k: store.get(k) for k in store.keys("")} == documents
-        assert standby.reads.counts.value == {} and standby.reads.bad.value == {}  # nothing counted as read
+        assert standby.reads.counts.value == {}
+        assert standby.reads.bad.value == {}  # nothing counted as read
 
         active.run_until_idle()
     finally:

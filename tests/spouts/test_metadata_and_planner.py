@@ -66,7 +66,8 @@ class TestPlanner:
         src, parts = source_with([10, 10, 10])
         plan = plan_batch(1, parts, MemorySpout(src).emitter(), None, Caps(per_partition=4, per_batch=9))
         spans = [m.next_offset - m.first_offset for m in plan]
-        assert max(spans) <= 4 and sum(spans) == 9
+        assert max(spans) <= 4
+        assert sum(spans) == 9
 
     def test_successive_plans_tile_each_log_without_gaps_or_overlap(self) -> None:
         """Each batch starts at the previous batch's next_offset (never +1); together they cover every offset once."""

@@ -172,7 +172,8 @@ class TestCasLoopContract:
         result = cas_update(m, self.KEYS, computes, metrics=metrics)
         expected = [(i * 10 if i % 2 == 0 else 0) + 1 for i in range(60)]
         expected[3], expected[4] = 1004, 1005
-        assert result == expected and backing.multi_get(self.KEYS) == expected
+        assert result == expected
+        assert backing.multi_get(self.KEYS) == expected
         assert seen == {3: [None, 1003], 4: [40, 1004]}
         assert metrics.value("trident_cas_conflicts_total") == 2
 
@@ -185,7 +186,8 @@ class TestCasLoopContract:
                     else self.plus(1) for i in range(60)]
         with pytest.raises(CasRetriesExhaustedError) as e:
             cas_update(m, self.KEYS, computes, max_attempts=3, metrics=metrics)
-        assert e.value.keys == [self.KEYS[5]] and e.value.attempts == 3
+        assert e.value.keys == [self.KEYS[5]]
+        assert e.value.attempts == 3
         assert backing.multi_get(self.KEYS[:2]) == [1, 1]
         assert metrics.value("trident_cas_conflicts_total") == 3
 
@@ -207,7 +209,8 @@ class TestCasLoopContract:
 
         with pytest.raises(StaleBatchError) as e:
             cas_update(m, self.KEYS, [stale if i == 7 else self.plus(1) for i in range(60)], metrics=metrics)
-        assert e.value.key == self.KEYS[7] and e.value.stored_txid == 6
+        assert e.value.key == self.KEYS[7]
+        assert e.value.stored_txid == 6
 
 
 class TestMapStateReadsDuringCommit:

@@ -75,7 +75,8 @@ def test_wrong_guesses_cost_one_failed_lwt_each_then_misses_are_read() -> None:
     backing.reads = backing.cas = backing.failed = 0
     commit(state, 2, words[:10])
     assert (backing.reads, backing.cas, backing.failed) == (0, 19, 9)  # 9 wrong guesses, 10 writes
-    assert cache.absent_rate is not None and cache.absent_rate <= 0.5
+    assert cache.absent_rate is not None
+    assert cache.absent_rate <= 0.5
     backing.reads = backing.cas = backing.failed = 0
     commit(state, 3, words[10:])
     assert (backing.reads, backing.cas, backing.failed) == (10, 10, 0)

@@ -61,7 +61,8 @@ def test_reads_and_lwts_of_one_update_share_one_window(server: CqlServer, settin
         state = OpaqueMap(CassandraBackingMap(client.settings, WORDS, client=client, metrics=m), metrics=m)
         sent = Recording(client)
         commit(state, 1, keys)
-        assert sent.sent.count("read") == 400 and sent.sent.count("lwt") == 400
+        assert sent.sent.count("read") == 400
+        assert sent.sent.count("lwt") == 400
         first_lwt, last_read = sent.sent.index("lwt"), len(sent.sent) - 1 - sent.sent[::-1].index("read")
         assert first_lwt < 50 < 350 < last_read, (first_lwt, last_read)
         assert stored(server, settings) == {w: (1, 1, None) for (w,) in keys}
@@ -145,4 +146,5 @@ def test_benchmark_reports_the_requests_per_key_of_each_scenario() -> None:
     # Reads go out in windows of 64 until the first answers show the keys are new: how many windows leave
     # before that depends on the server's timing (1.32 on the CQL test server, about 1.5 on a real node),
     # so only the bounds that hold on any server; `make bench` reports the figure.
-    assert lwts == 1.0 and 1.0 < new < 2.0
+    assert lwts == 1.0
+    assert 1.0 < new < 2.0

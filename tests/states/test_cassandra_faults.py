@@ -257,7 +257,8 @@ class TestZombies:
         before = stored(server, settings)
         with pytest.raises(StaleBatchError) as err:
             commit(zombie, 3)
-        assert err.value.batch_txid == 3 and err.value.stored_txid == 4
+        assert err.value.batch_txid == 3
+        assert err.value.stored_txid == 4
         assert stored(server, settings) == before == truth(4)
 
 
@@ -288,7 +289,8 @@ class TestLeaseLostMidCommit:
         docs = {r["key"] for r in server.rows(settings.keyspace, "trident_state") if r["key"] is not None}
         assert docs == {"frozen/1", "frozen/2", "committed/1", "committed/2", "frozen/3"}
         # B resumes: 3 is frozen but not committed, so it replays 3 from the frozen ranges, then commits it.
-        assert store_b.get("frozen/3") == {"txid": 3} and store_b.get("committed/3") is None
+        assert store_b.get("frozen/3") == {"txid": 3}
+        assert store_b.get("committed/3") is None
         commit(state_b, 3)
         store_b.put("committed/3", {"txid": 3}, epoch=e2)
         assert stored(server, settings) == truth(3)

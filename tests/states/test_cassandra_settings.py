@@ -34,11 +34,13 @@ class TestSettings:
             "contact_points": "a.example, b.example", "port": 9142, "keyspace": "prod", "local_dc": "eu1",
             "username": "svc", "password": "hunter2", "tls": {"enabled": True, "ca_file": "/ca.pem"},
             "replication": {"class": "NetworkTopologyStrategy", "eu1": "3"}, "max_concurrency": 16})
-        assert s.contact_points == ("a.example", "b.example") and s.password == Secret("hunter2")
+        assert s.contact_points == ("a.example", "b.example")
+        assert s.password == Secret("hunter2")
         assert s.tls == TlsSettings(enabled=True, ca_file="/ca.pem")
         assert s.replication == (("class", "NetworkTopologyStrategy"), ("eu1", "3"))
         assert "hunter2" not in repr(s)
-        assert pickle.loads(pickle.dumps(s)) == s and hash(s) == hash(pickle.loads(pickle.dumps(s)))
+        assert pickle.loads(pickle.dumps(s)) == s
+        assert hash(s) == hash(pickle.loads(pickle.dumps(s)))
 
     @pytest.mark.parametrize("bad", [
         {"consistency": "SERIAL"}, {"serial_consistency": "QUORUM"}, {"username": "u"}, {"max_concurrency": 0},
@@ -76,7 +78,8 @@ class TestRetryDecision:
                                        KeyError("x")])
     def test_other_errors_are_raised(self, error: Exception) -> None:
         """Bugs and invalid requests are never retried."""
-        assert decide(error, lwt=False) is Decision.RAISE and decide(error, lwt=True) is Decision.RAISE
+        assert decide(error, lwt=False) is Decision.RAISE
+        assert decide(error, lwt=True) is Decision.RAISE
 
     def test_backoff_grows_exponentially_with_jitter_up_to_the_cap(self) -> None:
         """Each retry waits between half and all of min(cap, initial * 2**attempt)."""
@@ -110,4 +113,5 @@ def test_session_routes_token_aware_and_leaves_retries_to_us() -> None:
     assert isinstance(profile.load_balancing_policy, TokenAwarePolicy)
     assert profile.load_balancing_policy._child_policy.local_dc == "eu1"
     assert isinstance(profile.retry_policy, FallthroughRetryPolicy)
-    assert built["auth_provider"].username == "u" and built["ssl_context"] is not None  # type: ignore[union-attr]
+    assert built["auth_provider"].username == "u"
+    assert built["ssl_context"] is not None  # type: ignore[union-attr]

@@ -36,7 +36,8 @@ class TestLease:
         store = CassandraTransactionalStateStore(settings, "wc")
         e1 = store.acquire_lease("a", 30)
         row = lease_row(server, settings, "wc")
-        assert (row["owner"], row["epoch"]) == ("a", e1) and 0 < row["ttl"] <= 30
+        assert (row["owner"], row["epoch"]) == ("a", e1)
+        assert 0 < row["ttl"] <= 30
         server.advance_clock(31)
         row = lease_row(server, settings, "wc")
         assert (row["owner"], row["epoch"]) == (None, e1)
@@ -79,7 +80,9 @@ class TestLease:
         with pytest.raises(LeaseLostError):
             a.delete(["k"], epoch=e1)
         assert server.rows(settings.keyspace, "trident_state") == before
-        assert a.get("k") == 1 and a.get("new") is None and e2 == e1 + 1
+        assert a.get("k") == 1
+        assert a.get("new") is None
+        assert e2 == e1 + 1
 
 
 class TestUnknownOutcomes:
@@ -158,7 +161,8 @@ class TestUnknownOutcomes:
         e = store.acquire_lease("a", 30)
         fault = server.inject(Fault.write_timeout_cas(applied=applied, table="trident_state", statement="update"))
         store.release_lease("a", e)
-        assert fault.fired == 1 and lease_row(server, settings, "wc")["owner"] is None
+        assert fault.fired == 1
+        assert lease_row(server, settings, "wc")["owner"] is None
         assert CassandraTransactionalStateStore(settings, "wc").acquire_lease("b", 30) == e + 1
 
     @pytest.mark.parametrize("fault", [Fault.drop_connection(applied=True, table="trident_state", statement="update"),
@@ -171,7 +175,8 @@ class TestUnknownOutcomes:
         e = store.acquire_lease("a", 30)
         server.inject(fault)
         store.put("frozen/1", {"txid": 1}, epoch=e)
-        assert fault.fired == 1 and store.get("frozen/1") == {"txid": 1}
+        assert fault.fired == 1
+        assert store.get("frozen/1") == {"txid": 1}
 
 
 def fast(settings: CassandraSettings) -> CassandraSettings:
@@ -209,7 +214,8 @@ class TestUndecidedWrites:
         with pytest.raises(LwtUndecidedError) as raised:
             call(store, e)
         assert fault.fired == raised.value.attempts == 8
-        assert isinstance(raised.value.last, WriteTimeout) and "topology 'wc'" in raised.value.what
+        assert isinstance(raised.value.last, WriteTimeout)
+        assert "topology 'wc'" in raised.value.what
         server.clear_faults()
         assert store.get("k") == 1  # nothing was written by the undecided put or delete
 

@@ -69,7 +69,8 @@ def test_outcomes_in_order_with_at_most_size_in_flight() -> None:
 def test_requests_refused_before_leaving_are_outcomes_without_deep_recursion() -> None:
     n = 20 * MAX_DEPTH
     out = AsyncWindow(Session(refuse=True), [("s", (i,)) for i in range(n)], 4, None).run()  # type: ignore[arg-type]
-    assert len(out) == n and all(not ok and isinstance(e, ConnectionError) for ok, e in out)
+    assert len(out) == n
+    assert all(not ok and isinstance(e, ConnectionError) for ok, e in out)
     assert [str(e) for _, e in out] == [f"refused ({i},)" for i in range(n)]
 
 
@@ -136,4 +137,5 @@ def test_taking_with_nothing_outstanding_waits_the_timeout_not_a_busy_loop() -> 
     assert stream.take(timeout=0.2) == []
     assert time.monotonic() - start >= 0.19
     start = time.monotonic()
-    assert stream.take() == [] and time.monotonic() - start < 0.1
+    assert stream.take() == []
+    assert time.monotonic() - start < 0.1

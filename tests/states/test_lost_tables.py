@@ -43,7 +43,8 @@ def test_sqlite_open_without_create_names_the_table_and_txid_and_creates_nothing
     with pytest.raises(StateTableMissingError) as e:
         SqliteBackingMap(path, SPEC, create=False, committed_txid=7)
     assert (e.value.table, e.value.committed_txid) == ("word_counts", 7)
-    assert "word_counts" in str(e.value) and "txid 7" in str(e.value)
+    assert "word_counts" in str(e.value)
+    assert "txid 7" in str(e.value)
     assert "word_counts" not in _sqlite_tables(path)
 
 
@@ -97,7 +98,8 @@ def test_cassandra_table_dropped_is_typed_and_never_recreated(real: Any) -> None
         backing.multi_get([("a",)])
     with pytest.raises(StateTableMissingError) as again:
         CassandraBackingMap(real, SPEC, create=False, committed_txid=1)
-    assert again.value.committed_txid == 1 and "txid 1" in str(again.value)
+    assert again.value.committed_txid == 1
+    assert "txid 1" in str(again.value)
     assert not _cassandra_table_exists(client, real.keyspace, "word_counts")
 
 

@@ -68,7 +68,8 @@ class TestCompareAndSet:
         state = OpaqueMap(backing, metrics=metrics)
         assert opaque_commit(state, 5, {("k",): 3}) == [13]
         assert backing.data[("k",)] == OpaqueValue(5, 13, 10)
-        assert backing.gets == 1 and backing.cas_calls == 1  # recomputed value equals stored: no second write
+        assert backing.gets == 1
+        assert backing.cas_calls == 1  # recomputed value equals stored: no second write
         assert metrics.value("trident_cas_conflicts_total") == 1
 
     def test_conflict_with_an_older_writer_retries_and_applies(self) -> None:
@@ -86,7 +87,8 @@ class TestCompareAndSet:
         backing.data[("k",)] = OpaqueValue(4, 10, 6)
         with pytest.raises(StaleBatchError) as e:
             opaque_commit(OpaqueMap(backing), 5, {("k",): 3})
-        assert e.value.key == ("k",) and e.value.stored_txid == 6
+        assert e.value.key == ("k",)
+        assert e.value.stored_txid == 6
         assert backing.data[("k",)] == OpaqueValue(6, 20, 17)
 
     def test_retries_are_bounded(self) -> None:
@@ -95,7 +97,9 @@ class TestCompareAndSet:
         backing.data[("k",)] = OpaqueValue(4, 9, 6)
         with pytest.raises(CasRetriesExhaustedError) as e:
             opaque_commit(OpaqueMap(backing, max_cas_attempts=3), 5, {("k",): 1})
-        assert e.value.keys == [("k",)] and e.value.attempts == 3 and backing.cas_calls == 3
+        assert e.value.keys == [("k",)]
+        assert e.value.attempts == 3
+        assert backing.cas_calls == 3
 
     def test_unchanged_values_are_not_written(self) -> None:
         """Replaying an applied transactional batch sends no write at all."""
@@ -211,7 +215,8 @@ class TestCachedMap:
         cas_calls = backing.cas_calls
         assert opaque_commit(state, 4, {("a",): 1}) == [8]
         assert backing.data[("a",)] == OpaqueValue(4, 8, 7)
-        assert backing.cas_calls == cas_calls + 2 and backing.gets == gets  # one refused CAS, one applied, no read
+        assert backing.cas_calls == cas_calls + 2
+        assert backing.gets == gets  # one refused CAS, one applied, no read
 
     def test_lru_evicts_oldest(self) -> None:
         cache = CachedMap(MemoryBackingMap(), size=2)
@@ -239,9 +244,11 @@ class TestCachedMap:
         """The factory's stack over a CAS backing map is OpaqueMap(CasCachedMap(backing)), cache or not."""
         spec = MapSpec("words", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
         state = StateFactory(backend="memory", cache_size=10).make_state(spec)
-        assert isinstance(state, OpaqueMap) and isinstance(state.backing, CasCachedMap)
+        assert isinstance(state, OpaqueMap)
+        assert isinstance(state.backing, CasCachedMap)
         uncached = StateFactory(backend="memory", cache_size=0).make_state(spec)
-        assert isinstance(uncached.backing, CasBackingMap) and not isinstance(uncached.backing, CachedMap)
+        assert isinstance(uncached.backing, CasBackingMap)
+        assert not isinstance(uncached.backing, CachedMap)
 
 
 class TestAggregators:

@@ -116,7 +116,8 @@ def test_multi_cas_is_one_transaction_and_sees_repeated_keys(db: Path) -> None:
     metrics = StateMetrics(CollectorRegistry())
     m = SqliteBackingMap(db, COUNTER, metrics=metrics)
     results = m.multi_cas([("a",), ("a",), ("a",)], [None, 1, 1], [1, 2, 3])
-    assert [r.applied for r in results] == [True, True, False] and results[2].current == 2
+    assert [r.applied for r in results] == [True, True, False]
+    assert results[2].current == 2
     assert metrics.value("trident_state_requests_total", backend="sqlite", kind="cas") == 1
     m.close()
 
@@ -154,7 +155,8 @@ def test_store_fences_a_zombie_in_another_instance(db: Path) -> None:
     with pytest.raises(LeaseLostError) as err:
         a.put("commit/1", {"txid": 1}, epoch=e1)
     assert (err.value.epoch, err.value.current_epoch) == (e1, e2)
-    assert b.get("commit/1") is None and b.keys("") == []
+    assert b.get("commit/1") is None
+    assert b.keys("") == []
     a.close()
     b.close()
 
@@ -181,4 +183,5 @@ def test_a_state_file_in_a_missing_folder_is_created(tmp_path: Path) -> None:
     path = tmp_path / "not" / "yet" / "state.db"
     store = SqliteTransactionalStateStore(path, "wc")
     store.put("k", {"v": 1}, epoch=store.acquire_lease("a", 30))
-    assert store.get("k") == {"v": 1} and path.exists()
+    assert store.get("k") == {"v": 1}
+    assert path.exists()

@@ -110,8 +110,10 @@ class TestLeaseInfo:
         e = s.acquire_lease("a", 30)
         before = time.time()
         info = harness.reopen().lease_info()
-        assert isinstance(info, LeaseInfo) and (info.owner, info.epoch) == ("a", e)
-        assert info.expires_at is not None and before + 20 <= info.expires_at <= time.time() + 31
+        assert isinstance(info, LeaseInfo)
+        assert (info.owner, info.epoch) == ("a", e)
+        assert info.expires_at is not None
+        assert before + 20 <= info.expires_at <= time.time() + 31
         s.renew_lease("a", e, 30)  # reading took nothing: the owner still renews
         with pytest.raises(LeaseHeldError):
             harness.reopen().acquire_lease("b", 30)
@@ -124,7 +126,8 @@ class TestLeaseInfo:
         assert s.lease_info() is None
         e2 = s.acquire_lease("b", 30)
         info = s.lease_info()
-        assert info is not None and (info.owner, info.epoch) == ("b", e2)
+        assert info is not None
+        assert (info.owner, info.epoch) == ("b", e2)
         harness.expire_lease()
         assert harness.reopen().lease_info() is None
 
@@ -137,14 +140,16 @@ class TestRotatingState:
         r = RotatingTransactionalState(s, "spout", epoch=epoch, retention=3)
         for t in (1, 2, 3, 9, 10):
             r.override_state(t, {"t": t})
-        assert r.get_state(3) == {"t": 3} and r.get_state(4) is None
+        assert r.get_state(3) == {"t": 3}
+        assert r.get_state(4) is None
         assert r.get_previous_state(9) == {"t": 3}
         assert r.get_previous_state(1) is None
         assert r.get_last_state() == {"t": 10}
         r.rotate(10)  # keep txids >= 8
         assert r.txids == [9, 10]
         reloaded = RotatingTransactionalState(harness.reopen(), "spout", epoch=epoch, retention=3)
-        assert reloaded.txids == [9, 10] and reloaded.get_previous_state(10) == {"t": 9}
+        assert reloaded.txids == [9, 10]
+        assert reloaded.get_previous_state(10) == {"t": 9}
 
     def test_writes_of_a_zombie_are_fenced(self, harness: StoreHarness) -> None:
         """A rotating state holding an old epoch cannot override states after a takeover."""

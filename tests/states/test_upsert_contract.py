@@ -92,7 +92,8 @@ class TestUpsertContract:
         commit(state, 2, {"a": tombstone(3)})
         assert seen(state, spec, ["a", "b"]) == [None, (8, "y")]
         stored = backend.map.multi_get(["a"])[0]
-        assert stored is not None and stored.txid == 2
+        assert stored is not None
+        assert stored.txid == 2
         if backend.reopen is not None:  # durable: a second instance reads the same row
             again = backend.reopen().multi_get(["a"])[0]
             assert again == stored

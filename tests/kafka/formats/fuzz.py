@@ -36,7 +36,8 @@ class DecodingProcess:
     def decode(self, decoder: Any, batches: list[list[bytes | None]]) -> list[Outcome]:
         """Each batch decoded by ``decoder`` in the process; :class:`Crashed` when the process dies."""
         proc = self._started()
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         try:
             write_frame(proc.stdin, pickle.dumps((decoder, batches)))
             answer = read_frame(proc.stdout)

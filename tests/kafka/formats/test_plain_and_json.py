@@ -30,7 +30,8 @@ def decoder(value: RecordFormat | str, key: RecordFormat | str = "bytes") -> Bat
 def test_bytes_and_string_keep_metadata_columns_and_nulls() -> None:
     raw = raw_batch([b"a", None, "é".encode()], keys=[b"k1", b"k2", None])
     out = decoder("string", key="string").decode(raw, None)
-    assert out.schema.field("value").type == pa.string() and out.schema.field("key").type == pa.string()
+    assert out.schema.field("value").type == pa.string()
+    assert out.schema.field("key").type == pa.string()
     assert out.column("value").to_pylist() == ["a", None, "é"]
     assert out.column("key").to_pylist() == ["k1", "k2", None]
     for name in ("topic", "partition", "offset", "timestamp", "headers"):
@@ -87,7 +88,8 @@ def test_json_bad_record_is_isolated_and_reported(value: bytes, reason: str) -> 
     out = decoder(RecordFormat.of({"type": "json", "fields": {"user": "string", "amount": "bigint"}})).decode(
         raw_batch(values, first_offset=1000, topic="sales", partition=4), bad)
     assert [(r.topic, r.partition, r.offset, r.stage, r.reason) for r in bad] == [("sales", 4, 1017, Stage.DECODE, reason)]
-    assert out.num_rows == 41 and 1017 not in out.column("offset").to_pylist()
+    assert out.num_rows == 41
+    assert 1017 not in out.column("offset").to_pylist()
     assert [v["amount"] for v in out.column("value").to_pylist()] == [*range(40), 9]
 
 
@@ -99,7 +101,8 @@ def test_json_many_bad_records_in_offset_order_and_bad_key() -> None:
                   key=RecordFormat.of({"type": "json", "fields": {"id": "int"}})).decode(raw_batch(values, keys), bad)
     # keys "1", "2"... are JSON numbers, not objects: every key is bad; the key is named in the message
     assert [r.offset for r in bad] == [100, 101, 102, 103, 104, 105]
-    assert all(r.message.startswith("key: ") for r in bad) and out.num_rows == 0
+    assert all(r.message.startswith("key: ") for r in bad)
+    assert out.num_rows == 0
     bad.clear()
     out = decoder(RecordFormat.of({"type": "json", "fields": {"n": "int"}})).decode(raw_batch(values, keys), bad)
     assert bad.by_offset() == {101: "json_invalid", 103: "json_type", 104: "json_invalid"}
@@ -147,7 +150,8 @@ def test_json_many_bad_records_mixed_through_a_batch_are_each_found() -> None:
             values.append(json.dumps({"n": i}).encode())
     bad = Collected()
     out = decoder(RecordFormat.of({"type": "json", "fields": {"n": "int"}})).decode(raw_batch(values), bad)
-    assert bad.by_offset() == expected and len(expected) > 50
+    assert bad.by_offset() == expected
+    assert len(expected) > 50
     assert [v["n"] for v in out.column("value").to_pylist()] == [o - 100 for o in range(100, 500) if o not in expected]
 
 

@@ -46,4 +46,5 @@ def test_read_arrow_decodes_and_reports_bad_records(kafka_cluster: Any) -> None:
 
 def test_bytes_formats_leave_the_raw_path_alone(kafka_cluster: Any) -> None:
     spout = KafkaSpout(config(kafka_cluster.bootstrap_servers(), topics=["t"]), "raw")
-    assert spout.decoder is None and spout.arrow_schema is SCHEMA
+    assert spout.decoder is None
+    assert spout.arrow_schema is SCHEMA
