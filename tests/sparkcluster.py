@@ -15,6 +15,7 @@ interpreter exit (atexit), by process group.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import signal
@@ -22,6 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from tests.service.helpers import free_port
 
@@ -52,7 +54,7 @@ class SparkCluster:
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
 
-    def __enter__(self) -> SparkCluster:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -136,11 +138,11 @@ class SparkCluster:
         """The end of every daemon's log, for a failure message."""
         out = []
         for log in sorted(self.root.glob("*.log")):
-            out.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
+            out.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))  # noqa: PERF401  a loop reads clearer here
         return "\n".join(out)
 
     def _spawn(self, name: str, main_class: str, *args: str) -> subprocess.Popen[bytes]:
-        with open(self.root / f"{name}.log", "ab") as out:
+        with open(self.root / f"{name}.log", "ab") as out:  # noqa: PTH123  a plain open() of a log path
             return subprocess.Popen([str(spark_home() / "bin" / "spark-class"), main_class, *args], cwd=self.root,
                                     env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -157,11 +159,7 @@ class SparkCluster:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(30)
-    except subprocess.TimeoutExpired:
-        pass

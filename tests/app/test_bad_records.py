@@ -94,7 +94,7 @@ def test_record_error_tells_record_errors_from_transient_ones() -> None:
     assert err.reason == "NULL_KEY"
     assert err.message == "null group-by key (sink s, key user)"
     assert record_error(RuntimeError("[USER_RAISED_EXCEPTION] TRIDENT_NULL_KEY: in a message only")) is None
-    assert record_error(RuntimeError("KafkaError{code=_TRANSPORT,val=-195,str=\"broker down\"}")) is None
+    assert record_error(RuntimeError('KafkaError{code=_TRANSPORT,val=-195,str="broker down"}')) is None
     assert record_error(ConnectionError("Cassandra is away")) is None
 
 

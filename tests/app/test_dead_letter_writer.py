@@ -184,7 +184,7 @@ def test_each_letter_is_written_once_across_a_second_write_and_a_producer_killed
     producer = dying._ready_producer()
 
     def die(timeout: float) -> None:
-        raise Killed()
+        raise Killed
 
     setattr(producer, "commit_transaction", die)  # noqa: B010 - the producer dies at its commit
     with pytest.raises(Killed):

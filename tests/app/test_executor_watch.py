@@ -132,7 +132,8 @@ def test_readyz_is_degraded_with_the_reason_until_executors_return(cluster: Mock
         w.poll()
         seen.now += 90
         status = runner.status(60.0)
-        assert status["state"] == "degraded" and not status["ready"], status
+        assert status["state"] == "degraded", status
+        assert not status["ready"], status
         assert status["reason"].startswith("no Spark executor for 90 s"), status
         assert metrics.value("trident_pipeline_state", pipeline="p1", state="degraded") == 1
         seen.executors = 2

@@ -109,8 +109,8 @@ class TestPolicy:
         from confluent_kafka import KafkaError
 
         kafka = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Broker: Topic authorization failed"))
-        cassandra = Unauthorized("Error from server: code=2100 [Unauthorized] message=\"User trident has no MODIFY "
-                                 "permission on <table ks.counts> or any of its parents\"")
+        cassandra = Unauthorized('Error from server: code=2100 [Unauthorized] message="User trident has no MODIFY '
+                                 'permission on <table ks.counts> or any of its parents"')
         for error in (kafka, cassandra):
             d = decide(error)
             assert d.permanent

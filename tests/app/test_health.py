@@ -30,13 +30,13 @@ from tests.kafka.helpers import produce, spread
 
 class TestAssess:
     def test_ready_only_when_active(self) -> None:
-        base: dict[str, Any] = dict(active=True, error=None, failing=None, source_problem=None, progress_age_s=1.0,
-                                    window_s=60.0, now=1000.0)
+        base: dict[str, Any] = {"active": True, "error": None, "failing": None, "source_problem": None, "progress_age_s": 1.0,
+                                    "window_s": 60.0, "now": 1000.0}
         assert assess(**base).ready
         cases = {
-            "failed": dict(error="DataLossError: ..."),
-            "standby": dict(active=False),
-            "degraded": dict(failing=("PartitionUnavailableError: broker down", 990.0)),
+            "failed": {"error": "DataLossError: ..."},
+            "standby": {"active": False},
+            "degraded": {"failing": ("PartitionUnavailableError: broker down", 990.0)},
         }
         for state, change in cases.items():
             h = assess(**{**base, **change})
@@ -243,7 +243,8 @@ def test_healthz_fails_when_a_leased_pipeline_makes_no_step_for_longer_than_the_
         assert _get(server.port, "/healthz")[0] == 200  # within the window
         time.sleep(0.7)
         status, body = _get(server.port, "/healthz")
-        assert status == 503 and b'"hung": [\n  "p1"\n ]' in body, body
+        assert status == 503, body
+        assert b'"hung": [\n  "p1"\n ]' in body, body
         executor.release.set()
         wait_for(lambda: _get(server.port, "/healthz")[0] == 200)
     finally:

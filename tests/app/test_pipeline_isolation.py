@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import yaml
@@ -82,7 +82,7 @@ class RunningService:
     def _run(self) -> None:
         self.exit_code = self.service.run()
 
-    def __enter__(self) -> RunningService:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
@@ -103,7 +103,7 @@ def test_a_lost_lease_stops_its_pipeline_only_and_the_other_goes_on(
         cluster: MockKafkaCluster, tmp_path: Path) -> None:
     lost = LeaseLostError("a", 1, 2)
     with RunningService(cluster, tmp_path, {"a": [lost]}) as running:
-        wait_for(lambda: running.runner("a").loop_done.is_set())
+        wait_for(running.runner("a").loop_done.is_set)
         b = running.runner("b")
         wait_for(lambda: running.state("b") == "active")
         ready, body = running.service.readiness()

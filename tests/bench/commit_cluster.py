@@ -29,7 +29,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from states.cassandra import CassandraSettings
 from tests.bench.commit_path import cassandra, load
@@ -63,7 +63,7 @@ class CacheFileWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cache-file-watch", daemon=True)
 
-    def __enter__(self) -> CacheFileWatch:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

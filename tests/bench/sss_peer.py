@@ -73,7 +73,7 @@ class SqliteCounts:
 
     def read(self) -> dict[str, int]:
         with sqlite3.connect(self.path) as conn:
-            return {w: n for w, n in conn.execute(f"SELECT word, n FROM {self.table}")}
+            return dict(conn.execute(f"SELECT word, n FROM {self.table}"))
 
 
 class CassandraCounters:

@@ -231,10 +231,10 @@ def bad_records(lane: Lane, budget: Budget) -> None:
 
 
 SCENARIO = (bad_records, {"rate": 80.0, "caps": (400, 1200)},
-            "JSON sales (value_format json with declared fields) with malformed records of fourteen kinds among them "
+            ("JSON sales (value_format json with declared fields) with malformed records of fourteen kinds among them "
             "until 10,000 were acknowledged: one in four fails decoding (random bytes, invalid UTF-8, a non-numeric "
             "or overflowing amount, a user that is not a string, an empty value, a JSON array, truncated JSON, 4 KB "
             "of garbage), one in 100 decodes with a null group-by key (no user, a null user, no value), one in 1,000 "
             "fails the transform (an amount of 0: division by zero; a negative amount: raise_error); "
             "errors: dead_letter; SIGKILLs at random moments; every malformed record must be in the dead-letter "
-            "topic exactly once")
+            "topic exactly once"))

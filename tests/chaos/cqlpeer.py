@@ -150,7 +150,7 @@ class CqlPeer(StoreDocuments):
         return self._local.proxy
 
     def start(self) -> CqlPeer:
-        out = open(self.log, "wb")
+        out = open(self.log, "wb")  # noqa: PTH123, SIM115  a plain open() of a log path; open for the child process's lifetime
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.chaos.cqlpeer", "--port", str(self.port),
                                       "--control", str(self.control_port)], cwd=ROOT, stdout=out,
                                      stderr=subprocess.STDOUT, start_new_session=True)

@@ -250,7 +250,7 @@ class Lane:
         for s in self.services:
             s.cleanup()
         if self.producer.is_alive():
-            try:
+            try:  # noqa: SIM105  the except reads as the intent
                 self.producer.stop()
             except Exception:  # noqa: BLE001 - closing anyway
                 pass

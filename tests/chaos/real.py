@@ -336,11 +336,11 @@ def real_servers(lane: Lane, budget: Budget) -> None:
 
 SCENARIO = (real_servers, {"instances": 3, "lease_ttl_s": 10.0, "rate": 60.0, "caps": (400, 1200),
                            "transactional": True},
-            "real Apache Kafka 3.3, Cassandra 4.0 and a Schema Registry (Karapace) in processes of their own: "
+            ("real Apache Kafka 3.3, Cassandra 4.0 and a Schema Registry (Karapace) in processes of their own: "
             "registry-framed JSON sales (json_schema) with malformed records of thirteen kinds (unframed, unknown "
             "schema id, bad JSON, wrong types; null keys one in 100, transform errors one in 1,000) dead-lettered; the producer in transactions, "
             "10% aborted on purpose; an active instance and its standby SIGKILLed at random moments and with a "
             "commit in flight, now and then in start-up, a third instance SIGKILLed in start-up while the run is "
             "behind its kill budget; every 25-55 s in turn Cassandra SIGKILLed with a txid "
             "frozen and not marked (commit log replayed on restart), the Kafka broker SIGKILLed while records "
-            "flow, the registry SIGKILLed; each restarted after 0-8 s")
+            "flow, the registry SIGKILLed; each restarted after 0-8 s"))

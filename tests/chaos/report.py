@@ -21,40 +21,40 @@ KILL_FIELDS = {f.name for f in fields(Kill)}  # runs saved by older harnesses ma
 METHOD = [
     "## How the faults are placed",
     "",
-    "- **SIGKILL** always goes to the whole process group: the service, Spark's JVM and its Python workers. "
+    ("- **SIGKILL** always goes to the whole process group: the service, Spark's JVM and its Python workers. "
     "Each kill records how far the process had got (from its log) and, read from the store once it settled, "
     "where it left the txid after the committed one: not frozen, frozen with no state written, or frozen "
-    "with part of its state written (the window the freeze exists for).",
-    "- **Random moments.** The random lane runs three instances (lease TTL 4 s). Two take turns: once the "
+    "with part of its state written (the window the freeze exists for)."),
+    ("- **Random moments.** The random lane runs three instances (lease TTL 4 s). Two take turns: once the "
     "standby is up and waiting, the active one is killed 0-20 s after a commit of its own (the standby takes "
     "over), and now and then the standby is killed as it is. The third is started and killed 0.3-40 s "
     "(log-uniform) into its start-up, again and again while the run is behind its kill budget, which reaches "
     "every stage: Python, Spark, the store, the lease. (Runs before harness 4 killed the active instance 0-4 s "
-    "after its first commit, so it rarely got further: those runs could not drain.)",
-    "- **Pacing.** Every lane lets the service it just killed commit again before its next kill at it, "
+    "after its first commit, so it rarely got further: those runs could not drain.)"),
+    ("- **Pacing.** Every lane lets the service it just killed commit again before its next kill at it, "
     "and the drain at the end lasts as long as the stored counts keep moving (up to 5 minutes without a "
-    "change, 30 in all): a shortfall while the backlog shrinks is not a loss.",
-    "- **Protocol points.** The CQL peer holds the next request that matches (a hold: the request waits "
+    "change, 30 in all): a shortfall while the backlog shrinks is not a loss."),
+    ("- **Protocol points.** The CQL peer holds the next request that matches (a hold: the request waits "
     "in the server until released). Per txid the coordinator writes the freeze (`UPDATE trident_state SET "
     "value ... IF epoch` of `batches/<txid>`), then one LWT per key on the state table, then the mark "
     "(the same UPDATE of `coordinator`). The harness holds the freeze (checking the store that it is one), "
     "then either kills there, or arms a hold on the k-th state LWT and kills when it arrives, or holds "
     "the mark and kills there; the held request is then released, so it lands after its sender died, as "
     "a request in flight may on a real cluster. Plan and process send no request of their own: a kill "
-    "right after a released mark lands in the next txid's plan, one 0.15-1.5 s later in its processing.",
-    "- **Standby and zombie.** The protocol lane runs three instances of one pipeline (lease TTL 4 s); "
+    "right after a released mark lands in the next txid's plan, one 0.15-1.5 s later in its processing."),
+    ("- **Standby and zombie.** The protocol lane runs three instances of one pipeline (lease TTL 4 s); "
     "each kill of the active one is followed by a takeover. A zombie is the active instance SIGSTOPped until "
-    "a standby has taken the lease and committed, then SIGCONTed: it must stop without committing.",
-    "- **Retention.** The producer pauses, the service drains (every acknowledged record counted, no txid "
+    "a standby has taken the lease and committed, then SIGCONTed: it must stop without committing."),
+    ("- **Retention.** The producer pauses, the service drains (every acknowledged record counted, no txid "
     "frozen), it is SIGKILLed, 50 records go to one partition and the first 30 of them are deleted "
-    "(`rd_kafka_mock_partition_delete_records`): exactly those 30 leave the truth.",
-    "- **Recovery** is the time from a SIGKILL to the next commit of a txid beyond the one committed when "
+    "(`rd_kafka_mock_partition_delete_records`): exactly those 30 leave the truth."),
+    ("- **Recovery** is the time from a SIGKILL to the next commit of a txid beyond the one committed when "
     "the kill settled (the store polled every 0.2 s), over kills that stopped the working instance (not a "
-    "standby's or a spare's while another instance worked) and whose restart was not itself killed first.",
-    "- **Aborted transactions** only in the real-server lane: librdkafka's mock serves aborted records to "
+    "standby's or a spare's while another instance worked) and whose restart was not itself killed first."),
+    ("- **Aborted transactions** only in the real-server lane: librdkafka's mock serves aborted records to "
     "`read_committed` consumers (a known gap, checked by `tests/kafka/test_mock_cluster.py`), so the mock "
-    "lanes' producers write committed transactions only.",
-    "- **Real servers** (the `real` lane, from run 6 on): the lane starts its own Apache Kafka 3.3 (KRaft, "
+    "lanes' producers write committed transactions only."),
+    ("- **Real servers** (the `real` lane, from run 6 on): the lane starts its own Apache Kafka 3.3 (KRaft, "
     "one node), Apache Cassandra 4.0 (one node) and Karapace (a Confluent-API Schema Registry) processes on "
     "loopback. The pipeline reads registry-framed JSON sales (`json_schema`), sums and counts them per user, "
     "and dead-letters malformed records. The producer writes in transactions and aborts one in ten on "
@@ -68,7 +68,7 @@ METHOD = [
     "and the dead-letter producer writes, the registry. A Cassandra restart takes longer than the lease "
     "TTL, so the active instance stops itself (exit 1, 'lease lost') and is restarted, as an orchestrator "
     "would. No request can be held at a real node, so kills there are aimed by what the store shows, not "
-    "by protocol point.",
+    "by protocol point."),
 ]
 
 
@@ -98,7 +98,7 @@ def recoveries(lane: Any) -> list[float]:
 
 
 def plot(lane: Any, path: Path) -> None:
-    import matplotlib
+    import matplotlib  # noqa: ICN001  the module's own name
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -154,13 +154,13 @@ def run_paragraph(lanes: list[Any], summary: dict[str, Any], number: int | None)
     loads = [load for _, load in summary["loads"]]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(summary["started"]))
     return [
-        f"**Run {'' if number is None else f'{number} '}({', '.join(lane.name for lane in lanes)}):** {started}, "
+        (f"**Run {'' if number is None else f'{number} '}({', '.join(lane.name for lane in lanes)}):** {started}, "
         f"seed {seed}, {total} SIGKILLs, "
         f"{summary['seconds'] / 60:.0f} minutes, "
         f"{'every scenario passed' if passed else 'AT LEAST ONE SCENARIO FAILED'}. "
         f"Machine: {summary['cpus']} cores shared with other work; load average before the run "
         f"{summary['load_before'][0]:.1f}, during it {min(loads, default=0):.1f}-{max(loads, default=0):.1f} "
-        f"(mean {statistics.fmean(loads) if loads else 0:.1f}). Reproduce: `{command(summary)}`.",
+        f"(mean {statistics.fmean(loads) if loads else 0:.1f}). Reproduce: `{command(summary)}`."),
         "",
     ]
 
@@ -205,14 +205,14 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
         "# Reliability: the chaos suite's figures",
         "",
         "Generated by `python -m tests.chaos` (`make chaos`) from the runs below; nothing here is typed by hand.",
-        "Every scenario runs real `python -m app run` processes (each with its Spark JVM and Python workers) "
+        ("Every scenario runs real `python -m app run` processes (each with its Spark JVM and Python workers) "
         "against its own librdkafka mock Kafka cluster (3 brokers) and its own CQL test server process (the "
         "`real` scenario: against real Kafka, Cassandra and Schema Registry processes of its own), while a "
         "producer writes at a steady rate. The truth is the set of records the producer's delivery reports "
         "acknowledged (for transactional producing: whose transaction committed), minus exactly the records "
         "retention removed before the service read them; it is compared with the stored counts key by key. "
         "*Lost* sums, over keys, how much a stored count falls short of the truth; *counted twice* how much it "
-        "exceeds it.",
+        "exceeds it."),
         "",
         headline(runs) + " A seed fixes every choice of moment, point, fault and duration; the machine's timing "
         "decides the interleaving.",
@@ -221,8 +221,8 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
           for line in run_paragraph(run_lanes, summary, i if len(runs) > 1 else None)],
         *METHOD,
         "",
-        "| scenario | result | SIGKILLs | other faults | records | keys | lost | counted twice | recovery p50 | "
-        "recovery p99 |",
+        ("| scenario | result | SIGKILLs | other faults | records | keys | lost | counted twice | recovery p50 | "
+        "recovery p99 |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for lane in lanes:
@@ -265,13 +265,13 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
                "as 'not frozen'; its protocol-point steering took the next coordinator write, freeze or mark, as "
                "the freeze)"),
             "- other faults: " + (", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none"),
-            f"- recovery, SIGKILL to the next commit (over {len(rec)} kills that stopped the working instance and "
+            (f"- recovery, SIGKILL to the next commit (over {len(rec)} kills that stopped the working instance and "
             f"whose restart was not killed first): p50 {fmt(percentile(rec, 50))}, p99 {fmt(percentile(rec, 99))}, max "
-            f"{fmt(max(rec) if rec else None)}",
+            f"{fmt(max(rec) if rec else None)}"),
             *([f"- final drain (faults and producer stopped, one instance catching up): {o.drain_s:.0f} s"]
               if o.drain_s is not None else []),
         ]
-        details = [f for f in lane.faults if f.kind in ("zombie",) or f.kind.startswith("truncation")]
+        details = [f for f in lane.faults if f.kind == "zombie" or f.kind.startswith("truncation")]
         server_kills = [f for f in lane.faults if f.kind.endswith(" SIGKILL")]
         for server in sorted({f.kind for f in server_kills}):
             mine = [f for f in server_kills if f.kind == server]
@@ -305,7 +305,7 @@ def cluster_section(record: Path) -> list[str]:
     return [
         "## Spark standalone cluster",
         "",
-        "`tests/service/test_spark_cluster.py` (CI runs it with the real servers; not part of the chaos runs "
+        ("`tests/service/test_spark_cluster.py` (CI runs it with the real servers; not part of the chaos runs "
         "above). One service instance runs the word count with `spark.master` a standalone master on loopback "
         "and two workers of 1 core each (`tests/sparkcluster.py`): its executors are JVMs of their own, with "
         "their own Python workers. A producer writes sentences (300 a second asked) to real Apache Kafka 3.3 "
@@ -315,13 +315,13 @@ def cluster_section(record: Path) -> list[str]:
         "frozen and not yet committed, and started again; once both executors run again one more executor is "
         "SIGKILLed. Then the producer stops, the service drains and stops, and every stored count is compared "
         "with the words of the sentences the producer's delivery reports acknowledged; the test also checks "
-        "that the service sized its tasks from the executors' cores.",
+        "that the service sized its tasks from the executors' cores."),
         "",
-        f"**{'Passed' if r['lost'] == 0 and r['twice'] == 0 else 'FAILED'}** on {r['started']}: lost "
+        (f"**{'Passed' if r['lost'] == 0 and r['twice'] == 0 else 'FAILED'}** on {r['started']}: lost "
         f"{r['lost']}, counted twice {r['twice']} ({r['differing']} keys differ) over {r['keys']} keys, "
         f"{r['words']} words in {r['sentences']} acknowledged sentences; {r['commits']} txid commits logged, "
         f"{r['seconds']:.0f} s in all. Machine: {r['cpus']} cores shared with other work; load average "
-        f"{r['load_before']:.1f} before, {r['load_after']:.1f} after.",
+        f"{r['load_before']:.1f} before, {r['load_after']:.1f} after."),
         "",
         "- SIGKILLs: " + "; ".join(r["kills"]),
         "",

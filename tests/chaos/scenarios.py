@@ -273,7 +273,7 @@ def cassandra_faults(lane: Lane, budget: Budget) -> None:
                               "after": rng.randint(0, 40), "times": 1})
             lane.fault(kind, "the connection of a state LWT is closed without an answer", hold_s=5.0,
                        undo=partial(rpc.remove, fid))
-            lane.fault("all connections dropped", "", lambda: rpc.disconnect())
+            lane.fault("all connections dropped", "", rpc.disconnect)
         elif kind == "outage":
             lane.fault("outage", "the node stops listening and every connection closes", rpc.down,
                        rng.uniform(5.0, 20.0), rpc.up)
@@ -342,21 +342,21 @@ def truncate_while_down(lane: Lane, s: ServiceProcess, burst: int = 50) -> tuple
 
 SCENARIOS: dict[str, tuple[Callable[[Lane, Budget], None], dict[str, object], str]] = {
     "random-kills": (random_kills, {"instances": 3, "lease_ttl_s": 4.0, "rate": 60.0},
-                     "SIGKILLs at random moments: of the active instance while it commits (its standby takes over), "
+                     ("SIGKILLs at random moments: of the active instance while it commits (its standby takes over), "
                      "of the standby, and of a third instance in start-up; Kafka brokers down/up and partition "
-                     "leader moves every 10-30 s"),
+                     "leader moves every 10-30 s")),
     "protocol-points": (protocol_points, {"instances": 3, "transactional": True, "lease_ttl_s": 4.0, "max_pending": 1,
                                           "rate": 40.0},
-                        "SIGKILLs steered to plan, process, freeze, each commit write and mark of the active "
+                        ("SIGKILLs steered to plan, process, freeze, each commit write and mark of the active "
                         "instance of three (two standbys; one takes over each time); every 10th round (from the 3rd) a "
                         "zombie: the active instance SIGSTOPped past its lease, then SIGCONT; producer in "
-                        "committed transactions"),
+                        "committed transactions")),
     "cassandra-faults": (cassandra_faults, {"transactional": True, "rate": 40.0},
-                         "CAS write timeouts applied and not applied (state LWTs, freeze and mark), dropped "
+                         ("CAS write timeouts applied and not applied (state LWTs, freeze and mark), dropped "
                          "connections applied and not, every connection dropped, Cassandra outages of 5-20 s, "
-                         "SIGKILLs"),
+                         "SIGKILLs")),
     "retention": (retention, {"rate": 40.0},
-                  "retention truncation of unread records: under data_loss fail (the service must stop, exit 1, "
+                  ("retention truncation of unread records: under data_loss fail (the service must stop, exit 1, "
                   "naming the partition), then under skip (the truth loses exactly the truncated records); "
-                  "SIGKILLs"),
+                  "SIGKILLs")),
 }

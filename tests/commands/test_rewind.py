@@ -184,7 +184,8 @@ def test_bad_targets_are_refused_naming_them(kafka_cluster: MockKafkaCluster, tm
     path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
     r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", to.format(topic=topic))
-    assert r.code == 2 and message in r.err, r.err
+    assert r.code == 2, r.err
+    assert message in r.err, r.err
 
 
 def test_mock_still_cannot_look_up_offsets_by_time(kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:

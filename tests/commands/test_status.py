@@ -51,7 +51,7 @@ def test_status_shows_lease_txids_and_lag(kafka_peer: KafkaPeer, backend: str, r
     assert f"held by pod-3 (epoch {epoch}), expires in" in r.out
     assert f"committed: txid {committed} at " in r.out
     assert f"frozen:    txid {committed + 1} (attempt 2): replayed by the next start" in r.out
-    assert re.search(rf"^{topic}:0\s+5\s+9\s+4$", r.out, re.M), r.out
+    assert re.search(rf"^{topic}:0\s+5\s+9\s+4$", r.out, re.MULTILINE), r.out
     assert read_progress(store).committed_txid == committed  # status wrote nothing
 
 

@@ -48,7 +48,9 @@ def test_validate_refuses_jvm_in_one_line_and_warns_about_python(tmp_path: Path)
     refused = _validate(tmp_path, "jvm")
     assert refused.returncode == 2, refused.stderr
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "spark.kafka_reader" in lines[0] and "JVM read path was removed" in lines[0], lines
+    assert len(lines) == 1, lines
+    assert "spark.kafka_reader" in lines[0], lines
+    assert "JVM read path was removed" in lines[0], lines
     accepted = _validate(tmp_path, "python")
     assert accepted.returncode == 0, accepted.stderr
     assert "warning: spark.kafka_reader is deprecated and has no effect" in accepted.stderr

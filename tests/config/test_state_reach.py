@@ -48,7 +48,9 @@ def test_sqlite_on_a_cluster_master_is_refused_at_the_backend(master: str) -> No
     """The config names the field and says what to use instead."""
     e = error(doc(spark={"master": master}, pipelines__0__state__backend="sqlite"))
     assert e.path == "pipelines[0].state.backend", str(e)
-    assert "one machine" in e.message and master in e.message and "use backend cassandra" in e.message, str(e)
+    assert "one machine" in e.message, str(e)
+    assert master in e.message, str(e)
+    assert "use backend cassandra" in e.message, str(e)
 
 
 @pytest.mark.parametrize("master", LOCAL)
@@ -83,7 +85,8 @@ def test_demo_on_a_cluster_master_says_to_use_cassandra() -> None:
     out = subprocess.run([sys.executable, "-m", "app", "demo", "--master", "spark://127.0.0.1:1", "--records", "10"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
-    assert "local master" in out.stderr and "cassandra" in out.stderr, out.stderr
+    assert "local master" in out.stderr, out.stderr
+    assert "cassandra" in out.stderr, out.stderr
 
 
 def test_the_spark_executor_refuses_sqlite_on_a_cluster_master() -> None:

@@ -196,7 +196,8 @@ def test_a_cassandra_password_without_a_user_is_a_config_error(tmp_path: Any) ->
     bad.write_text(yaml.safe_dump(d))
     out = subprocess.run([sys.executable, "-m", "app", "validate", "--config", str(bad)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
     assert "cassandra.username: required with a password" in out.stderr
 
 

@@ -70,7 +70,7 @@ def collect_variables(parsed: ast.Parsed, catalog: Catalog, keyspace: str | None
     for mod in _modifications(stmt):
         table = resolve_table(catalog, mod.table, keyspace)
         if isinstance(mod, ast.Insert):
-            for name, term in zip(mod.columns, mod.values):
+            for name, term in zip(mod.columns, mod.values, strict=False):
                 col = table.column(name)
                 add(term, table, col.name, col.type, True)
             attrs(table, mod.ttl, mod.timestamp)
@@ -113,7 +113,7 @@ def partition_key_indexes(variables: list[Variable], table: Table | None) -> lis
 def decode_values(variables: list[Variable], raw: list[Any], names: list[str] | None = None) -> list[Any]:
     """Decode wire values to Python (None = null, UNSET kept) in marker order."""
     if names is not None:
-        by_name = dict(zip(names, raw))
+        by_name = dict(zip(names, raw, strict=False))
         ordered = []
         for var in variables:
             key = (var.marker_name or var.spec.name)
@@ -124,7 +124,7 @@ def decode_values(variables: list[Variable], raw: list[Any], names: list[str] | 
     if len(raw) != len(variables):
         raise InvalidRequest(f"There were {len(variables)} markers(?) in CQL but {len(raw)} bound variables")
     out: list[Any] = []
-    for var, value in zip(variables, raw):
+    for var, value in zip(variables, raw, strict=False):
         if value is None or value is UNSET:
             out.append(value)
             continue

@@ -25,7 +25,7 @@ def session(shared_cluster: Any, cql_server_module: CqlServer) -> Iterator[Any]:
     s.execute("CREATE KEYSPACE IF NOT EXISTS ks WITH replication = "
               "{'class': 'SimpleStrategy', 'replication_factor': 1}")
     s.set_keyspace("ks")
-    yield s
+    return s
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ the same connection, as with Cassandra's stream multiplexing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -71,10 +72,8 @@ class ClientConnection:
         if self.closed:
             return
         self.closed = True
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
         self.server._forget(self)
 
@@ -83,10 +82,8 @@ class ClientConnection:
         with self._write_lock:
             if self._segmented_out:
                 data = encode_segments(data)
-            try:
+            with contextlib.suppress(OSError):
                 self.sock.sendall(data)
-            except OSError:
-                pass
 
     def _send_error(self, stream: int, error: CqlError) -> None:
         self.send(stream, m.OP_ERROR, error.encode_body(self.version or 4))

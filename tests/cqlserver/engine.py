@@ -225,7 +225,7 @@ class Engine:
             if opts.consistency in SERIAL_CONSISTENCIES:
                 raise InvalidRequest(f"{opts.consistency} is not supported as conditional update commit "
                                      "consistency. Use ANY if you mean \"make sure it is accepted but I don't "
-                                     "care how many replicas commit it for non-SERIAL reads\"")
+                                     'care how many replicas commit it for non-SERIAL reads"')
             data = self.table_data(plans[0].table)
             _, rows = execute_cas(plans, data, now, is_batch)
             return rows

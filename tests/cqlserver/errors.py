@@ -117,9 +117,9 @@ class AlreadyExistsError(CqlError):
 
     def __init__(self, keyspace: str, table: str = "") -> None:
         if table:
-            message = f"Cannot add already existing table \"{table}\" to keyspace \"{keyspace}\""
+            message = f'Cannot add already existing table "{table}" to keyspace "{keyspace}"'
         else:
-            message = f"Cannot add existing keyspace \"{keyspace}\""
+            message = f'Cannot add existing keyspace "{keyspace}"'
         super().__init__(message)
         self.keyspace, self.table = keyspace, table
 

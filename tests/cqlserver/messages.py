@@ -128,9 +128,8 @@ def decode_query(r: Reader, version: int) -> QueryRequest:
 
 def decode_prepare(r: Reader, version: int) -> PrepareRequest:
     req = PrepareRequest(r.long_string())
-    if version >= 5 and r.remaining():
-        if r.uint() & 0x01:
-            req.keyspace = r.string()
+    if version >= 5 and r.remaining() and r.uint() & 0x01:
+        req.keyspace = r.string()
     return req
 
 

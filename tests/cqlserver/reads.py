@@ -149,7 +149,7 @@ def _encode_state(table: Table, pk: tuple, ck: tuple | None, emitted: int) -> by
         w.byte(0)
     else:
         w.byte(1).short(len(ck))
-        for col, value in zip(table.clustering, ck):
+        for col, value in zip(table.clustering, ck, strict=False):
             w.bytes(col.type.encode(value))
     return w.int(emitted).getvalue()
 
@@ -161,7 +161,7 @@ def _decode_state(table: Table, state: bytes) -> _Cursor:
         ck = None
         if r.byte():
             raw = [r.bytes() for _ in range(r.short())]
-            ck = tuple(col.type.decode(v or b"") for col, v in zip(table.clustering, raw))
+            ck = tuple(col.type.decode(v or b"") for col, v in zip(table.clustering, raw, strict=False))
         return _Cursor((token_of(key), key), ck, r.int())
     except Exception:  # noqa: BLE001 - any undecodable paging state is the client's error, as in Cassandra
         raise ProtocolError("Invalid value for the paging state") from None
@@ -199,7 +199,7 @@ def _candidates(stmt: ast.Select, data: TableData, restr: Restrictions, sel: _Se
                 continue
             if all(r.matches(_value(r.column, part, row, now)) for r in restr.other):
                 yield pk, part, ck, row
-        if not any_row and static_ok and part.static_live(now):
+        if not any_row and static_ok and part.static_live(now):  # noqa: SIM102  the nesting mirrors the protocol's rule
             if all(r.matches(part.static_value(r.column.name, now)) for r in restr.other):
                 yield pk, part, None, None
 
@@ -227,7 +227,7 @@ def execute_select(stmt: ast.Select, table: Table, data: TableData, bindings: Bi
     restr = build_restrictions(table, stmt.where, bindings)
     _validate(stmt, restr)
     reverse = _ordering(stmt, table, restr)
-    if opts.consistency in SERIAL_CONSISTENCIES:
+    if opts.consistency in SERIAL_CONSISTENCIES:  # noqa: SIM102  the nesting mirrors the protocol's rule
         if not restr.partition_fully_restricted() or len(restr.partition_keys()) != 1:
             raise InvalidRequest("SERIAL/LOCAL_SERIAL consistency may only be requested for one partition at a time")
     limit = _limit(stmt, bindings)

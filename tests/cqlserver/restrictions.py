@@ -116,7 +116,7 @@ def build_restrictions(table: Table, relations: list[ast.Relation], bindings: Bi
     for rel in relations:
         col = table.column(rel.column)
         if rel.op == "!=":
-            raise InvalidRequest(f"Unsupported \"!=\" relation: {col.name} != <value>")
+            raise InvalidRequest(f'Unsupported "!=" relation: {col.name} != <value>')
         if rel.op == "IN":
             values = bindings.in_values(rel, col.type, lambda: f"column {col.name}")  # noqa: B023 - called now
             if any(v is None for v in values):

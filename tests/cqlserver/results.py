@@ -54,7 +54,7 @@ class Rows:
 
 def rows_as_dicts(result: Rows) -> list[dict[str, Any]]:
     """Rows as {column: value} with values as the driver would return them."""
-    return [{c.name: (None if v is None else c.type.to_python(v)) for c, v in zip(result.columns, row)}
+    return [{c.name: (None if v is None else c.type.to_python(v)) for c, v in zip(result.columns, row, strict=False)}
             for row in result.rows]
 
 
@@ -142,7 +142,7 @@ def encode_result(result: Result, protocol_version: int, skip_metadata: bool = F
         _write_rows_metadata(w, result.columns, result.paging_state, no_meta, new_id)
         w.int(len(result.rows))
         for row in result.rows:
-            for col, value in zip(result.columns, row):
+            for col, value in zip(result.columns, row, strict=False):
                 w.bytes(None if value is None else col.type.encode(value))
     elif isinstance(result, Prepared):
         w.int(KIND_PREPARED).short_bytes(result.id)

@@ -87,7 +87,7 @@ class Table:
     def clustering_sort_key(self, ck: tuple[Any, ...]) -> tuple[Any, ...]:
         """Sort key for a clustering tuple honouring each column's ASC/DESC order."""
         key = []
-        for col, value in zip(self.clustering, ck):
+        for col, value in zip(self.clustering, ck, strict=False):
             k = col.type.sort_key(value)
             key.append(Desc(k) if col.descending else k)
         return tuple(key)

@@ -7,12 +7,13 @@ counters and faults around it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Self
 
 from .binding import collect_variables
 from .connection import ClientConnection
@@ -82,10 +83,8 @@ class CqlServer:
         listener, self._listener = self._listener, None
         if listener is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         listener.close()
         self.disconnect_clients()
         if self._accept_thread is not None:
@@ -94,10 +93,10 @@ class CqlServer:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def __enter__(self) -> CqlServer:
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property
@@ -136,7 +135,7 @@ class CqlServer:
         pool = self._pool
         if pool is None:
             return
-        try:
+        try:  # noqa: SIM105  the except reads as the intent
             pool.submit(fn, *args)
         except RuntimeError:  # pool shut down during stop()
             pass
@@ -214,7 +213,7 @@ class CqlServer:
         with engine.lock:
             variables = collect_variables(parsed, engine.catalog, keyspace)
             raw = [None if v is None else UNSET if v is UNSET else var.spec.type.encode(var.spec.type.coerce(v))
-                   for var, v in zip(variables, params)]
+                   for var, v in zip(variables, params, strict=False)]
             result = engine.execute(parsed, keyspace, raw, ExecOptions(), variables=variables)
         return rows_as_dicts(result) if isinstance(result, Rows) else []
 

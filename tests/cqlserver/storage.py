@@ -90,7 +90,7 @@ def serialize_partition_key(table: Table, pk: tuple[Any, ...]) -> bytes:
     if len(columns) == 1:
         return columns[0].type.encode(pk[0])
     out = bytearray()
-    for col, value in zip(columns, pk):
+    for col, value in zip(columns, pk, strict=False):
         data = col.type.encode(value)
         out += len(data).to_bytes(2, "big") + data + b"\x00"
     return bytes(out)

@@ -67,7 +67,7 @@ def install(catalog: Catalog, node: NodeInfo) -> None:
     """Register system keyspaces and tables (row providers read `catalog`/`node` live)."""
 
     def user_and_system_keyspaces() -> list[Keyspace]:
-        return [ks for ks in catalog.keyspaces.values() if ks.name not in ("system_virtual_schema",)]
+        return [ks for ks in catalog.keyspaces.values() if ks.name != "system_virtual_schema"]
 
     def all_tables() -> Iterable[Table]:
         for ks in user_and_system_keyspaces():
@@ -169,10 +169,7 @@ def install(catalog: Catalog, node: NodeInfo) -> None:
 
 
 def _column_row(table: Table, col: Column) -> dict[str, Any]:
-    if col.kind == CLUSTERING:
-        order = "desc" if col.descending else "asc"
-    else:
-        order = "none"
+    order = ("desc" if col.descending else "asc") if col.kind == CLUSTERING else "none"
     return {"keyspace_name": table.keyspace, "table_name": table.name, "column_name": col.name,
             "clustering_order": order, "column_name_bytes": col.name.encode("utf-8"), "kind": col.kind,
             "position": col.position if col.kind in (PARTITION_KEY, CLUSTERING) else -1,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import datetime
+import datetime  # noqa: ICN001  the module's own name
 import decimal
 import io
 import uuid
@@ -38,7 +38,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("type_name,value,driver_type,driver_value", CASES,
+@pytest.mark.parametrize(("type_name", "value", "driver_type", "driver_value"), CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_types_encode_like_the_driver(type_name, value, driver_type, driver_value):
     ours = parse_type(type_name)

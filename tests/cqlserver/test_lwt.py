@@ -190,7 +190,7 @@ def test_invalid_conditional_shapes(session):
         session.execute("UPDATE word_counts SET count = 1 WHERE word IN ('a', 'b') IF txid = 1")
     with pytest.raises(InvalidRequest, match="custom timestamp"):
         session.execute("UPDATE word_counts USING TIMESTAMP 5 SET count = 1 WHERE word = 'a' IF txid = 1")
-    with pytest.raises(InvalidRequest, match="must be one of SERIAL or LOCAL_SERIAL"):
+    with pytest.raises(InvalidRequest, match="must be one of SERIAL or LOCAL_SERIAL"):  # noqa: PT012  the block is the step under test
         bad = SimpleStatement("UPDATE word_counts SET count = 1 WHERE word = 'a' IF txid = 1")
         bad._serial_consistency_level = ConsistencyLevel.QUORUM  # bypass the driver's own check
         session.execute(bad)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import datetime
+import datetime  # noqa: ICN001  the module's own name
 import decimal
 import uuid
 

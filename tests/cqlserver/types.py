@@ -8,7 +8,7 @@ the epoch, `date` an int of days since the epoch, `time` an int of nanoseconds,
 
 from __future__ import annotations
 
-import datetime as _dt
+import datetime as _dt  # noqa: ICN001  the module's own name
 import decimal
 import ipaddress
 import math
@@ -244,7 +244,7 @@ class _Timestamp(CqlType):
             return int(value)
         if kind == "string":
             try:
-                parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+                parsed = _dt.datetime.fromisoformat(value)
             except ValueError:
                 raise InvalidRequest(f"Unable to coerce '{value}' to a formatted date (long)") from None
             return self.coerce(parsed)

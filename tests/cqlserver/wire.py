@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 import uuid
-from typing import Final
+from typing import Final, Self
 
 from .errors import ProtocolError
 
@@ -20,7 +20,7 @@ class _Unset:
 
     _instance: _Unset | None = None
 
-    def __new__(cls) -> _Unset:
+    def __new__(cls) -> Self:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance

@@ -95,7 +95,7 @@ def _conditions(table: Table, rels: list[ast.Relation], bindings: Bindings) -> l
             if value is UNSET:
                 raise InvalidRequest(f"Invalid 'unset' value in condition on {col.name}")
             if value is None and rel.op in SLICE_OPS:
-                raise InvalidRequest(f"Invalid comparison with null for operator \"{rel.op}\"")
+                raise InvalidRequest(f'Invalid comparison with null for operator "{rel.op}"')
         out.append(Condition(col, rel.op, value))
     return out
 
@@ -151,7 +151,7 @@ def _plan_insert(stmt: ast.Insert, table: Table, bindings: Bindings, default_ts:
         raise InvalidRequest("The column names contains duplicates")
     key: dict[str, Any] = {}
     values: dict[str, Any] = {}
-    for name, term in zip(stmt.columns, stmt.values):
+    for name, term in zip(stmt.columns, stmt.values, strict=False):
         col = table.column(name)
         value = bindings.value(term, col.type)
         if col.is_primary_key:

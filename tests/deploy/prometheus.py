@@ -9,7 +9,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -36,8 +36,8 @@ class PrometheusServer:
         self.log = workdir / "prometheus.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> PrometheusServer:
-        with open(self.log, "wb") as out:
+    def __enter__(self) -> Self:
+        with open(self.log, "wb") as out:  # noqa: PTH123  a plain open() of a log path
             self.proc = subprocess.Popen([self.binary, f"--config.file={self.config}",
                                           f"--storage.tsdb.path={self.workdir / 'tsdb'}",
                                           f"--web.listen-address=127.0.0.1:{self.port}"],

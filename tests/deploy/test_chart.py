@@ -46,7 +46,8 @@ def test_chart_lints_clean(scenario: str) -> None:
     """``helm lint --strict`` finds no warning or error with the scenario's values."""
     report = lint(scenario_values(scenario))
     problems = [m for m in report["messages"] if m["severity"] >= 2]
-    assert report["errors"] == [] and problems == [], problems
+    assert report["errors"] == [], problems
+    assert problems == [], problems
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -268,11 +269,11 @@ def test_standby_replicas_roll_one_pod_at_a_time_and_keep_one() -> None:
 
 @pytest.mark.parametrize(("values", "complaint"), [
     ({"replicaCount": 2}, "pipeline word-count keeps its state in SQLite"),
-    ({"spark": {"kubernetes": {"enabled": True}}}, "spark.kubernetes.enabled: pipeline word-count keeps its state "
-                                                   "in SQLite"),
+    ({"spark": {"kubernetes": {"enabled": True}}}, ("spark.kubernetes.enabled: pipeline word-count keeps its state "
+                                                   "in SQLite")),
     ({"persistence": {"enabled": True}}, "replicaCount 3 with persistence.enabled"),
-    ({"terminationGracePeriodSeconds": 30}, "terminationGracePeriodSeconds 30 must exceed "
-                                            "config.service.shutdown_grace_s 30"),
+    ({"terminationGracePeriodSeconds": 30}, ("terminationGracePeriodSeconds 30 must exceed "
+                                            "config.service.shutdown_grace_s 30")),
     ({"terminationGracePeriodSeconds": 100, "config": {"service": {"shutdown_grace_s": 120}}},
      "terminationGracePeriodSeconds 100 must exceed config.service.shutdown_grace_s 120"),
 ])
@@ -523,5 +524,6 @@ def test_chart_readme_documents_every_value() -> None:
         value, node = defaults, schema
         for part in path.split("."):
             value, node = value[part], node["properties"][part]
-        assert meaning and default.startswith("`"), path
+        assert meaning, path
+        assert default.startswith("`"), path
         assert type_name == {bool: "bool", int: "int", str: "string", list: "list", dict: "object"}[type(value)]

@@ -25,7 +25,7 @@ def instructions() -> list[tuple[str, str]]:
     text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
     out = []
     for line in text.splitlines():
-        line = line.strip()
+        line = line.strip()  # noqa: PLW2901  the line normalized in place
         if line and not line.startswith("#"):
             keyword, _, rest = line.partition(" ")
             out.append((keyword.upper(), rest.strip()))
@@ -48,7 +48,8 @@ def test_hadolint_finds_nothing() -> None:
     """hadolint (the Dockerfile linter, with ShellCheck inside) reports no finding at any level."""
     result = subprocess.run([hadolint(), "--failure-threshold", "style", "--format", "json", str(DOCKERFILE)],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and json.loads(result.stdout or "[]") == [], result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout or "[]") == [], result.stdout + result.stderr
 
 
 def test_hadolint_would_catch_an_unpinned_base(tmp_path: Path) -> None:

@@ -127,7 +127,8 @@ def test_every_alert_links_a_runbook_section() -> None:
     anchors = {_slug(line.lstrip("#")) for line in OPERATIONS.read_text().splitlines() if line.startswith("#")}
     for rule in rules_of(rendered_spec()):
         base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
-        assert base == DEFAULT_RUNBOOK and anchor == rule["alert"].lower(), rule["alert"]
+        assert base == DEFAULT_RUNBOOK, rule["alert"]
+        assert anchor == rule["alert"].lower(), rule["alert"]
         assert anchor in anchors, f"docs/operations.md has no section #{anchor}"
 
 

@@ -36,7 +36,7 @@ def _exports(text: str) -> dict[str, str]:
     for line in text.splitlines():
         if line.startswith("export "):
             for name, value in re.findall(r'(\w+)=("[^"]*"|\S+)', line[len("export "):]):
-                value = value.replace('"', "")
+                value = value.replace('"', "")  # noqa: PLW2901  the line normalized in place
                 out[name] = value.replace("$PATH", os.environ.get("PATH", ""))
     return out
 
@@ -77,7 +77,7 @@ class Cluster:
             raise RuntimeError(f"{name} {' '.join(args)} failed with {out.returncode}")
         return out.stdout or ""
 
-    def kubectl(self, *args: str, timeout: float = 120, check: bool = True, input: str | None = None,
+    def kubectl(self, *args: str, timeout: float = 120, check: bool = True, input: str | None = None,  # noqa: A002  the name the mirrored API uses
                 ) -> subprocess.CompletedProcess[str]:
         kubectl = self.env.get("REALK8S_KUBECTL", "kubectl")
         out = subprocess.run([kubectl, *args], env=self.env, text=True, capture_output=True, timeout=timeout,

@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,8 +94,6 @@ def pod_peers(cluster: Cluster) -> Iterator[PodPeers]:
         node, _, port = cluster.expose(ports["CASSANDRA_PORT"]).rpartition(":")
         yield PodPeers(stack, f"{cluster.node_ip}:{kport}", node, int(port))
     finally:
-        try:
+        with suppress(RuntimeError):
             cluster.unexpose(ports["CASSANDRA_PORT"])
-        except RuntimeError:
-            pass
         stack.stop(wipe=True)

@@ -6,6 +6,7 @@ Pods are reached from the host at their IPs (the node's bridge routes to them): 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.error
@@ -77,10 +78,8 @@ class Release:
                                  "-n", self.namespace, *extra)
 
     def uninstall(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):
             self.cluster.helm("uninstall", self.name, "-n", self.namespace, "--wait", timeout=300)
-        except RuntimeError:
-            pass
         self.cluster.kubectl("delete", "namespace", self.namespace, "--wait=true", timeout=300, check=False)
 
     # -- pods ------------------------------------------------------------------------------------
@@ -97,7 +96,7 @@ class Release:
         """The pod's /readyz body (its status code under ``http_status``)."""
         status, body = http_json(f"http://{pod['status']['podIP']}:9400/readyz")
         if not isinstance(body, dict):
-            raise ValueError(f"/readyz of {pod['metadata']['name']}: {status} {body!r}")
+            raise ValueError(f"/readyz of {pod['metadata']['name']}: {status} {body!r}")  # noqa: TRY004  a bad answer is a ValueError here
         return {**body, "http_status": status}
 
     def pipeline(self, pod: dict[str, Any], pipeline: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import datetime
+import datetime  # noqa: ICN001  the module's own name
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -46,7 +46,7 @@ def chart_values(image: str, peers: PodPeers, pipelines: list[dict[str, Any]], *
         "config": config,
     }
     for key, value in over.items():
-        values[key] = value
+        values[key] = value  # noqa: PERF403  a loop reads clearer here
     return values
 
 

@@ -66,12 +66,14 @@ def test_the_image_runs_non_root_on_a_read_only_root_and_exits_0_on_sigterm(
 
             assert exec_("id", "-u") == (0, "10001")
             code, said = exec_("touch", "/opt/trident/x")
-            assert code != 0 and "Read-only file system" in said, said
+            assert code != 0, said
+            assert "Read-only file system" in said, said
             pid1 = exec_("cat", "/proc/1/cmdline")[1].replace("\0", " ").split()
             assert pid1[:5] == ["/usr/bin/tini", "--", "python", "-m", "app"], pid1
             assert pid1[5:] == ["run", "--config", "/etc/trident/config.yaml"], pid1
             java = exec_("java", "-version")
-            assert java[0] == 0 and 'version "17.' in java[1], java
+            assert java[0] == 0, java
+            assert 'version "17.' in java[1], java
             ip = cluster.json("get", "pod", "-n", NS, "service")["status"]["podIP"]
             wait_for("/healthz of the pod", lambda: http_json(f"http://{ip}:9400/healthz")[0] == 200, 120)
             wait_for("a first commit", lambda: (http_json(f"http://{ip}:9400/readyz")[1]["pipelines"]["words"]
@@ -85,7 +87,8 @@ def test_the_image_runs_non_root_on_a_read_only_root_and_exits_0_on_sigterm(
             state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
             fig["SIGTERM to exit"] = f"{time.monotonic() - t0:.1f} s, exit code {state['exitCode']}"
             logs = cluster.kubectl("logs", "-n", NS, "service", check=False).stdout
-            assert state["exitCode"] == 0 and pod["status"]["phase"] == "Succeeded", logs[-2000:]
+            assert state["exitCode"] == 0, logs[-2000:]
+            assert pod["status"]["phase"] == "Succeeded", logs[-2000:]
             assert "SIGTERM: finishing the current txid" in logs
         finally:
             cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)

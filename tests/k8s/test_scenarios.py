@@ -411,9 +411,10 @@ def test_f_prometheus_scrapes_the_pods_every_panel_has_data_and_pipeline_stopped
                     time.sleep(2)
                 fig["scraped"] = f"the pod at {target} by Debian's prometheus on the host, every second"
                 fig["dashboard queries with data"] = f"{len(queries) - len(missing)} of {len(queries)} " \
-                    f"(not expected here: {', '.join(sorted(NOT_HERE))})"
+                    f"(not expected here: {', '.join(sorted(NOT_HERE))})"  # noqa: ISC002  a long message split for width
                 assert not missing, f"panels without data: {sorted(missing)}"
-                assert stopped and stopped[0]["labels"]["pipeline"] == "stopped", prom.api("alerts")
+                assert stopped, prom.api("alerts")
+                assert stopped[0]["labels"]["pipeline"] == "stopped", prom.api("alerts")
                 fig["TridentPipelineStopped"] = "firing for pipeline stopped (" + (
                     f"reason {stopped[0]['labels']['reason']}" if stopped[0]["labels"].get("reason")
                     else "from the failed-state gauge") + ")"

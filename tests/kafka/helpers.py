@@ -57,7 +57,8 @@ def produce(bootstrap: str, topic: str, values: Iterable[tuple[int, bytes]], *, 
         if i % 10_000 == 9_999:
             p.poll(0)
     left = p.flush(30)
-    assert left == 0 and not errors, (left, errors)
+    assert left == 0, (left, errors)
+    assert not errors, (left, errors)
     return sorted(acked, key=lambda r: (r.partition, r.offset))
 
 

@@ -119,7 +119,7 @@ def test_a_refusal_while_publishing_offsets_stops_the_next_discovery() -> None:
 def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consumers, "Consumer", lambda conf: RefusingClient(conf, told=TLS))
     pool = consumers.ConsumerPool()
-    with pytest.raises(AccessRefusedError, match="TLS refused by Kafka at b:9093") as raised:
+    with pytest.raises(AccessRefusedError, match="TLS refused by Kafka at b:9093") as raised:  # noqa: PT012, SIM117  the block is the step under test; the nesting shows which context raises
         with pool.lease(spout_config().consumer_config("topo")) as consumer:
             try:
                 consumer.get_watermark_offsets(None)
@@ -133,7 +133,7 @@ def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest
 def test_a_read_refused_by_an_acl_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consumers, "Consumer", lambda conf: RefusingClient(conf, told=None))
     pool = consumers.ConsumerPool()
-    with pytest.raises(AccessRefusedError, match=r"authorization refused .*topic words"):
+    with pytest.raises(AccessRefusedError, match=r"authorization refused .*topic words"):  # noqa: SIM117  the nesting shows which context raises
         with pool.lease(spout_config().consumer_config("topo")):
             raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "topic words: not authorized"))
 
@@ -256,7 +256,7 @@ def test_a_pooled_reader_forgets_a_refusal_once_a_read_went_through(monkeypatch:
     conf = spout_config().consumer_config("topo")
     with pool.lease(conf) as first:
         first.poll(0)  # the refusal reaches the error callback; the read itself then goes through
-    with pytest.raises(KafkaException) as raised, pool.lease(conf) as second:
+    with pytest.raises(KafkaException) as raised, pool.lease(conf) as second:  # noqa: PT012  the block is the step under test
         assert second is first  # the same pooled client, told nothing since
         raise KafkaException(TRANSPORT)
     assert not isinstance(raised.value, AccessRefusedError)

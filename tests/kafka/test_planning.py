@@ -110,7 +110,8 @@ def test_stored_metadata_is_resumed_or_ignored_by_strategy(kafka_peer: KafkaPeer
     theirs = replace(mine, topology_id="old-topo")
     for last, expected in ((mine, same_topology), (theirs, other_topology)):
         meta = em.plan_partition(Partition(topic, 0), last, 100)
-        assert meta is not None and (meta.first_offset, meta.next_offset) == (expected, 10), last
+        assert meta is not None, last
+        assert (meta.first_offset, meta.next_offset) == (expected, 10), last
         assert meta.topology_id == "new-topo"
 
 

@@ -110,7 +110,7 @@ def recreate(kafka_peer: KafkaPeer, topic: str, partitions: int, timeout_s: floa
     while True:
         try:
             kafka_peer.create_topic(topic, partitions)
-            return
+            return  # noqa: TRY300  the return ends the retry loop
         except KafkaException:
             if time.monotonic() > deadline:
                 raise
@@ -142,7 +142,7 @@ def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
     events = {"pipeline": "words", "topic": topic, "partition": "0", "policy": policy.value}
     deadline = time.monotonic() + 60
     if policy is DataLossPolicy.FAIL:
-        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 30 but the "
+        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 30 but the "  # noqa: PT012  the block is the step under test
                                                     "log ends at 20"):
             while time.monotonic() < deadline:  # until the spout's metadata sees the new topic
                 coord.step()
@@ -191,7 +191,7 @@ def test_a_topic_recreated_under_a_frozen_txid_is_data_loss(kafka_peer: KafkaPee
     coord = runs.start([topic], data_loss=policy)
     deadline = time.monotonic() + 60
     if policy is DataLossPolicy.FAIL:
-        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 40 but the "
+        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 40 but the "  # noqa: PT012  the block is the step under test
                                                     "log ends at 20"):
             while time.monotonic() < deadline:
                 coord.step()

@@ -49,7 +49,9 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_only_with_debug(
     monkeypatch.setattr(validate, "main", _broken)
     assert cli.main(["validate", "--config", "x.yaml"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "RuntimeError: something no check foresaw" in err and "--debug" in err, err
+    assert err.count("\n") == 1, err
+    assert "RuntimeError: something no check foresaw" in err, err
+    assert "--debug" in err, err
     with pytest.raises(RuntimeError):
         cli.main(["--debug", "validate", "--config", "x.yaml"])
 

@@ -13,7 +13,7 @@ from app.spark.isolation import SLOW_S, Isolation
 from spouts.bad_records import BadRecord, Stage
 
 SPARK_TEXT = ("NumberFormatException: [CAST_INVALID_INPUT] The value 'x99' of the type \"STRING\" cannot be cast to "
-              "\"INT\" because it is malformed. Correct the value as per the syntax, or change its target type. Use "
+              '"INT" because it is malformed. Correct the value as per the syntax, or change its target type. Use '
               "`try_cast` to tolerate malformed input and return NULL instead. SQLSTATE: 22018 == SQL (line 1, "
               "position 6) == CAST(value AS INT) ^^^^^^^^^^^^^^^^^^")
 
@@ -29,9 +29,9 @@ def test_skipping_a_txids_bad_records_is_one_line_naming_the_first(caplog: Any) 
     caplog.set_level(logging.DEBUG, logger="app.error_policy")
     handler.settle(4, [cast_error(o) for o in range(99, 20_000, 100)], progress=None)  # type: ignore[arg-type]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
-    assert warnings == ["pipeline sales txid 4: skipped 200 bad records (transform CAST_INVALID_INPUT 200); first "
+    assert warnings == [("pipeline sales txid 4: skipped 200 bad records (transform CAST_INVALID_INPUT 200); first "
                         "t[1]@99: The value 'x99' of the type \"STRING\" cannot be cast to \"INT\" because it is "
-                        "malformed."]
+                        "malformed.")]
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert len(debug) == 200
     assert "t[1]@19999" in debug[-1]
@@ -71,5 +71,5 @@ def test_a_quick_isolation_logs_nothing_at_info_and_a_slow_one_says_its_rounds(c
     slow.round("errors named again", 0, 20)  # the last round: the summary says the rest
     slow.done([cast_error(o) for o in range(20)])
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["pipeline sales txid 4: isolation round 2 (errors named): 1 slices left, 20 bad records found "
-                     "(6.0 s)", "pipeline sales txid 4: isolated 20 bad records of 2000 in 3 rounds (3 jobs, 6.0 s)"]
+    assert lines == [("pipeline sales txid 4: isolation round 2 (errors named): 1 slices left, 20 bad records found "
+                     "(6.0 s)"), "pipeline sales txid 4: isolated 20 bad records of 2000 in 3 rounds (3 jobs, 6.0 s)"]

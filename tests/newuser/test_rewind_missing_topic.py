@@ -16,6 +16,8 @@ def test_rewind_of_a_missing_topic_is_refused_and_commits_nothing(kafka_cluster:
     path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
                         state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
     r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest")
-    assert r.code == 2 and topic in r.err and "does not exist" in r.err, r.err
+    assert r.code == 2, r.err
+    assert topic in r.err, r.err
+    assert "does not exist" in r.err, r.err
     forget_opened()
     assert read_progress(compile_pipeline(load(path), "wc").store()).committed_txid == 0

@@ -31,7 +31,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.schemaregistry import json_compat
@@ -70,7 +70,7 @@ class Registry:
             problems = self._problems(schema, [self.schemas[sid] for sid in versions], level)
             if problems:
                 raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for "
-                                              f"subject \"{subject}\", details: {problems} (compatibility {level})")
+                                              f'subject "{subject}", details: {problems} (compatibility {level})')
             sid = next((i for i, s in self.schemas.items() if s == schema), len(self.schemas) + 1)
             self.schemas[sid] = schema
             self.subjects.setdefault(subject, []).append(sid)
@@ -213,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
     registry: Registry  # set on the subclass each server makes
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  the name the mirrored API uses
         pass
 
     def do_GET(self) -> None:
@@ -313,7 +313,7 @@ class SchemaRegistryServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> SchemaRegistryServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -25,7 +26,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from confluent_kafka import Producer
@@ -91,7 +92,7 @@ class ServiceProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.kill()
         self._log_offset = self.log.stat().st_size if self.log.exists() else 0
-        with open(self.log, "ab") as out:
+        with open(self.log, "ab") as out:  # noqa: PTH123  a plain open() of a log path
             out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             out.flush()
             self.proc = subprocess.Popen([sys.executable, "-m", "app", "run", "--config", str(self.config)],
@@ -131,10 +132,8 @@ class ServiceProcess:
     def kill(self) -> None:
         """SIGKILL the whole process group: the service, Spark's JVM and its Python workers."""
         assert self.proc is not None
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait(30)
 
     def pause(self) -> None:
@@ -172,14 +171,12 @@ class ServiceProcess:
     def cleanup(self) -> None:
         """Kill whatever of the group is left (a JVM orphaned by a failed test)."""
         if self.proc is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def run_log(self) -> str:
         """What this run (since the last start) logged."""
-        with open(self.log, "rb") as f:
+        with open(self.log, "rb") as f:  # noqa: PTH123  a plain open() of a log path
             f.seek(self._log_offset)
             return f.read().decode(errors="replace")
 
@@ -309,13 +306,14 @@ class CqlServerProcess:
         self._cluster: Any = None
         self._session_: Any = None
 
-    def __enter__(self) -> CqlServerProcess:
-        out = open(self.log, "wb")
+    def __enter__(self) -> Self:
+        out = open(self.log, "wb")  # noqa: PTH123  a plain open() of a log path
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.cqlserver", "--port", str(self.port)], cwd=ROOT,
                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30
         while b"listening" not in self.log.read_bytes():
-            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, self.log.read_text()
             time.sleep(0.1)
         return self
 

@@ -78,13 +78,13 @@ def kafka_properties(plain_port: int, controller_port: int, sasl_port: int, keys
     """Broker properties appended by realstack's ``KAFKA_EXTRA_CONFIG`` hook (later keys win)."""
     users = " ".join(f'user_{u}="{p}"' for u, p in KAFKA_USERS.items())
     return "\n".join([
-        f"listeners=PLAINTEXT://127.0.0.1:{plain_port},CONTROLLER://127.0.0.1:{controller_port},"
-        f"SASL_SSL://127.0.0.1:{sasl_port}",
+        (f"listeners=PLAINTEXT://127.0.0.1:{plain_port},CONTROLLER://127.0.0.1:{controller_port},"
+        f"SASL_SSL://127.0.0.1:{sasl_port}"),
         f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain_port},SASL_SSL://127.0.0.1:{sasl_port}",
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
         "sasl.enabled.mechanisms=PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
-        f'required username="admin" password="{KAFKA_USERS["admin"]}" {users};',
+        ("listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        f'required username="admin" password="{KAFKA_USERS["admin"]}" {users};'),
         f"ssl.keystore.location={keystore}",
         "ssl.keystore.type=JKS",
         f"ssl.keystore.password={STORE_PASSWORD}",
@@ -116,7 +116,7 @@ def cassandra_yaml(home: Path, data: Path, port: int, keystore: Path) -> str:
                                        f"    keystore: {keystore}\n    keystore_password: {STORE_PASSWORD}\n"),
     }
     for pattern, repl in subs.items():
-        text, n = re.subn(pattern, repl, text, count=1, flags=re.M)
+        text, n = re.subn(pattern, repl, text, count=1, flags=re.MULTILINE)
         if n != 1:
             raise RuntimeError(f"cassandra.yaml: no single match for {pattern!r}")
     c = data / "cassandra"

@@ -31,7 +31,7 @@ SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
 USERS = ("ann", "bob", "cy", "dee", "eve")
 POISON = (b'{"user": "bob", "amount": 1',  # decode: not JSON
           b'{"user": "cy", "amount": "lots"}',  # decode: amount is not the declared bigint
-          b'not json at all')  # decode
+          b"not json at all")  # decode
 COSTLY = (b'{"user": "bob", "amount": -7}',  # transform: the CAST of a negative amount fails (ANSI)
           b'{"amount": 5}')  # aggregate: no user, a null group-by key
 Coordinates = tuple[str, int, int]
@@ -49,8 +49,8 @@ def sales_config(path: Path, *, bootstrap: str, port: int, db: Path, errors: Any
                       "caps": {"per_partition": 150, "per_batch": 600},
                       "value_format": {"type": "json", "fields": {"user": "string", "amount": "bigint"}}},
             "transforms": [{"map": ["value.user AS user",
-                                    "CAST(IF(value.amount >= 0, CAST(value.amount AS STRING), 'negative') AS BIGINT) "
-                                    "AS amount"]}],
+                                    ("CAST(IF(value.amount >= 0, CAST(value.amount AS STRING), 'negative') AS BIGINT) "
+                                    "AS amount")]}],
             "group_by": ["user"],
             "aggregates": [{"sum": {"field": "amount", "as": "total"}}, {"count": {"as": "n"}}],
             "state": {"backend": "sqlite", "sqlite_path": str(db), "table": "sales"},
@@ -218,6 +218,8 @@ def test_errors_fail_exits_1_within_the_txid_naming_the_record(kafka: MockKafkaC
     code = service.run_to_exit(300)
     log = service.run_log()
     assert code == 1, log[-3000:]
-    assert "sales[1]@0" in log and "CAST_INVALID_INPUT" in log, log[-3000:]
-    assert log.count("failed permanently") == 1 and "attempt 1 failed permanently" in log, log[-3000:]
+    assert "sales[1]@0" in log, log[-3000:]
+    assert "CAST_INVALID_INPUT" in log, log[-3000:]
+    assert log.count("failed permanently") == 1, log[-3000:]
+    assert "attempt 1 failed permanently" in log, log[-3000:]
     assert stored_sales(db) == {}  # the only txid held the poison record: nothing of it was written

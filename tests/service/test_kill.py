@@ -55,7 +55,7 @@ def kill_at_random_moments(service: ServiceProcess, documents: Callable[[], dict
     (SIGSTOP), check again, and SIGKILL it there. ``frozen, uncommitted`` counts, from the store after each
     kill, the kills that left a txid frozen but not committed (the next run must replay exactly it).
     """
-    landed = {point: 0 for point in KILL_POINTS} | {"frozen, uncommitted": 0}
+    landed = dict.fromkeys(KILL_POINTS, 0) | {"frozen, uncommitted": 0}
     for point in kill_schedule(rng, kills):
         service.start()
         if point == "in the freeze window":

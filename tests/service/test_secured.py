@@ -111,7 +111,8 @@ def _produce(stack: SecuredStack, n: int) -> tuple[Counter[str], set[tuple[int, 
 
         producer.produce(TOPIC, (" ".join(words) or POISON).encode(), partition=i % 2, on_delivery=acked)
         producer.poll(0)
-    assert producer.flush(60) == 0 and not errors, errors[:3]
+    assert producer.flush(60) == 0, errors[:3]
+    assert not errors, errors[:3]
     return truth, poison
 
 
@@ -334,7 +335,8 @@ def test_a_missing_read_acl_refused_in_a_spark_task_stops_run_with_exit_2(secure
     log, _ = refused_run(secured, tmp_path, bound_s=3 * REFUSAL_BOUND_S, spark_ran=True, kafka_user="noread",
                          pipeline="noread", table="word_counts_noread")
     line = _stopped_line(log)
-    assert "authorization refused by Kafka" in line and "User:noread" in line, line
+    assert "authorization refused by Kafka" in line, line
+    assert "User:noread" in line, line
     assert "reading its ranges here" in log  # named by the read on the driver, not by the task's text
 
 
@@ -402,5 +404,6 @@ def test_commands_say_a_refusal_in_one_line(secured: Secured, tmp_path: Path) ->
                            capture_output=True, text=True, timeout=120)
         took = time.monotonic() - t0
         assert r.returncode == 2, r.stdout + r.stderr
-        assert "Traceback" not in r.stderr and "refused by" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+        assert "refused by" in r.stderr, r.stderr
         assert took < REFUSAL_BOUND_S

@@ -121,7 +121,7 @@ def test_transform_errors_cost_a_few_jobs_whatever_their_number(spark: Any, spar
               b'{"store": "oslo", "amount": "0"}': "DIVIDE_BY_ZERO",
               b'{"store": "oslo", "amount": "-7"}': "USER_RAISED_EXCEPTION"}
     data = orders(spark_kafka, 600, poison, every=600 // bad_records, seed=bad_records)
-    poison_values = {v for v in poison}
+    poison_values = set(poison)
     while len(data.bad) != bad_records:  # the seed draws about the right number; take the first that fits
         data = orders(spark_kafka, 600, poison, every=600 // bad_records, seed=len(data.produced) + len(data.bad))
     assert {v for r in data.produced for v in [r.value] if v in poison_values}
@@ -166,7 +166,7 @@ def test_a_restart_reuses_the_bad_records_isolated_before_it(spark: Any, spark_k
 
     def kill_before_commit(point: str, txid: int) -> None:
         if point == "commit":
-            raise Killed()
+            raise Killed
 
     first = coordinator(t, SparkExecutor(spark, t, metrics=Metrics(CollectorRegistry())),
                         factory.txstate_store(t.name), caps=ONE_TXID)

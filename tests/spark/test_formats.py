@@ -99,7 +99,7 @@ def test_avro_through_the_registry_with_a_schema_change_mid_stream(spark: Any, s
         assert coord.run_until_idle() >= 2
         second = sales(400, seed=2, note=True)
         send(SALE_V2, second)  # registered now: a compatible change (a new optional field)
-        assert [v for v in registry.client().get_versions(f"{topic}-value")] == [1, 2]
+        assert list(registry.client().get_versions(f"{topic}-value")) == [1, 2]
         assert coord.run_until_idle() >= 2
     finally:
         coord.close()

@@ -38,7 +38,8 @@ def test_a_warm_up_runs_the_stored_plan_and_opens_the_states_without_writing(spa
 
         tracker = spark.sparkContext.statusTracker()
         jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(f"{topology.name}:warm-up")]
-        assert jobs and all(j is not None and j.status == "SUCCEEDED" for j in jobs), jobs
+        assert jobs, jobs
+        assert all(j is not None and j.status == "SUCCEEDED" for j in jobs), jobs
         assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == table
         assert {k: store.get(k) for k in store.keys("")} == documents
         assert standby.reads.counts.value == {}

@@ -55,7 +55,7 @@ class TestMetadata:
 def source_with(counts: list[int]) -> tuple[MemorySource, list[Partition]]:
     parts = [Partition("t", i) for i in range(len(counts))]
     src = MemorySource(parts)
-    for p, n in zip(parts, counts):
+    for p, n in zip(parts, counts, strict=False):
         for i in range(n):
             src.append(p, None, f"{p.partition}-{i}".encode())
     return src, parts

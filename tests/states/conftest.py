@@ -14,7 +14,7 @@ def server(request: pytest.FixtureRequest) -> CqlServer:
     """The CQL test server (fault injection needs its control API), faults cleared before and after."""
     srv = cassandra_peer(request, "cqlserver").server
     srv.clear_faults()
-    request.addfinalizer(srv.clear_faults)
+    request.addfinalizer(srv.clear_faults)  # noqa: PT021  a finalizer of an object made elsewhere
     return srv
 
 

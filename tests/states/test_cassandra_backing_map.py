@@ -45,7 +45,7 @@ def peer(request: pytest.FixtureRequest) -> CassandraPeer:
     p = cassandra_peer(request, "cqlserver")
     p.server.clear_faults()
     p.server.reset_counts()
-    request.addfinalizer(p.server.clear_faults)
+    request.addfinalizer(p.server.clear_faults)  # noqa: PT021  a finalizer of an object made elsewhere
     return p
 
 
@@ -267,7 +267,7 @@ def test_word_count_ground_truth_over_many_batches(server_settings: CassandraSet
         total.update(batch)
         commit(state, txid, {(w,): n for w, n in batch.items()})
     stored = CassandraBackingMap(server_settings, WORDS).multi_get([(w,) for w in total])
-    assert {w: v.curr for w, v in zip(total, stored)} == dict(total)
+    assert {w: v.curr for w, v in zip(total, stored, strict=False)} == dict(total)
 
 
 def test_benchmark_reports_one_request_per_key_warm_and_two_cold() -> None:

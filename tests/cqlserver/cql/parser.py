@@ -252,10 +252,7 @@ class _Parser:
     def select(self) -> ast.Select:
         distinct = self.accept_kw("distinct")
         selectors: list[ast.Selector] | None
-        if self.accept_sym("*"):
-            selectors = None
-        else:
-            selectors = self.comma_list(self.selector)
+        selectors = None if self.accept_sym("*") else self.comma_list(self.selector)
         self.expect_kw("from")
         stmt = ast.Select(self.table_name(), selectors, distinct=distinct)
         if self.is_kw("where"):

@@ -71,7 +71,8 @@ def judged(outcome: Outcome, i: int) -> tuple[str, ...]:
     if i in bad:
         assert rows[i] == "None", f"bad value {i} has a row {rows[i]}"
         reason, message = bad[i]
-        assert reason and message, "a bad record without a reason"
+        assert reason, "a bad record without a reason"
+        assert message, "a bad record without a reason"
         return ("bad", reason, message)
     return ("row", rows[i])
 
@@ -84,7 +85,7 @@ def check(process: DecodingProcess, decoder: Any, values: list[bytes | None]) ->
     assert together[0] == "ok", f"the decoder raised on the batch: {together[1]}"
     assert len(together[1]) == len(values)
     verdicts = [judged(together, i) for i in range(len(values))]
-    for i, (v, alone) in enumerate(zip(values, outcomes[1:])):
+    for i, (v, alone) in enumerate(zip(values, outcomes[1:], strict=False)):
         assert judged(alone, 0) == verdicts[i], f"value {i} {v!r:.200} is judged otherwise alone than in the batch"
         if v is None:
             assert verdicts[i] == ("row", "None"), "a null value (a tombstone) stays null and is never bad"

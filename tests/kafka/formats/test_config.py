@@ -66,4 +66,5 @@ def test_avro_through_the_registry_is_accepted() -> None:
 ])
 def test_validate_refuses_bad_format_config(changes: dict[str, Any], path: str, message: str) -> None:
     e = error(doc(**changes))
-    assert e.path == path and message in e.message, (e.path, e.message)
+    assert e.path == path, (e.path, e.message)
+    assert message in e.message, (e.path, e.message)

@@ -70,7 +70,7 @@ def test_json_declared_types_become_typed_columns() -> None:
     assert rows[2] is None
 
 
-@pytest.mark.parametrize("value, reason", [
+@pytest.mark.parametrize(("value", "reason"), [
     (b'{"user": "u", "amount": 1', "json_invalid"),  # truncated
     (b"not json at all", "json_invalid"),
     (b"\xff\xfe", "json_invalid"),
@@ -121,7 +121,7 @@ def test_all_null_and_empty_batches() -> None:
     assert StringDecoder().decode(pa.array([None], pa.binary())).array.to_pylist() == [None]
 
 
-@pytest.mark.parametrize("spec, message", [
+@pytest.mark.parametrize(("spec", "message"), [
     ({"type": "json"}, "needs fields"),
     ({"type": "json", "fields": {"n": "integer"}}, "unknown field type 'integer'"),
     ({"type": "json", "fields": {"bad name": "int"}}, "a field name is"),
@@ -155,7 +155,7 @@ def test_json_many_bad_records_mixed_through_a_batch_are_each_found() -> None:
     assert [v["n"] for v in out.column("value").to_pylist()] == [o - 100 for o in range(100, 500) if o not in expected]
 
 
-_POOL = [b'{"n": 1}', b'{"n": 2}', b"{oops", b"{oops}", b"[1]", b'{"n": "x"}', b'{"n": 1}{"n": 2}', b"  {\"n\": 3}\n",
+_POOL = [b'{"n": 1}', b'{"n": 2}', b"{oops", b"{oops}", b"[1]", b'{"n": "x"}', b'{"n": 1}{"n": 2}', b'  {"n": 3}\n',
          b"\xff{", b"{\xff}", b"", b"42", b'{"n": 1.5}', b'{"n":\n 4}', b"not json"]
 
 
