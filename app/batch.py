@@ -121,6 +121,14 @@ class Reports(Protocol):
     def problem(self) -> str | None: ...
 
 
+def first_problem(*parts: object) -> str | None:
+    """The first problem one of ``parts`` reports (:class:`Reports`), if any."""
+    for part in parts:
+        if isinstance(part, Reports) and isinstance(part.problem, str):
+            return part.problem
+    return None
+
+
 @runtime_checkable
 class WarmsUp(Protocol):
     """An executor that can pay a cold first txid's costs ahead, while its instance waits as a standby."""

@@ -14,6 +14,10 @@ it has one, storing the next attempt number first). Whether a failure is retried
 pipeline is decided by :class:`app.failures.FailurePolicy`, never here. Transactional spouts freeze at plan time, so
 their txids never change content. Every stored document goes through :mod:`app.progress`; the loop
 that drives :meth:`Coordinator.step` is :mod:`app.loop`; docs/design.md walks one txid through it all.
+
+The coordinator composes its parts: :mod:`app.lease_hold` (the lease), :mod:`app.inflight` (the txids being
+processed), :mod:`app.planning` (what a plan says before it runs), :mod:`app.failure_streak` (failures in a
+row and the degraded state), :mod:`app.phases` (phase timing) and :mod:`app.fenced` (the store it writes through).
 """
 
 from __future__ import annotations
@@ -21,12 +25,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
 
 from app.batch import (
     Batch,
@@ -35,35 +36,39 @@ from app.batch import (
     ChecksState,
     CommitStats,
     FindsBadRecords,
-    Reports,
     RunsTopology,
+    first_problem,
 )
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.error_text import describe
-from app.errors import MissingBatchMetadataError
-from app.failures import FATAL, Decision, Failure, FailurePolicy
+from app.errors import CoordinatorNotStartedError, MissingBatchMetadataError
+from app.failure_streak import Degraded, FailureStreak, frozen_read_lost
+from app.failures import FATAL, Decision, FailurePolicy
+from app.fenced import FencedStore
 from app.guarantees import check_combination
-from app.lease import LeaseKeeper, take_lease, unique_owner
+from app.inflight import InFlight
+from app.lease import unique_owner
+from app.lease_hold import LeaseHold
 from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
+from app.phases import PhaseTimer
+from app.planning import log_planned, replan_frozen, same_position
 from app.progress import ProgressLog, StoredBatch
-from app.spark_errors import deterministic_spark_error, error_key
-from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import ArrowSpout, PartitionedSpout, ReportsDataLoss, SpoutKind
-from spouts.typed_failures import typed_read_failure
+from spouts.protocols import PartitionedSpout, ReportsDataLoss, SpoutKind
 from states.errors import LeaseLostError
-from states.protocols import CoordinatorStore, Json, LeaseInfo
+from states.protocols import CoordinatorStore, LeaseInfo
 
 log = logging.getLogger(__name__)
 
 __all__ = ["FATAL", "Coordinator", "CoordinatorConfig", "Degraded"]
 
 FaultHook = Callable[[str, int], None]
-SLOW_PHASE_S = 5.0  # a phase of a txid that takes this long or longer says so when it ends
-P = ParamSpec("P")
-T = TypeVar("T")
+
+
+def _no_fault(point: str, txid: int) -> None:
+    """No fault planted (tests plant them at the named points)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,21 +86,11 @@ class CoordinatorConfig:
     accept_at_least_once: bool = False
 
     def __post_init__(self) -> None:
-        if self.max_pending < 1:
-            raise ValueError("max_pending must be >= 1")
-        if self.lease_ttl_s <= 0:
-            raise ValueError("lease_ttl_s must be > 0")
-        if self.retention < 2:  # the last committed txid's metadata and the one being committed
-            raise ValueError("retention must be >= 2")
-
-
-@dataclass(frozen=True, slots=True)
-class Degraded:
-    """Why the pipeline is not making progress now, and since when (wall-clock seconds)."""
-
-    reason: str
-    since: float
-    failures: int
+        for wrong, msg in ((self.max_pending < 1, "max_pending must be >= 1"),
+                           (self.lease_ttl_s <= 0, "lease_ttl_s must be > 0"),
+                           (self.retention < 2, "retention must be >= 2")):  # retention: the last and the next txid
+            if wrong:
+                raise ValueError(msg)
 
 
 class Coordinator:
@@ -108,103 +103,88 @@ class Coordinator:
                  bad_records: BadRecordHandler | None = None) -> None:
         self.topology_id, self.spout, self.executor, self.store = topology_id, spout, executor, store
         self.config = config or CoordinatorConfig()
-        self._metrics, self._faults, self._clock = metrics, faults or (lambda point, txid: None), clock
-        self._wall_clock = wall_clock
+        self._metrics, self._faults, self._clock, self._wall_clock = metrics, faults or _no_fault, clock, wall_clock
         self.policy = policy or FailurePolicy(retry_backoff_s=self.config.retry_backoff_s,
                                               outage_limit_s=self.config.outage_limit_s)
+        self._streak = FailureStreak(topology_id, self.policy, clock=clock, wall_clock=wall_clock)
+        self._phases = PhaseTimer(topology_id, metrics, clock)
         for kind in executor.state_kinds():
             check_combination(spout.kind, kind, accept_at_least_once=self.config.accept_at_least_once)
         errors = executor.topology.errors if isinstance(executor, RunsTopology) else ErrorPolicy()
         self._bad_records = bad_records or handler_for(topology_id, errors, spout, metrics)  # settles each txid's
-        self._partitions = spout.coordinator()
-        self._emitter = spout.emitter()
+        self._partitions, self._emitter = spout.coordinator(), spout.emitter()
         self._pool = ThreadPoolExecutor(self.config.max_pending, thread_name_prefix=f"process-{topology_id}")
-        self._inflight: deque[Batch] = deque()
+        self._inflight = InFlight()
         self._attempts: dict[int, int] = {}
-        self._epoch: int | None = None
-        self._lease: LeaseKeeper | None = None
-        self._progress: ProgressLog | None = None
-        self.committed_txid = 0
-        self._state_checked = False
+        self._lease = LeaseHold(store, self.config.owner, self.config.lease_ttl_s, policy=self.policy,
+                                metrics=metrics, clock=clock)
+        self._log: ProgressLog | None = None
+        self.committed_txid, self._state_checked = 0, False
         self.last_stats = CommitStats()
-        self.degraded: Degraded | None = None  # set while failures repeat; cleared by a commit or an idle step
         self.stopped_by: Decision | None = None  # the permanent decision that stopped the pipeline
-        self._failing_since: float | None = None  # monotonic
-        self._same_error: tuple[int, str, int] = (0, "", 0)  # txid, error key, attempts failed alike
-        self._asked: tuple[int, str] = (0, "")  # the txid and error the source was last asked about
-
-    # -- lifecycle -------------------------------------------------------------------------
 
     @property
     def epoch(self) -> int | None:
         """The lease epoch this coordinator took (None before it took one)."""
-        return self._epoch
+        return self._lease.epoch
+
+    @property
+    def degraded(self) -> Degraded | None:
+        """Set while failures repeat; cleared by a commit or an idle step."""
+        return self._streak.degraded
+
+    @property
+    def _progress(self) -> ProgressLog:
+        """The stored progress, readable once :meth:`start` took the lease."""
+        if self._log is None:
+            raise CoordinatorNotStartedError(self.topology_id)
+        return self._log
 
     @property
     def holds_lease(self) -> bool:
         """Taken, and not lost as far as the heartbeat knows."""
-        return self._lease is not None and self._lease.lost is None
+        return self._lease.keeper is not None and self._lease.lost is None
 
     def _stop_with(self, decision: Decision) -> None:
         self.stopped_by = decision
 
     def start(self, stop: threading.Event | None = None, *,
-              on_standby: Callable[[LeaseInfo | None], None] = lambda info: None) -> bool:
-        """Take the lease, start renewing it, and load where the topology stands.
-
-        Without ``stop`` one attempt (LeaseHeldError when another owner holds it); with ``stop``,
-        wait as a standby until the lease is free (:func:`app.lease.take_lease`). False when
-        ``stop`` was set while waiting.
-        """
-        cfg = self.config
-        self._metrics.lease_held.labels(self.topology_id).set(0)
-        granted = take_lease(self.store, cfg.owner, cfg.lease_ttl_s, stop, on_standby=on_standby, policy=self.policy,
-                           on_permanent=self._stop_with, clock=self._clock)
-        if granted is None:
+              on_standby: Callable[[LeaseInfo | None], None] | None = None) -> bool:
+        """Take the lease, start renewing it, and load where the topology stands. Without ``stop`` one attempt
+        (LeaseHeldError when another owner holds it); with ``stop``, wait as a standby until the lease is free
+        (:func:`app.lease.take_lease`). False when ``stop`` was set while waiting."""
+        keeper = self._lease.take(stop, on_standby=on_standby or _no_holder, on_permanent=self._stop_with,
+                                  on_lost=self._cancel_running)
+        if keeper is None:
             return False
-        epoch, asked_at = granted
-        self._epoch = epoch
-        self._lease = LeaseKeeper(self.store, cfg.owner, epoch, cfg.lease_ttl_s, renewed_at=asked_at,
-                                  on_lost=self._cancel_running, clock=self._clock).start()
-        self._progress = ProgressLog(_Fenced(self.store, self._lease), epoch=epoch, retention=cfg.retention)
-        self.committed_txid = self._progress.committed().txid
-        m = self._metrics
-        m.lease_held.labels(self.topology_id).set(1)
-        m.lease_epoch.labels(self.topology_id).set(self._epoch)
-        m.committed_txid.labels(self.topology_id).set(self.committed_txid)
-        log.info("pipeline %s: lease epoch %d, resuming after txid %d", self.topology_id, self._epoch,
+        epoch = keeper.epoch
+        self._log = ProgressLog(FencedStore(self.store, keeper), epoch=epoch, retention=self.config.retention)
+        self.committed_txid = self._log.committed().txid
+        self._metrics.committed_txid.labels(self.topology_id).set(self.committed_txid)
+        log.info("pipeline %s: lease epoch %d, resuming after txid %d", self.topology_id, epoch,
                  self.committed_txid)
         return True
 
     def close(self, *, release: bool = True) -> None:
         """Stop processing, let the executor release what it holds, and release the lease so a successor
         can start at once."""
-        lost = self._lease is not None and self._lease.lost is not None
-        if self._lease is not None:
-            self._lease.stop()
-        self._fail_inflight()
+        ours = self._lease.stop_renewing()
+        self._inflight.fail_all(self.executor, self.topology_id)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.executor.close()
         self._bad_records.close()
         self._partitions.close()
         self._emitter.close()
-        if release and self._epoch is not None and not lost:  # the release is conditional on owner and epoch anyway
-            try:
-                self.store.release_lease(self.config.owner, self._epoch)
-            except Exception as e:
-                log.warning("pipeline %s: could not release the lease: %s", self.topology_id, describe(e))
-                log.debug("pipeline %s: releasing the lease failed", self.topology_id, exc_info=True)
-        self._metrics.lease_held.labels(self.topology_id).set(0)
+        if release and ours:
+            self._lease.release()
+        self._lease.lost_gauge()
 
     def run(self, stop: threading.Event | None = None, *, max_batches: int | None = None,
             until_idle: bool = False, callbacks: Callbacks = NO_CALLBACKS) -> int:
-        """Commit batches until ``stop`` is set, ``max_batches`` committed, or (``until_idle``) nothing is new.
-
-        Returns the number of txids committed. A failure the policy calls permanent propagates (and
-        :attr:`stopped_by` says why); anything else is retried with backoff
-        (:func:`app.loop.run_steps`, which tells ``callbacks`` about every step).
-        """
-        if self._epoch is None:
+        """Commit batches until ``stop`` is set, ``max_batches`` committed, or (``until_idle``) nothing is new; the
+        number committed. A failure the policy calls permanent propagates (:attr:`stopped_by` says why); anything
+        else is retried with backoff (:func:`app.loop.run_steps`, which tells ``callbacks`` about every step)."""
+        if self._lease.epoch is None:
             self.start()
         return run_steps(self.step, stop or threading.Event(), idle_sleep_s=self.config.idle_sleep_s,
                          retry_backoff_s=self.config.retry_backoff_s, callbacks=callbacks,
@@ -213,31 +193,30 @@ class Coordinator:
     def run_until_idle(self, max_batches: int | None = None) -> int:
         return self.run(max_batches=max_batches, until_idle=True)
 
-    # -- one step ---------------------------------------------------------------------------
-
     def step(self) -> Outcome:
         """Fill the pipeline, then finish the oldest txid."""
-        self._check_lease()
+        self._lease.check()
         try:
             if not self._state_checked and isinstance(self.executor, ChecksState):  # a lost table: before any txid
-                self.executor.check_state(self.committed_txid, self._progress)
+                self.executor.check_state(self.committed_txid, self._log)
             self._state_checked = True
             self._fill()
             if not self._inflight:
-                self._healthy()
+                self._streak.healthy()
                 return Outcome.IDLE
             self._finish(self._inflight[0])
         except Exception as e:
-            if self._lease is not None and self._lease.lost is not None:  # its work was cancelled: say why
-                self._fail_inflight()
-                raise self._lease.lost from e
+            lost = self._lease.lost
+            if lost is not None:  # its work was cancelled: say why
+                self._inflight.fail_all(self.executor, self.topology_id)
+                raise lost from e
             decision, error = self._on_failure(e)
             if decision.permanent:
                 if error is e:
                     raise
                 raise error from e
             return Outcome.FAILED
-        self._healthy()
+        self._streak.healthy()
         return Outcome.COMMITTED
 
     def _fill(self) -> None:
@@ -247,7 +226,7 @@ class Coordinator:
             if batch is None:
                 return
             self._faults("process", batch.txid)
-            batch.future = self._pool.submit(self._timed, "process", batch.txid, self.executor.process, batch)
+            batch.future = self._pool.submit(self._phases.timed, "process", batch.txid, self.executor.process, batch)
             self._inflight.append(batch)
             self._metrics.current_txid.labels(self.topology_id).set(batch.txid)
 
@@ -257,45 +236,24 @@ class Coordinator:
         A replay of a frozen txid stores its next attempt number first (fenced), so the count
         survives a crash; before the freeze, attempts are counted in memory only.
         """
-        assert self._progress is not None
         stored = self._progress.batch(txid)
         if stored is not None:
-            replay = StoredBatch(self._replan_frozen(stored.plan), stored.attempt + 1)
+            replay = StoredBatch(replan_frozen(self.topology_id, self._emitter, stored.plan), stored.attempt + 1)
             self._progress.store_batch(replay)
-            self._planned(replay.plan, replay.attempt)
+            log_planned(self.topology_id, replay.plan, replay.attempt)
             return self._new_batch(txid, replay.attempt, replay.plan, frozen=True)
         attempt = self._attempts.get(txid, 0) + 1
         self._faults("plan", txid)
         last = self._inflight[-1].plan if self._inflight else self._committed_plan()
-        with self._phase("plan", txid):
+        with self._phases.phase("plan", txid):
             plan = plan_batch(txid, self._partitions.partitions(), self._emitter, last, self.config.caps)
-        if _same_position(plan, last):
+        if same_position(plan, last):
             return None
-        self._planned(plan, attempt)
+        log_planned(self.topology_id, plan, attempt)
         if self.spout.kind is SpoutKind.TRANSACTIONAL:
             self._freeze(txid, plan, attempt)
             return self._new_batch(txid, attempt, plan, frozen=True)
         return self._new_batch(txid, attempt, plan, frozen=False)
-
-    def _planned(self, plan: BatchPlan, attempt: int) -> None:
-        """The txid's line as it is planned: records and partitions (a replay: its first one at INFO, later at
-        DEBUG, each failure having its own line)."""
-        read = sum(1 for m in plan.partitions.values() if m.next_offset > m.first_offset)
-        replay = f" (attempt {attempt}, its frozen plan)" if attempt > 1 else ""
-        log.log(logging.DEBUG if attempt > 2 else logging.INFO, "pipeline %s txid %d: planned %d records from %d of "
-                "%d partitions%s", self.topology_id, plan.txid, plan.offset_count, read, len(plan.partitions), replay)
-
-    def _replan_frozen(self, plan: BatchPlan) -> BatchPlan:
-        """``plan``, unless retention removed offsets of it: then policy fail raises DataLossError and
-        skip keeps what is left (stored, fenced, before the replay reads it)."""
-        checked = {p: self._emitter.replan_frozen(m) for p, m in plan.partitions.items()}
-        if checked == dict(plan.partitions):
-            return plan
-        lost = plan.offset_count - sum(m.next_offset - m.first_offset for m in checked.values())
-        log.warning("pipeline %s: retention removed %d offsets of frozen txid %d before it committed; replaying "
-                    "what is left (the lost records are counted once, if an earlier attempt wrote them, or not "
-                    "at all)", self.topology_id, lost, plan.txid)
-        return BatchPlan(plan.txid, checked)
 
     def _new_batch(self, txid: int, attempt: int, plan: BatchPlan, *, frozen: bool) -> Batch:
         self._attempts[txid] = attempt
@@ -304,7 +262,6 @@ class Coordinator:
         return Batch(txid, attempt, plan, frozen, progress=self._progress)
 
     def _committed_plan(self) -> BatchPlan | None:
-        assert self._progress is not None
         stored = self._progress.batch(self.committed_txid)
         if stored is None and self.committed_txid > 0:
             raise MissingBatchMetadataError(self.committed_txid)
@@ -312,7 +269,9 @@ class Coordinator:
 
     def _finish(self, batch: Batch) -> None:
         """Steps 2-4 for the oldest in-flight txid."""
-        assert batch.future is not None and self._progress is not None
+        if batch.future is None:
+            msg = f"txid {batch.txid} is finished before it was processed"
+            raise RuntimeError(msg)
         batch.result = batch.future.result()  # step 2 ran in the pool
         batch.advance(BatchStatus.PROCESSED)
         if not batch.frozen:  # step 3
@@ -321,8 +280,8 @@ class Coordinator:
         found = batch.result.bad_records if isinstance(batch.result, FindsBadRecords) else ()
         self._bad_records.settle(batch.txid, found, self._progress)
         self._faults("commit", batch.txid)  # step 4
-        self._check_lease()
-        stats = self._timed("commit", batch.txid, self.executor.commit, batch, batch.result)
+        self._lease.check()
+        stats = self._phases.timed("commit", batch.txid, self.executor.commit, batch, batch.result)
         self._mark_committed(batch)
         batch.advance(BatchStatus.COMMITTED)
         self._inflight.popleft()
@@ -332,172 +291,56 @@ class Coordinator:
         self._after_commit(batch, stats)
 
     def _mark_committed(self, batch: Batch) -> None:
-        assert self._progress is not None
         self._faults("mark", batch.txid)
         self._progress.mark_committed(batch.txid, at=self._wall_clock())
 
     def _freeze(self, txid: int, plan: BatchPlan, attempt: int) -> None:
-        assert self._progress is not None
         self._faults("freeze", txid)
-        with self._phase("freeze", txid):
+        with self._phases.phase("freeze", txid):
             self._progress.store_batch(StoredBatch(plan, attempt))
 
     def _after_commit(self, batch: Batch, stats: CommitStats) -> None:
-        m, t = self._metrics, self.topology_id
-        m.batches.labels(t, "committed").inc()
-        m.committed_txid.labels(t).set(batch.txid)
-        m.records.labels(t).inc(stats.records)
-        m.keys_updated.labels(t).inc(stats.keys_updated)
+        self._metrics.record_commit(self.topology_id, batch.txid, stats.records, stats.keys_updated)
         try:
             self._partitions.committed(batch.plan)
         except Exception as e:  # noqa: BLE001 - best effort: the positions are committed in the store
             log.warning("pipeline %s: could not publish the offsets of txid %d: %s", self.topology_id, batch.txid,
                         describe(e))
 
-    # -- failures, lease, timing ------------------------------------------------------------
-
     def _on_failure(self, error: Exception) -> tuple[Decision, Exception]:
-        """Ask the policy; count, log and remember the decision; fail every in-flight txid. Returns the decision
-        and the error it was made on (the source's typed one, when the source named it)."""
+        """Ask the policy (through the failure streak); count the failure and fail every in-flight txid. Returns
+        the decision and the error it was made on (the source's typed one, when the source named it)."""
         head = self._inflight[0] if self._inflight else None
         txid = head.txid if head is not None else self.committed_txid + 1
-        if head is not None and self._asked != (txid, error_key(error)):  # once per txid and error
-            self._asked = (txid, error_key(error))
-            error = self._typed_read_error(error, head)
+        error = self._streak.typed(error, self.spout, head, txid)
         if head is None:  # failed while planning: that was an attempt too
             self._attempts[txid] = self._attempts.get(txid, 0) + 1
         attempt = self._attempts.get(txid, 1) if head is None else head.attempt
-        now = self._clock()
-        if self._failing_since is None:
-            self._failing_since = now
-        key = error_key(error)
-        same = self._same_error[2] + 1 if self._same_error[:2] == (txid, key) else 1
-        self._same_error = (txid, key, same)
-        failures = 1 if self.degraded is None else self.degraded.failures + 1
-        frozen_read = head is not None and head.frozen and isinstance(error, DataLossError)
-        decision = self.policy.decide(Failure(error, txid, attempt, failures, now - self._failing_since, same,
-                                              frozen_read=frozen_read))
+        decision = self._streak.decide(error, txid, attempt, frozen_read=frozen_read_lost(head, error),
+                                       kind=self.spout.kind)
         self._metrics.batches.labels(self.topology_id, "failed").inc()
-        self._fail_inflight()
+        self._inflight.fail_all(self.executor, self.topology_id)
         if decision.permanent:
             self.stopped_by = decision
-            log.error("pipeline %s: txid %d attempt %d failed permanently (%s); stopping", self.topology_id, txid,
-                      attempt, decision.reason)
-            return decision, error
-        since = self._wall_clock() if self.degraded is None else self.degraded.since
-        reason = decision.reason
-        if self.spout.kind is SpoutKind.TRANSACTIONAL and isinstance(error, PartitionUnavailableError):
-            reason = f"transactional spout stalled: txid {txid} keeps its ranges and waits ({reason})"
-            log.warning("pipeline %s: %s", self.topology_id, reason)
-        self.degraded = Degraded(reason, since, failures)
-        log.warning("pipeline %s: txid %d attempt %d failed (%s); replaying it and every later txid in %.2f s "
-                    "(failure %d in a row)", self.topology_id, txid, attempt, describe(error), decision.retry_in_s,
-                    failures)
         return decision, error
-
-    def _typed_read_error(self, error: Exception, batch: Batch) -> Exception:
-        """For a failure that reached the driver only as a Spark task's text, the typed error the source raises
-        here when one range of each of ``batch``'s topics is read (:mod:`spouts.typed_failures`); else ``error``."""
-        if isinstance(error, (SpoutError, *FATAL)) or deterministic_spark_error(error) is not None \
-                or not isinstance(self.spout, ArrowSpout):
-            return error
-        typed = typed_read_failure(self.spout, batch.plan)
-        if typed is None:
-            return error
-        log.warning("pipeline %s: txid %d failed (%s, its text only); reading its ranges here: %s",
-                    self.topology_id, batch.txid, type(error).__name__, typed)
-        return typed
 
     @property
     def source_problem(self) -> str | None:
         """What the spout's coordinator side reports as wrong with the source (e.g. a missing topic), or what
         holds the executor up (``isolating bad records in txid N: ...``, no Spark executor), if anything."""
-        for part in (self._partitions, self.executor):
-            if isinstance(part, Reports) and isinstance(part.problem, str):
-                return part.problem
-        return None
+        return first_problem(self._partitions, self.executor)
 
     @property
     def last_data_loss(self) -> str | None:
         """The last data loss the spout skipped under policy ``skip`` (what, where, when), if any: for /readyz."""
         return self._emitter.last_data_loss if isinstance(self._emitter, ReportsDataLoss) else None
 
-    def _healthy(self) -> None:
-        if self.degraded is not None:
-            log.info("pipeline %s: healthy again after %d failures", self.topology_id, self.degraded.failures)
-        self.degraded, self._failing_since = None, None
-
-    def _fail_inflight(self) -> None:
-        """A failure of txid N fails every later in-flight txid too; their running work is cancelled."""
-        while self._inflight:
-            b = self._inflight.pop()
-            if b.future is not None and not b.future.cancel() and not b.future.done():
-                try:
-                    self.executor.cancel(b.txid)
-                except Exception as e:  # noqa: BLE001 - best effort: the txid fails anyway
-                    log.warning("pipeline %s: could not cancel the work of txid %d: %s", self.topology_id, b.txid,
-                                describe(e))
-            if b.status is not BatchStatus.COMMITTED:
-                b.advance(BatchStatus.FAILED)
-
-    def _check_lease(self) -> None:
-        """Stop (LeaseLostError, saying why) if the heartbeat lost the lease or could not renew it in time."""
-        assert self._lease is not None, "start() takes the lease first"
-        try:
-            self._lease.check()
-        except LeaseLostError:
-            self._metrics.lease_held.labels(self.topology_id).set(0)
-            raise
-
     def _cancel_running(self, error: LeaseLostError) -> None:
         """Called by the heartbeat when the lease is lost: cancel the running work of every in-flight txid
         (the coordinator's thread then stops at its next lease check)."""
-        self._metrics.lease_held.labels(self.topology_id).set(0)
-        for b in list(self._inflight):
-            if b.future is not None and not b.future.done():
-                self.executor.cancel(b.txid)
-
-    @contextmanager
-    def _phase(self, name: str, txid: int) -> Iterator[None]:
-        """Time one phase of ``txid`` into ``trident_phase_seconds``; one that took :data:`SLOW_PHASE_S` or longer
-        says so as it ends (a failed one has its failure's line instead)."""
-        began = self._clock()
-        with self._metrics.phase_seconds.labels(self.topology_id, name).time():
-            yield
-        took = self._clock() - began
-        if took >= SLOW_PHASE_S:
-            log.info("pipeline %s txid %d: %s took %.1f s", self.topology_id, txid, name, took)
-
-    def _timed(self, name: str, txid: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        with self._phase(name, txid):
-            return fn(*args, **kwargs)
+        self._lease.lost_gauge()
+        self._inflight.cancel_running(self.executor)
 
 
-def _same_position(plan: BatchPlan, last: BatchPlan | None) -> bool:
-    """True when ``plan`` reads nothing and changes no partition's position: nothing to commit."""
-    if plan.offset_count:
-        return False
-    before = {} if last is None else {p: m.next_offset for p, m in last.partitions.items()}
-    return {p: m.next_offset for p, m in plan.partitions.items()} == before
-
-
-class _Fenced:
-    """The coordinator's view of its store: every fenced write checks the heartbeat's verdict first,
-    so nothing is written once the lease counts as lost (the store's epoch check stays the real fence)."""
-
-    def __init__(self, store: CoordinatorStore, lease: LeaseKeeper) -> None:
-        self._store, self._lease, self.topology_id = store, lease, store.topology_id
-
-    def get(self, key: str) -> Json | None:
-        return self._store.get(key)
-
-    def keys(self, prefix: str) -> list[str]:
-        return self._store.keys(prefix)
-
-    def put(self, key: str, value: Json, *, epoch: int) -> None:
-        self._lease.check()
-        self._store.put(key, value, epoch=epoch)
-
-    def delete(self, keys: Sequence[str], *, epoch: int) -> None:
-        self._lease.check()
-        self._store.delete(keys, epoch=epoch)
+def _no_holder(holder: LeaseInfo | None) -> None:
+    """No standby callback: a standby waits without telling anyone."""

@@ -23,3 +23,11 @@ class BadRecordsGoneError(Exception):
 
 #: Errors of this layer a coordinator must never retry.
 FATAL: tuple[type[BaseException], ...] = (MissingBatchMetadataError, BadRecordsGoneError)
+
+
+class CoordinatorNotStartedError(RuntimeError):
+    """A coordinator asked to step or read its progress before :meth:`start` took the lease."""
+
+    def __init__(self, topology_id: str) -> None:
+        self.topology_id = topology_id
+        super().__init__(f"pipeline {topology_id}: the coordinator has not taken the lease (start() first)")

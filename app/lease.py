@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from app.error_text import describe
 from app.failures import Decision, Failure, FailurePolicy
 from states.errors import LeaseHeldError, LeaseLostError
 from states.protocols import CoordinatorStore, LeaseInfo
@@ -90,6 +91,16 @@ def take_lease(store: CoordinatorStore, owner: str, ttl_s: float, stop: threadin
         on_standby(info)  # after the log line, so whoever sees the role can already read who holds the lease
         if stop.wait(_standby_wait(info, ttl_s, wall_clock)):
             return None
+
+
+def release_lease(store: CoordinatorStore, owner: str, epoch: int) -> None:
+    """Give the lease up so a successor can start at once; best effort (conditional on owner and epoch, and a
+    lease not released expires with its TTL), so a failure is logged, not raised."""
+    try:
+        store.release_lease(owner, epoch)
+    except Exception as e:
+        log.warning("pipeline %s: could not release the lease: %s", store.topology_id, describe(e))
+        log.debug("pipeline %s: releasing the lease failed", store.topology_id, exc_info=True)
 
 
 def _retry_in(policy: FailurePolicy, failure: Failure, on_permanent: Callable[[Decision], None],

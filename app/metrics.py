@@ -88,6 +88,13 @@ class Metrics:
         self.audit_txid = Gauge("trident_audit_last_txid", "The committed txid the last audit compared as of.",
                                 ["pipeline"], registry=r)
 
+    def record_commit(self, pipeline: str, txid: int, records: int, keys_updated: int) -> None:
+        """A committed txid: its count, the last committed txid, the records read and keys written."""
+        self.batches.labels(pipeline, "committed").inc()
+        self.committed_txid.labels(pipeline).set(txid)
+        self.records.labels(pipeline).inc(records)
+        self.keys_updated.labels(pipeline).inc(keys_updated)
+
     def record_audit(self, pipeline: str, txid: int, differences: int, at: float) -> None:
         """The result of an audit of ``pipeline`` as of ``txid``, finished at Unix time ``at``."""
         self.audit_result.labels(pipeline).set(0 if differences else 1)
