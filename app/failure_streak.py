@@ -14,7 +14,7 @@ from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.protocols import ArrowSpout, PartitionedSpout, SpoutKind
 from spouts.typed_failures import typed_read_failure
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.coordinator")  # the coordinator's lines, under the name operators filter on
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections import deque
 from app.batch import Batch, BatchExecutor, BatchStatus
 from app.error_text import describe
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.coordinator")  # the coordinator's lines, under the name operators filter on
 
 
 class InFlight(deque[Batch]):

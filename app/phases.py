@@ -9,7 +9,7 @@ from typing import ParamSpec, TypeVar
 
 from app.metrics import Metrics
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.coordinator")  # the coordinator's lines, under the name operators filter on
 
 SLOW_PHASE_S = 5.0  # a phase of a txid that takes this long or longer says so when it ends
 P = ParamSpec("P")

@@ -7,7 +7,7 @@ import logging
 from spouts.metadata import BatchPlan
 from spouts.protocols import PartitionedEmitter
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.coordinator")  # the coordinator's lines, under the name operators filter on
 
 
 def same_position(plan: BatchPlan, last: BatchPlan | None) -> bool:

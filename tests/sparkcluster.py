@@ -61,7 +61,7 @@ class SparkCluster:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    def start(self) -> SparkCluster:
+    def start(self) -> Self:
         """Start the master, then every worker; return once each worker has registered with the master."""
         atexit.register(self.stop)
         self.root.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -32,7 +33,7 @@ def consumed(topic: Topic) -> list[list[list[str]]]:
             while len(words) < high:
                 for m in consumer.consume(1000, timeout=5):
                     assert m.error() is None
-                    words.append(m.value().decode().split(" "))
+                    words.append(cast(bytes, m.value()).decode().split(" "))
             out.append(words)
         return out
     finally:

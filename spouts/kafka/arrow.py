@@ -11,7 +11,7 @@ per-process pool (assign + seek per read).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import closing
 from typing import Any
 
@@ -43,7 +43,7 @@ _NO_HEADERS = pa.array([], type=HEADER_TYPE)
 
 
 def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetadata,
-               batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+               batch_size: int = DEFAULT_BATCH_SIZE) -> Generator[pa.RecordBatch, None, None]:
     """Yield ``meta``'s records as record batches of at most ``batch_size`` rows, in offset order.
 
     Raises like :func:`spouts.kafka.reader.read_range` (unavailable partition, data loss). An empty

@@ -122,11 +122,20 @@ class World:
         self.backing.fail_after = None
 
     def stored_counts(self) -> dict[str, int]:
-        out = {}
-        for (key,), v in self.backing.data.items():
-            out[key] = v if self.state_kind is StateKind.NON_TRANSACTIONAL else getattr(v, "curr", getattr(v, "val", None))
+        out: dict[str, int] = {}
+        for k, v in self.backing.data.items():
+            assert isinstance(k, tuple)
+            stored = v if self.state_kind is StateKind.NON_TRANSACTIONAL else getattr(v, "curr", getattr(v, "val", None))
+            assert isinstance(stored, int)
+            out[k[0]] = stored
         return out
 
     def truth(self) -> dict[str, int]:
         """Ground truth straight from the source's records, independent of the coordinator."""
-        return dict(Counter(r.value.decode() for r in self.source.all_records()))
+        return dict(Counter(_text(r.value) for r in self.source.all_records()))
+
+
+def _text(value: bytes | None) -> str:
+    """A record's value as text (the harness's records always have one)."""
+    assert value is not None
+    return value.decode()

@@ -98,8 +98,9 @@ def test_exactly_once_under_random_failures(spout_kind: SpoutKind, state_kind: S
     assert world.stored_counts() == world.truth()
     committed = read_progress(world.store).committed_plan
     assert committed is not None
-    for p in world.source.partitions():
-        assert committed.partitions[p].next_offset == len([r for r in world.source.all_records() if r.partition == p.partition])
+    for part in world.source.partitions():
+        assert committed.partitions[part].next_offset == len([r for r in world.source.all_records()
+                                                               if r.partition == part.partition])
 
 
 # A batch of new records on one partition, each key once (at least two keys, within a batch's caps).

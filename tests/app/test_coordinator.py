@@ -14,8 +14,10 @@ from app.coordinator import Coordinator, CoordinatorConfig
 from app.errors import MissingBatchMetadataError
 from app.failures import Failure, FailurePolicy
 from app.guarantees import CombinationError, Guarantee, check_combination
+from app.loop import Outcome
 from app.progress import StoredBatch
 from spouts.errors import DataLossError
+from spouts.memory import MemorySpout
 from spouts.metadata import BatchPlan, Partition
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
@@ -35,8 +37,15 @@ class NoFreeze(Coordinator):
         super()._mark_committed(batch)
 
 
-def step_until_idle(world: World, limit: int = 200) -> list[str]:
-    outcomes = []
+def stored(world: World, key: str) -> dict[str, Any]:
+    """A document the coordinator stored (it must be there)."""
+    doc = world.store.get(key)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def step_until_idle(world: World, limit: int = 200) -> list[Outcome]:
+    outcomes: list[Outcome] = []
     for _ in range(limit):
         outcomes.append(world.coordinator.step())
         if outcomes[-1] == "idle":
@@ -78,13 +87,13 @@ class TestFreeze:
             world.append(0, k)
         world.faults.armed = {"commit"}
         assert world.coordinator.step() == "failed"  # frozen, then failed before any write
-        frozen = StoredBatch.from_json(world.store.get("batches/" + "1".zfill(20))).plan
+        frozen = StoredBatch.from_json(stored(world, "batches/" + "1".zfill(20))).plan
         for k in "bbb":
             world.append(0, k)
         world.restart()
         world.coordinator.step()
         assert world.coordinator.committed_txid == 1
-        assert StoredBatch.from_json(world.store.get("batches/" + "1".zfill(20))).plan == frozen
+        assert StoredBatch.from_json(stored(world, "batches/" + "1".zfill(20))).plan == frozen
         assert world.stored_counts() == {"a": 2, "b": 1}
         step_until_idle(world)
         assert world.stored_counts() == world.truth() == {"a": 2, "b": 4}
@@ -306,15 +315,17 @@ class TestDataLossAndMetrics:
 
     def test_data_loss_with_policy_skip_continues_from_log_start(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1, caps=Caps(per_partition=2, per_batch=2))
-        world.coordinator.spout.data_loss = DataLossPolicy.SKIP
-        world.coordinator._emitter = world.coordinator.spout.emitter()
+        spout = world.coordinator.spout
+        assert isinstance(spout, MemorySpout)
+        spout.data_loss = DataLossPolicy.SKIP
+        emitter = world.coordinator._emitter = spout.emitter()
         for k in "abcd":
             world.append(0, k)
         world.coordinator.run(max_batches=1)
         world.source.truncate_before(Partition(TOPIC, 0), 3)
         step_until_idle(world)
         assert world.stored_counts() == {"a": 1, "b": 1, "d": 1}
-        assert world.coordinator._emitter.lost_offsets == 1
+        assert emitter.lost_offsets == 1
 
     def test_metrics_follow_committed_batches(self) -> None:
         world = World(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=2, caps=Caps(per_partition=5, per_batch=5))

@@ -14,9 +14,10 @@ from app.commands import common
 from app.coordinator import Coordinator
 from app.failures import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
 from app.local import LocalExecutor
+from app.loop import Outcome
 from app.spark import fatal
 from spouts.errors import AccessRefusedError, DataLossError, PartitionUnavailableError
-from spouts.memory import MemorySpout
+from spouts.memory import MemoryEmitter, MemorySpout
 from spouts.metadata import Partition
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
@@ -219,14 +220,14 @@ class TestPolicy:
                 return self.cause
 
         captured = SparkLikeError("Job aborted due to stage failure", None)
-        captured._origin = JavaThrowable(None, JavaThrowable("DIVIDE_BY_ZERO", None))
+        captured._origin = JavaThrowable(None, JavaThrowable("DIVIDE_BY_ZERO", None))  # type: ignore[attr-defined]  # where PySpark keeps it
         wrapped = RuntimeError("the commit failed")
         wrapped.__cause__ = captured
         assert decide(wrapped, same_error_attempts=3).permanent
-        captured._origin = JavaThrowable(None, JavaThrowable("SOME_OTHER_CONDITION", None))
+        captured._origin = JavaThrowable(None, JavaThrowable("SOME_OTHER_CONDITION", None))  # type: ignore[attr-defined]  # where PySpark keeps it
         assert not decide(wrapped, same_error_attempts=3).permanent
         direct = RuntimeError("An error occurred while calling o42.count")  # py4j's Py4JJavaError keeps it here
-        direct.java_exception = JavaThrowable(None, JavaThrowable("CAST_INVALID_INPUT", None))
+        direct.java_exception = JavaThrowable(None, JavaThrowable("CAST_INVALID_INPUT", None))  # type: ignore[attr-defined]  # where py4j keeps it
         assert decide(direct, same_error_attempts=3).permanent
 
     def test_an_unknown_error_is_transient(self) -> None:
@@ -243,7 +244,7 @@ class TestCoordinatorFailures:
         def away() -> list[Partition]:
             raise ConnectionError("metadata request timed out")
 
-        real, partitions.partitions = partitions.partitions, away
+        real, partitions.partitions = partitions.partitions, away  # type: ignore[method-assign]  # a fault planted
         caplog.set_level(logging.WARNING, logger="app.coordinator")
         for attempt in (1, 2, 3):
             assert world.coordinator.step() == "failed"
@@ -252,7 +253,7 @@ class TestCoordinatorFailures:
         assert degraded is not None
         assert degraded.failures == 3
         assert "metadata request timed out" in degraded.reason
-        partitions.partitions = real
+        partitions.partitions = real  # type: ignore[method-assign]  # the fault taken out
         assert world.coordinator.step() == "committed"
         assert world.coordinator.degraded is None
         assert world.stored_counts() == world.truth() == {"a": 1}
@@ -280,7 +281,7 @@ class TestCoordinatorFailures:
         def misconfigured() -> list[Partition]:
             raise error
 
-        world.coordinator._partitions.partitions = misconfigured
+        world.coordinator._partitions.partitions = misconfigured  # type: ignore[method-assign]  # a fault planted
         with pytest.raises(KafkaException):
             world.coordinator.step()
         stopped = world.coordinator.stopped_by
@@ -387,8 +388,10 @@ def frozen_then_retention(policy: DataLossPolicy, *, partial: bool) -> World:
     world = SparkLikeWorld(SpoutKind.OPAQUE, StateKind.OPAQUE, partitions=1, caps=Caps(per_partition=3, per_batch=3))
     for k in "abcde":
         world.append(0, k)
-    world.coordinator.spout.data_loss = policy
-    world.coordinator._emitter = world.coordinator.spout.emitter()
+    spout = world.coordinator.spout
+    assert isinstance(spout, MemorySpout)
+    spout.data_loss = policy
+    world.coordinator._emitter = spout.emitter()
     world.source.set_visible(P0, 2)
     assert world.coordinator.step() == "committed"  # txid 1: a b
     world.source.set_visible(P0, None)
@@ -399,13 +402,15 @@ def frozen_then_retention(policy: DataLossPolicy, *, partial: bool) -> World:
     assert world.coordinator.step() == "failed"
     world.source.truncate_before(P0, 3)
     world.restart()
-    world.coordinator.spout.data_loss = policy
-    world.coordinator._emitter = world.coordinator.spout.emitter()
+    spout = world.coordinator.spout
+    assert isinstance(spout, MemorySpout)
+    spout.data_loss = policy
+    world.coordinator._emitter = spout.emitter()
     return world
 
 
-def run_until_stopped_or_idle(world: World, limit: int = 20) -> list[str]:
-    outcomes = []
+def run_until_stopped_or_idle(world: World, limit: int = 20) -> list[Outcome]:
+    outcomes: list[Outcome] = []
     for _ in range(limit):
         outcomes.append(world.coordinator.step())
         if outcomes[-1] == "idle":
@@ -433,6 +438,8 @@ class TestDataLossInsideAFrozenTxid:
         for key, n in truth.items():
             assert n - (1 if key in lost else 0) <= stored.get(key, 0) <= n, (key, stored)
         assert stored == ({"a": 1, "b": 1, "c": 1, "d": 1, "e": 1} if partial else {"a": 1, "b": 1, "d": 1, "e": 1})
-        assert world.coordinator._emitter.lost_offsets == 1
+        emitter = world.coordinator._emitter
+        assert isinstance(emitter, MemoryEmitter)
+        assert emitter.lost_offsets == 1
         assert world.coordinator.committed_txid == 2
         assert world.coordinator.stopped_by is None

@@ -33,7 +33,7 @@ class TestAssess:
         base: dict[str, Any] = {"active": True, "error": None, "failing": None, "source_problem": None, "progress_age_s": 1.0,
                                     "window_s": 60.0, "now": 1000.0}
         assert assess(**base).ready
-        cases = {
+        cases: dict[str, dict[str, Any]] = {
             "failed": {"error": "DataLossError: ..."},
             "standby": {"active": False},
             "degraded": {"failing": ("PartitionUnavailableError: broker down", 990.0)},
@@ -125,9 +125,12 @@ class TestRunnerHealth:
         stop, fatal = threading.Event(), threading.Event()
         seen: list[dict[str, Any]] = []
         runner.start(stop, fatal.set)
+        def degraded_by_the_broker() -> bool:
+            seen.append(runner.status(60.0))
+            return seen[-1]["state"] == "degraded" and "broker down" in (seen[-1]["reason"] or "")
+
         try:
-            wait_for(lambda: seen.append(runner.status(60.0)) or (seen[-1]["state"] == "degraded"
-                     and "broker down" in (seen[-1]["reason"] or "")))
+            wait_for(degraded_by_the_broker)
             assert not seen[-1]["ready"]
             assert seen[-1]["since"] is not None
             assert seen[-1]["error"] is None

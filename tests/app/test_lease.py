@@ -21,6 +21,7 @@ from spouts.protocols import SpoutKind
 from states import Count, OpaqueMap
 from states.errors import LeaseHeldError, LeaseLostError
 from states.memory import MemoryTransactionalStateStore
+from states.protocols import LeaseInfo
 from states.spec import StateKind
 from tests.app.harness import World
 
@@ -74,7 +75,7 @@ class UnreachableAtFirst(MemoryTransactionalStateStore):
 
 def slow_coordinator(world: World, seconds: float, *, owner: str = "me", ttl: float = TTL) -> Coordinator:
     spout = MemorySpout(world.source, SpoutKind.OPAQUE, topology_id="world")
-    executor = SlowExecutor(spout.emitter(), [Sink(OpaqueMap(world.backing, metrics=world.metrics), Count(),
+    executor = SlowExecutor(spout.emitter(), [Sink(OpaqueMap(world.backing, metrics=world.metrics.states), Count(),
                                                    key=lambda r: (r.value.decode(),))], seconds=seconds)
     config = CoordinatorConfig(owner=owner, lease_ttl_s=ttl, retry_backoff_s=(0.0, 0.0), idle_sleep_s=0.0)
     return Coordinator("world", spout, executor, world.store, config, metrics=world.metrics)
@@ -143,7 +144,7 @@ class TestHeartbeat:
         world.coordinator.close()
         world.store = store = FlakyRenewals()
         hung = threading.Event()
-        store.renew_lease = lambda *args: hung.wait(30)  # type: ignore[method-assign, assignment, return-value]
+        store.renew_lease = lambda *args: hung.wait(30) and None  # type: ignore[method-assign, assignment]  # a renewal that hangs
         coord = slow_coordinator(world, seconds=10 * TTL)
         coord.start()
         started = time.monotonic()
@@ -189,10 +190,12 @@ class TestStandby:
             self, caplog: pytest.LogCaptureFixture) -> None:
         store = MemoryTransactionalStateStore("t")
         epoch = store.acquire_lease("active-1", 30.0)
-        stop, got, seen, standing_by = threading.Event(), [], [], threading.Event()
+        stop, standing_by = threading.Event(), threading.Event()
+        got: list[tuple[int, float] | None] = []
+        seen: list[LeaseInfo | None] = []
         caplog.set_level(logging.INFO, logger="app.lease")
 
-        def told(info: object) -> None:
+        def told(info: LeaseInfo | None) -> None:
             seen.append(info)
             standing_by.set()
 
@@ -222,7 +225,7 @@ class TestStandby:
         stop, logged_when_told = threading.Event(), []
         caplog.set_level(logging.INFO, logger="app.lease")
 
-        def told(info: object) -> None:
+        def told(info: LeaseInfo | None) -> None:
             logged_when_told.append("held by active-1 (epoch 1) until" in caplog.text)
             stop.set()
 
@@ -323,7 +326,7 @@ class TestRunnerStandby:
         from app.service import PipelineRunner
 
         spout = MemorySpout(world.source, SpoutKind.OPAQUE, topology_id="world")
-        executor = LocalExecutor(spout.emitter(), [Sink(OpaqueMap(world.backing, metrics=world.metrics), Count(),
+        executor = LocalExecutor(spout.emitter(), [Sink(OpaqueMap(world.backing, metrics=world.metrics.states), Count(),
                                                         key=lambda r: (r.value.decode(),))])
         return PipelineRunner(FakeCompiled(world, "second"), executor, metrics=world.metrics)  # type: ignore[arg-type]
 

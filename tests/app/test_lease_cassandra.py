@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -66,7 +66,7 @@ class Pipeline:
             self.error = e
 
     def counts(self) -> dict[str, int]:
-        return {k[0]: v.curr for k, v in self.backing.data.items()}
+        return {cast(tuple[str], k)[0]: v.curr for k, v in self.backing.data.items()}
 
     def wait_committed(self, txid: int, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -111,6 +111,7 @@ class TestCassandraOutage:
         p.thread.start()
         p.wait_committed(1)
         epoch = p.coordinator.epoch
+        assert epoch is not None
         server.inject(Fault.unavailable(times=None))
         started = time.monotonic()
         p.thread.join(TTL + 5)

@@ -134,7 +134,7 @@ def recreated_world(policy: DataLossPolicy) -> tuple[World, Counter[str]]:
     for _ in range(6):
         world.append(0, "old")
     world.coordinator.run_until_idle()
-    old = Counter(r.value.decode() for r in world.source.recreate(Partition(TOPIC, 0)))
+    old = Counter((r.value or b"").decode() for r in world.source.recreate(Partition(TOPIC, 0)))
     for _ in range(4):
         world.append(0, "new")
     return world, old

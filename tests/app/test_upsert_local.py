@@ -56,18 +56,19 @@ class UpsertWorld(World):
         self.source.append(Partition(TOPIC, partition), key.encode(), value)
 
     def stored(self) -> dict[str, bytes]:
-        out = {}
-        for (key,), v in self.backing.data.items():
+        out: dict[str, bytes] = {}
+        for k, v in self.backing.data.items():
+            assert isinstance(k, tuple)
             value, deleted = v.curr if self.state_kind is StateKind.OPAQUE else v.val
             if not deleted.value:
-                out[key] = value.value
+                out[k[0]] = value.value
         return out
 
     def newest(self) -> dict[str, bytes]:
         """Ground truth straight from the source: per key, the record with the highest place."""
         last: dict[str, Record] = {}
         for r in self.source.all_records():
-            k = r.key.decode()
+            k = (r.key or b"").decode()
             if k not in last or (r.timestamp, r.partition, r.offset) > (last[k].timestamp, last[k].partition,
                                                                          last[k].offset):
                 last[k] = r

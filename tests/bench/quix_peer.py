@@ -37,7 +37,7 @@ def patch_admin(bootstrap: str) -> None:
     def inspect_topics(self: Any, topic_names: list[str], timeout: float = 30) -> dict[str, Any]:
         cluster = self.list_topics(timeout=timeout)
         wanted = getattr(self, "wanted", {})
-        out = {}
+        out: dict[str, Any] = {}
         for name in topic_names:
             if name not in cluster:
                 out[name] = None
@@ -50,8 +50,8 @@ def patch_admin(bootstrap: str) -> None:
                                           extra_config=dict(extra))
         return out
 
-    admin.TopicAdmin.create_topics = create_topics  # type: ignore[method-assign]
-    admin.TopicAdmin.inspect_topics = inspect_topics  # type: ignore[method-assign]
+    admin.TopicAdmin.create_topics = create_topics
+    admin.TopicAdmin.inspect_topics = inspect_topics
 
 
 def run(bootstrap: str, topic: str, records: int, words: int, guarantee: str) -> dict[str, Any]:
@@ -81,7 +81,7 @@ def run(bootstrap: str, topic: str, records: int, words: int, guarantee: str) ->
     with tempfile.TemporaryDirectory() as state_dir:
         app = Application(broker_address=bootstrap, consumer_group=group, auto_offset_reset="earliest",
                           processing_guarantee=guarantee, state_dir=state_dir, loglevel="WARNING",
-                          on_message_processed=processed)  # type: ignore[arg-type]
+                          on_message_processed=processed)
         source = app.topic(topic, value_deserializer="bytes", key_deserializer="bytes")
         sdf = app.dataframe(source)
         sdf = sdf.apply(lambda value: value.decode().split(), expand=True)

@@ -13,7 +13,7 @@ import random
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -92,10 +92,14 @@ class SalesProducer(TruthProducer):
             kind = self.decode_kinds[(n // self.bad_every) % len(self.decode_kinds)]
         else:
             kind = ""
-        good = None if kind else (self.rng.choice(VOCABULARY), self.rng.randint(1, 99))
-        value = MALFORMED[kind](self.rng) if kind else json.dumps({"user": good[0], "amount": good[1]}).encode()
+        good: tuple[str, int] | None = None
+        if kind:
+            value = MALFORMED[kind](self.rng)
+        else:
+            good = (self.rng.choice(VOCABULARY), self.rng.randint(1, 99))
+            value = json.dumps({"user": good[0], "amount": good[1]}).encode()
         self._producer.produce(self.topic, value, partition=partition,
-                               on_delivery=lambda err, msg, payload=(kind, good): sink(err, msg, payload))
+                               on_delivery=lambda err, msg, payload=(kind, good): sink(err, msg, payload))  # type: ignore[misc]  # defaults bind this call's values
         self.sent += 1
 
     def _accept(self, partition: int, offset: int, payload: Any) -> None:
@@ -174,14 +178,16 @@ class BadRecordsLane(Lane):
             deadline = time.monotonic() + 120
             while len(eof) < len(parts) and time.monotonic() < deadline:
                 for m in c.consume(500, timeout=1.0):
-                    if m.error() is None:
-                        h = {k: v for k, v in m.headers() or () if v is not None}
+                    error = m.error()
+                    if error is None:
+                        headers = cast(list[tuple[str, bytes | None]], m.headers() or [])
+                        h = {k: v for k, v in headers if v is not None}
                         try:
                             out.append((int(h[HEADER + "source.partition"]), int(h[HEADER + "source.offset"])))
                         except (KeyError, ValueError):
                             out.append(None)
-                    elif m.error().code() == KafkaError._PARTITION_EOF:
-                        eof.add(m.partition())
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        eof.add(cast(int, m.partition()))
             return out
         finally:
             c.close()

@@ -98,7 +98,7 @@ class RegistrySalesProducer(SalesProducer):
         if good is not None:
             value = _framed(self.schema_id, json.dumps({"user": good[0], "amount": good[1]}).encode())
         self._producer.produce(self.topic, value, partition=partition,
-                               on_delivery=lambda err, msg, payload=(kind, good): sink(err, msg, payload))
+                               on_delivery=lambda err, msg, payload=(kind, good): sink(err, msg, payload))  # type: ignore[misc]  # defaults bind this call's values
         self.sent += 1
 
 
@@ -273,9 +273,10 @@ def commit_in_flight(lane: Lane, timeout: float) -> bool:
     return False
 
 
-def server_faults(lane: RealServersLane, rng: random.Random, stop: threading.Event) -> None:
+def server_faults(lane: Lane, rng: random.Random, stop: threading.Event) -> None:
     """Every 25-55 s, in turn: Cassandra SIGKILLed with a commit in flight, the Kafka broker SIGKILLed while
     records flow, the registry SIGKILLed; each restarted."""
+    assert isinstance(lane, RealServersLane)
     order = ("cassandra", "kafka", "registry")
     i = 0
     while not stop.wait(rng.uniform(25.0, 55.0)):

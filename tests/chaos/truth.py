@@ -91,7 +91,7 @@ class TruthProducer(threading.Thread):
     def _produce(self, partition: int, sink: Any) -> None:
         words = self._words()
         self._producer.produce(self.topic, " ".join(words).encode(), partition=partition,
-                               on_delivery=lambda err, msg, w=words: sink(err, msg, w))
+                               on_delivery=lambda err, msg, w=words: sink(err, msg, w))  # type: ignore[misc]  # defaults bind this call's values
         self.sent += 1
 
     def _one_transaction(self, n: int) -> None:

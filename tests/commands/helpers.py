@@ -90,9 +90,10 @@ def pipeline_coordinator(config_path: Path, pipeline_id: str = "wc", owner: str 
     config = load(config_path)
     compiled = compile_pipeline(config, pipeline_id)
     spout = compiled.topology.spout
+    assert spout is not None
     state = compiled.state.make_state(WORDS_SPEC)
     executor = LocalExecutor(spout.emitter(), [Sink(state, Count(), key=lambda w: (w,))],
-                             flat_map=lambda r: r.value.decode().split())
+                             flat_map=lambda r: (r.value or b"").decode().split())
     cfg = CoordinatorConfig(caps=compiled.coordinator.caps, max_pending=1, owner=owner, idle_sleep_s=0.01)
     return Coordinator(pipeline_id, spout, executor, compiled.store(), cfg)
 

@@ -12,6 +12,7 @@ from cassandra import AuthenticationFailed, Unauthorized
 from cassandra.cluster import NoHostAvailable
 
 from app.commands import COMMANDS
+from states.cassandra.settings import Secret
 from tests.commands.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +143,7 @@ def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_pa
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    settings = CassandraSettings(contact_points=("127.0.0.1",), port=port, username="trident", password="pw",
+    settings = CassandraSettings(contact_points=("127.0.0.1",), port=port, username="trident", password=Secret("pw"),
                                  tls=TlsSettings(enabled=True, ca_file=str(tmp_path / "other.pem")))
     untrusted = cassandra_tls_refusal(settings)
     thread.join(10)
@@ -169,7 +170,7 @@ def test_the_folded_log_is_decided_by_the_error_s_type(caplog: pytest.LogCapture
     class DriverSubclass(DriverException):  # the driver's type, defined in this module
         pass
 
-    stranger = type("Away", (Exception,), {"__module__": "cassandra_lookalike"})
+    stranger: type[Exception] = type("Away", (Exception,), {"__module__": "cassandra_lookalike"})
     fold_driver_tracebacks()
     driver = logging.getLogger("cassandra.cluster")
     with caplog.at_level(logging.WARNING, logger="cassandra.cluster"):

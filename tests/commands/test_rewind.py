@@ -75,6 +75,7 @@ def test_rewind_with_reset_state_recounts_exactly_the_records_from_that_point(
     store = _store(path)
     prog = read_progress(store)
     assert prog.committed_txid == before + 1  # txids only grow
+    assert prog.committed_plan is not None
     assert {m.partition_id: (m.first_offset, m.next_offset) for m in prog.committed_plan.partitions.values()} == \
         {Partition(topic, p): (o, o) for p, o in starts.items()}
     [audit] = read_rewinds(store)

@@ -70,7 +70,7 @@ def test_apply_twice_second_changes_nothing(capsys: pytest.CaptureFixture[str]) 
     assert "nothing to change" not in out  # what was applied, not the re-plan after it
     assert out.splitlines()[-1] == "applied 3 change(s): 1 to create, 1 to grow, 1 to reconfigure"
     assert cluster.topics["events"].partitions == 6
-    assert cluster.topics["events"].configs["segment.ms"] == "1000"
+    assert (cluster.topics["events"].configs or {})["segment.ms"] == "1000"
     assert "undeclared" in cluster.topics  # never deleted
     calls = list(cluster.calls)
     assert apply_topics(DECLARED, cluster, report=lambda _: None) == OK

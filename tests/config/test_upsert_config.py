@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from app.config import compile_pipeline, describe, parse
+from app.topology import PersistentAggregate
 from states.aggregators import First, Latest
 from tests.service.test_config import doc, error
 
@@ -25,6 +26,7 @@ def test_an_upsert_pipeline_compiles_to_latest_with_its_settings() -> None:
                        pipelines__0__state__ttl_s="86400"), {})
     compiled = compile_pipeline(config, "word-count")
     sink = compiled.topology.sinks[0][1]
+    assert isinstance(sink, PersistentAggregate)
     assert isinstance(sink.aggregates[0].aggregator, Latest)
     assert (sink.tombstones, sink.ttl_s) == ("delete", 86_400)
     assert [a.output for a in sink.stored_aggregates] == ["amount", "deleted"]
@@ -32,7 +34,9 @@ def test_an_upsert_pipeline_compiles_to_latest_with_its_settings() -> None:
     assert (described["tombstones"], described["ttl_s"]) == ("delete", 86_400)
     assert described["aggregates"][0]["function"] == "latest"
     first = parse(doc(**{**UPSERT, "pipelines__0__aggregates": [{"first": {"field": "amount"}}]}), {})
-    assert isinstance(compile_pipeline(first, "word-count").topology.sinks[0][1].aggregates[0].aggregator, First)
+    first_sink = compile_pipeline(first, "word-count").topology.sinks[0][1]
+    assert isinstance(first_sink, PersistentAggregate)
+    assert isinstance(first_sink.aggregates[0].aggregator, First)
 
 
 @pytest.mark.parametrize(("changes", "path", "message"), [

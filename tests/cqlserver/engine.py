@@ -134,7 +134,7 @@ class Engine:
             if isinstance(stmt, ast.Select):
                 assert table is not None
                 result_columns = _selection(stmt, table, self.clock.now()).specs
-            qualified = any(isinstance(stmt, t) for t in (ast.Select, ast.Insert, ast.Update, ast.Delete)) and \
+            qualified = isinstance(stmt, (ast.Select, ast.Insert, ast.Update, ast.Delete)) and \
                 stmt.table.keyspace is not None
             digest_input = query if qualified or keyspace is None else keyspace + query
             prepared_id = hashlib.md5(digest_input.encode("utf-8")).digest()

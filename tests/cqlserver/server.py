@@ -61,7 +61,7 @@ class CqlServer:
         self._accept_thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------
-    def start(self) -> CqlServer:
+    def start(self) -> Self:
         """Bind and listen; returns once connections are accepted (in background threads)."""
         if self._listener is not None:
             return self

@@ -7,10 +7,11 @@ reads like the specification.
 
 from __future__ import annotations
 
+import builtins
 import ipaddress
 import struct
 import uuid
-from typing import Final, Self
+from typing import Final
 
 from .errors import ProtocolError
 
@@ -20,7 +21,7 @@ class _Unset:
 
     _instance: _Unset | None = None
 
-    def __new__(cls) -> Self:
+    def __new__(cls) -> _Unset:  # noqa: PYI034  a singleton: the one instance, not a new one of a subclass
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -80,10 +81,10 @@ class Reader:
     def int(self) -> int:
         return _INT.unpack(self._take(4))[0]
 
-    def uint(self) -> int:
+    def uint(self) -> builtins.int:
         return _UINT.unpack(self._take(4))[0]
 
-    def long(self) -> int:
+    def long(self) -> builtins.int:
         return _LONG.unpack(self._take(8))[0]
 
     def string(self) -> str:
@@ -99,7 +100,7 @@ class Reader:
         n = self.int()
         return None if n < 0 else self._take(n)
 
-    def value(self) -> bytes | _Unset | None:
+    def value(self) -> builtins.bytes | _Unset | None:
         n = self.int()
         if n == -1:
             return None
@@ -115,7 +116,7 @@ class Reader:
     def string_map(self) -> dict[str, str]:
         return {self.string(): self.string() for _ in range(self.short())}
 
-    def bytes_map(self) -> dict[str, bytes | None]:
+    def bytes_map(self) -> dict[str, builtins.bytes | None]:
         return {self.string(): self.bytes() for _ in range(self.short())}
 
     def consistency(self) -> str:
@@ -151,7 +152,7 @@ class Writer:
         self._buf += _INT.pack(n)
         return self
 
-    def long(self, n: int) -> Writer:
+    def long(self, n: builtins.int) -> Writer:
         self._buf += _LONG.pack(n)
         return self
 
@@ -189,6 +190,6 @@ class Writer:
     def uuid(self, value: uuid.UUID) -> Writer:
         return self.raw(value.bytes)
 
-    def inet(self, host: str, port: int) -> Writer:
+    def inet(self, host: str, port: builtins.int) -> Writer:
         packed = ipaddress.ip_address(host).packed
         return self.byte(len(packed)).raw(packed).int(port)

@@ -52,7 +52,7 @@ def render_raw(values: dict[str, Any]) -> dict[str, str]:
 
 def render(values: dict[str, Any]) -> list[Manifest]:
     """Every Kubernetes object the chart renders with ``values`` (NOTES.txt left out)."""
-    out = []
+    out: list[Manifest] = []
     for template, text in sorted(render_raw(values).items()):
         if template.endswith("NOTES.txt"):
             continue

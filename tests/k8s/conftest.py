@@ -51,7 +51,8 @@ def selected() -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     wanted = selected()
     for item in items:
         marker = item.get_closest_marker("scenario")

@@ -53,7 +53,7 @@ def chart_values(image: str, peers: PodPeers, pipelines: list[dict[str, Any]], *
 def settle(what: str, stored: Callable[[], dict[str, int]], truth: Counter[str], timeout: float = 300) -> dict[str, int]:
     """The stored state once it equals the truth, or (timed out) as it is then."""
     try:
-        return wait_for(what, lambda: (s := stored()) == dict(truth) and s, timeout, every=2.0)
+        return wait_for(what, lambda: s if (s := stored()) == dict(truth) else {}, timeout, every=2.0)
     except AssertionError:
         return stored()
 

@@ -82,8 +82,8 @@ def test_the_image_runs_non_root_on_a_read_only_root_and_exits_0_on_sigterm(
             fig["PID 1"] = " ".join(pid1)
             t0 = time.monotonic()
             assert exec_("kill", "-TERM", "1")[0] == 0  # tini is PID 1: it forwards SIGTERM to the service
-            pod = wait_for("the pod to end", lambda: (p := cluster.json("get", "pod", "-n", NS, "service"))
-                           ["status"].get("phase") in ("Succeeded", "Failed") and p, 90)
+            pod = wait_for("the pod to end", lambda: p if (p := cluster.json("get", "pod", "-n", NS, "service"))
+                           ["status"].get("phase") in ("Succeeded", "Failed") else {}, 90)
             state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
             fig["SIGTERM to exit"] = f"{time.monotonic() - t0:.1f} s, exit code {state['exitCode']}"
             logs = cluster.kubectl("logs", "-n", NS, "service", check=False).stdout

@@ -25,12 +25,14 @@ def _wait_committed(release: Release, pid: str, at_least: int, timeout: float = 
             return None
         return found[0], int(found[1]["committed_txid"])
     try:
-        return wait_for(f"{pid} to commit txid {at_least}", check, timeout, every=1.0)
+        found = wait_for(f"{pid} to commit txid {at_least}", check, timeout, every=1.0)
     except AssertionError:
         for pod in release.pods(running=False):
             print(release.logs(pod["metadata"]["name"]))
         print(release.events())
         raise
+    assert found is not None  # wait_for returns a truthy result only
+    return found
 
 
 @pytest.mark.scenario("a")
@@ -113,7 +115,7 @@ def test_b_a_standby_takes_over_within_the_lease_ttl_exactly(
         try:
             release.install(values)
             pod, committed = _wait_committed(release, "words", 2)
-            roles = wait_for("one active and one standby pod", lambda: _two_roles(release, "words"), START_S)
+            roles = wait_for("one active and one standby pod", lambda: _two_roles(release, "words") or {}, START_S)
             fig["/readyz of each pod"] = ", ".join(f"{n}: {r}" for n, r in sorted(roles.items()))
             # 1. the active pod deleted: SIGTERM, it releases the lease, the standby takes it at once
             name = pod["metadata"]["name"]
@@ -125,7 +127,7 @@ def test_b_a_standby_takes_over_within_the_lease_ttl_exactly(
                 f"{took:.1f} s to the standby holding the lease, {time.monotonic() - t0:.1f} s to its first commit")
             assert took <= ttl + 5, f"takeover took {took:.1f} s, more than TTL {ttl} + 5 s"
             # 2. the active pod's process SIGKILLed: the lease expires, the standby takes it
-            roles = wait_for("the replacement pod as standby", lambda: _two_roles(release, "words"), START_S)
+            roles = wait_for("the replacement pod as standby", lambda: _two_roles(release, "words") or {}, START_S)
             pod, committed = _wait_committed(release, "words", 1)
             name = pod["metadata"]["name"]
             init = cluster.kubectl("exec", "-n", ns, name, "--", "kill", "-9", "1", check=False)
@@ -182,7 +184,7 @@ def test_d_spark_executor_pods_one_deleted_mid_txid_exactly(
                                   f"--as=system:serviceaccount:{ns}:spark-trident-stream", check=False)
             assert can.stdout.strip() == "yes", can.stdout + can.stderr
             executors = wait_for("two executor pods running", lambda: e if len(
-                e := release.pods("spark-executor")) == 2 else None, START_S)
+                e := release.pods("spark-executor")) == 2 else [], START_S)
             _, committed = _wait_committed(release, "words", 2)
             fig["install to txid 2 (2 executor pods)"] = f"{time.monotonic() - t0:.0f} s"
             for e in executors:
@@ -342,7 +344,7 @@ def test_c_helm_upgrade_and_drain_keep_one_pod_and_stay_exact(
                 p.stop()
                 truth = p.truth()
                 fig[f"{key}: records produced (acknowledged)"] = p.acked
-                stored = settle(f"{key} to reach the truth", lambda t=table: peers.cassandra_counts(keyspace, t), truth)
+                stored = settle(f"{key} to reach the truth", lambda t=table: peers.cassandra_counts(keyspace, t), truth)  # type: ignore[misc]  # defaults bind this call's values
                 sub: dict[str, Any] = {}
                 try:
                     assert_exact(sub, truth, stored)

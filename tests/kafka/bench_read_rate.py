@@ -48,7 +48,7 @@ def bare_consume(consumer: Consumer, metas: list[PartitionMetadata]) -> int:
                     m.key(), m.value()
                     n += 1
                     left -= 1
-                elif m.error().code() != KafkaError._PARTITION_EOF:
+                elif (error := m.error()) is not None and error.code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(m.error())
         consumer.unassign()
     return n

@@ -105,7 +105,7 @@ def _testcontainers_peer() -> Iterator[RealKafkaPeer]:
     try:
         from testcontainers.community.kafka import KafkaContainer
     except ImportError:  # testcontainers < 4.10 keeps it at the old path
-        from testcontainers.kafka import KafkaContainer  # type: ignore[no-redef]
+        from testcontainers.kafka import KafkaContainer
 
     with KafkaContainer() as container:
         yield RealKafkaPeer(container.get_bootstrap_server())

@@ -122,7 +122,7 @@ def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest
     with pytest.raises(AccessRefusedError, match="TLS refused by Kafka at b:9093") as raised:  # noqa: PT012, SIM117  the block is the step under test; the nesting shows which context raises
         with pool.lease(spout_config().consumer_config("topo")) as consumer:
             try:
-                consumer.get_watermark_offsets(None)
+                consumer.get_watermark_offsets(None)  # type: ignore[arg-type]  # a wrong argument on purpose
             except KafkaException as e:
                 raise SourceUnavailableError("b:9093", "watermarks timed out") from e
     assert isinstance(raised.value.__cause__, SourceUnavailableError)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -48,7 +49,7 @@ def test_broker_down_stops_fetching_until_up(kafka_cluster: MockKafkaCluster) ->
         got: list[int] = []
         deadline = time.monotonic() + 10
         while len(got) < 5 and time.monotonic() < deadline:
-            got += [m.offset() for m in c.consume(10, timeout=0.5) if m.error() is None]
+            got += [cast(int, m.offset()) for m in c.consume(10, timeout=0.5) if m.error() is None]
         assert got == [0, 1, 2, 3, 4]
     finally:
         c.close()
@@ -74,8 +75,9 @@ def test_delete_records_moves_the_log_start(kafka_cluster: MockKafkaCluster) -> 
         assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5) == (12, 20)
         c.assign([TopicPartition(topic, 0, 3)])
         [first] = c.consume(1, timeout=5)
-        assert first.error() is not None
-        assert "out of range" in first.error().str().lower()
+        error = first.error()
+        assert error is not None
+        assert "out of range" in error.str().lower()
     finally:
         c.close()
 

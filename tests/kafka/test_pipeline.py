@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -62,7 +62,8 @@ class Pipeline:
         return self.coord
 
     def counts(self) -> Counter[str]:
-        return Counter({k[0]: (v.val if self.transactional_state else v.curr) for k, v in self.backing.data.items()})
+        return Counter({cast(tuple[str], k)[0]: (v.val if self.transactional_state else v.curr)
+                        for k, v in self.backing.data.items()})
 
     def close(self) -> None:
         self.coord.close()

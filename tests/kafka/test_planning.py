@@ -53,6 +53,7 @@ def test_first_poll_latest_starts_at_the_end_then_follows(kafka_peer: KafkaPeer)
     assert _range(first) == (10, 10, 0)
     produce(kafka_peer.bootstrap_servers(), topic, spread(5, 1, tag="new"))
     second = em.plan_partition(Partition(topic, 0), first, 100)
+    assert second is not None
     assert _range(second) == (10, 15, 5)
     assert [r.value for r in em.emit_partition(second)] == [b"new0", b"new1", b"new2", b"new3", b"new4"]
 
@@ -82,7 +83,11 @@ def test_timestamp_answer_is_used_and_clamped(kafka_peer: KafkaPeer, monkeypatch
     kafka_peer.delete_records(topic, 0, 4 if answer == 1 else 0)
     em = _emitter(kafka_peer, topic, first_poll=FirstPoll.UNCOMMITTED_TIMESTAMP, first_poll_timestamp_ms=T0)
     asked: list[int] = []
-    monkeypatch.setattr(em, "_offset_for_time", lambda p, ts: asked.append(ts) or answer)
+    def offset_for_time(p: Partition, ts: int) -> int | None:
+        asked.append(ts)
+        return answer
+
+    monkeypatch.setattr(em, "_offset_for_time", offset_for_time)
     meta = em.plan_partition(Partition(topic, 0), None, 100)
     assert asked == [T0]
     assert meta is not None
@@ -120,10 +125,12 @@ def test_resume_starts_at_next_offset_never_plus_one(kafka_peer: KafkaPeer) -> N
     topic = _topic(kafka_peer, 10)
     em = _emitter(kafka_peer, topic)
     p = Partition(topic, 0)
-    metas, last = [], None
+    metas: list[tuple[int, int, int]] = []
+    last = None
     for _ in range(5):
         last = em.plan_partition(p, last, 3)
-        metas.append(_range(last))
+        assert last is not None
+        metas.append((last.first_offset, last.next_offset, last.record_count))
     assert metas == [(0, 3, 3), (3, 6, 3), (6, 9, 3), (9, 10, 1), (10, 10, 0)]
     values = [r.offset for m in metas for r in em.emit_partition(PartitionMetadata(topic, 0, m[0], m[1], m[2], "topo"))]
     assert values == list(range(10))
@@ -194,6 +201,7 @@ def test_frozen_range_below_the_log_start_cannot_be_replayed(kafka_peer: KafkaPe
     topic = _topic(kafka_peer, 10)
     em = _emitter(kafka_peer, topic, data_loss=DataLossPolicy.SKIP)
     meta = em.plan_partition(Partition(topic, 0), None, 5)
+    assert meta is not None
     kafka_peer.delete_records(topic, 0, 8)
     with pytest.raises(DataLossError) as info:
         em.emit_partition(meta)

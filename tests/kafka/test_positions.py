@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import pytest
 from confluent_kafka import KafkaException
@@ -57,7 +58,7 @@ class Runs:
         return self.coord
 
     def counts(self) -> Counter[str]:
-        return Counter({k[0]: v.curr for k, v in self.backing.data.items()})
+        return Counter({cast(tuple[str], k)[0]: v.curr for k, v in self.backing.data.items()})
 
     def positions(self) -> dict[Partition, int]:
         plan = read_progress(self.store).committed_plan

@@ -28,7 +28,7 @@ def slow_processing(world: World, seconds: float) -> Clock:
         clock.now += seconds
         return process(batch)
 
-    coord._clock = clock
+    coord._clock = coord._phases._clock = clock
     coord.executor.process = slow  # type: ignore[method-assign]
     return clock
 

@@ -7,7 +7,7 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
@@ -75,9 +75,9 @@ def test_register_versions_ids_and_lookups(client: SchemaRegistryClient) -> None
     assert second != first
     assert client.get_versions("s-value") == [1, 2]
     latest = client.get_latest_version("s-value")
-    assert (latest.version, latest.schema_id, json.loads(latest.schema.schema_str)) == (2, second, V2)
-    assert json.loads(client.get_version("s-value", 1).schema.schema_str) == V1
-    assert json.loads(client.get_schema(first).schema_str) == V1
+    assert (latest.version, latest.schema_id, json.loads(cast(str, latest.schema.schema_str))) == (2, second, V2)
+    assert json.loads(cast(str, client.get_version("s-value", 1).schema.schema_str)) == V1
+    assert json.loads(cast(str, client.get_schema(first).schema_str)) == V1
     assert client.lookup_schema("s-value", Schema(json.dumps(V2), "AVRO")).version == 2
     assert client.test_compatibility("s-value", Schema(json.dumps(V2), "AVRO")) is True
     assert client.test_compatibility("s-value", Schema(json.dumps(BREAKING), "AVRO")) is False
@@ -121,7 +121,7 @@ def test_an_avro_schema_with_references_is_checked_with_them(client: SchemaRegis
     client.register_schema(f"item-{tag}", avro(item))
     refs = [SchemaReference(f"shop{tag}.Item", f"item-{tag}", 1)]
     client.register_schema(f"sale-{tag}-value", Schema(json.dumps(sale), "AVRO", refs))
-    more = [*sale["fields"], {"name": "n", "type": "int"}]
+    more: list[dict[str, Any]] = [*cast(list[dict[str, Any]], sale["fields"]), {"name": "n", "type": "int"}]
     assert refused(client.register_schema, f"sale-{tag}-value", Schema(json.dumps({**sale, "fields": more}), "AVRO",
                                                                            refs)) == (409, 409)
     more[1]["default"] = 0

@@ -212,7 +212,7 @@ class SentenceProducer(threading.Thread):
     def produce_one(self) -> None:
         words = [self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 6))]
         self._producer.produce(self.topic, " ".join(words).encode(), partition=self.sent % self.partitions,
-                               on_delivery=lambda err, msg, w=words: self._acked(err, w))
+                               on_delivery=lambda err, msg, w=words: self._acked(err, w))  # type: ignore[misc]  # defaults bind this call's values
         self.sent += 1
 
     def _acked(self, err: Any, words: list[str]) -> None:

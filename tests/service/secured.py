@@ -163,7 +163,7 @@ class SecuredStack:
     def stop(self) -> None:
         self.stack.stop(wipe=True)
 
-    def kafka_client(self, user: str = "admin", *, ca: Path | None = None) -> dict[str, str]:
+    def kafka_client(self, user: str = "admin", *, ca: Path | None = None) -> dict[str, str | int | float | bool]:
         """librdkafka settings of ``user`` on the SASL_SSL listener (trusting ``ca``, by default the right CA)."""
         return {"bootstrap.servers": self.sasl_bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
                 "sasl.username": user, "sasl.password": KAFKA_USERS.get(user, "wrong"),

@@ -13,7 +13,7 @@ import yaml
 
 from app.config import ConfigError, ServiceConfig, compile_pipeline, coordinator_config, describe, load, loads, parse
 from app.coordinator import CoordinatorConfig
-from app.topology import Agg, Topology
+from app.topology import Agg, PersistentAggregate, Topology
 from spouts.kafka import FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy
@@ -177,7 +177,9 @@ def test_secrets_come_from_the_environment_and_never_show() -> None:
                       str(describe(compiled.topology, compiled.coordinator))])
     for secret in ("kafka-s3cret", "cass-s3cret", "in-file"):
         assert secret not in shown
-    assert compiled.topology.spout.config.consumer_config("word-count")["sasl.password"] == "kafka-s3cret"
+    spout = compiled.topology.spout
+    assert isinstance(spout, KafkaSpout)
+    assert spout.config.consumer_config("word-count")["sasl.password"] == "kafka-s3cret"
 
 
 def test_defaults_fill_a_minimal_pipeline() -> None:
@@ -192,8 +194,10 @@ def test_defaults_fill_a_minimal_pipeline() -> None:
         (2, False, 30.0, Caps())
     assert (cfg.http.port, cfg.spark.master, cfg.service.shutdown_grace_s) == (9400, "local[*]", 30.0)
     c = compile_pipeline(cfg, p)
-    assert c.topology.sinks[0][1].name == "p"
-    assert c.topology.sinks[0][1].group_by == ()  # a global aggregate
+    sink = c.topology.sinks[0][1]
+    assert isinstance(sink, PersistentAggregate)
+    assert sink.name == "p"
+    assert sink.group_by == ()  # a global aggregate
 
 
 PLAIN_TEXT = {"wordcount-local.yaml"}  # no password anywhere: a secret in the environment would be a mistake
@@ -230,6 +234,7 @@ def test_sales_example_compiles_to_sum_and_max_of_a_json_field() -> None:
     c = compile_pipeline(cfg, "sales")
     stream, sink = c.topology.sinks[0]
     assert isinstance(c.topology.spout, TransactionalKafkaSpout)
+    assert isinstance(sink, PersistentAggregate)
     assert sink.group_by == ("store",)
     assert [(type(a.aggregator), a.input, a.output) for a in sink.aggregates] == \
         [(Count, None, "orders"), (Sum, "amount", "total"), (Max, "amount", "biggest")]
@@ -290,6 +295,7 @@ def test_config_and_python_api_build_equal_plans() -> None:
     assert describe(from_config.topology, from_config.coordinator) == describe(topology, coordinator)
     assert from_config.coordinator == coordinator
     assert from_config.state == state
+    assert isinstance(from_config.topology.spout, KafkaSpout)
     assert from_config.topology.spout.config == spout_config
     (s1, sink1), (s2, sink2) = from_config.topology.sinks[0], topology.sinks[0]
     assert s1.transforms == s2.transforms

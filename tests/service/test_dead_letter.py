@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -96,7 +96,7 @@ class SalesProducer(threading.Thread):
             good = (self.rng.choice(USERS), self.rng.randint(1, 99))
             value = json.dumps({"user": good[0], "amount": good[1]}).encode()
         self._producer.produce("sales", value, partition=self.sent % self.partitions,
-                               on_delivery=lambda err, msg, g=good: self._acked(err, msg, g))
+                               on_delivery=lambda err, msg, g=good: self._acked(err, msg, g))  # type: ignore[misc]  # defaults bind this call's values
         self.sent += 1
 
     def _acked(self, err: Any, msg: Any, good: tuple[str, int] | None) -> None:
@@ -149,7 +149,7 @@ def dead_letter_coordinates(bootstrap: str, topic: str) -> list[tuple[str | None
                 if err is None:
                     out.append(coordinates_of(m.headers()))  # type: ignore[arg-type]
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
+                    eof.add(cast(int, m.partition()))
         assert len(eof) == len(parts), "could not read the dead-letter topic to its end"
         return out
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -52,7 +53,7 @@ def test_a_missing_topic_is_degraded_with_the_reason(kafka: MockKafkaCluster, tm
     port = free_port()
     service = ServiceProcess(config_for(tmp_path, kafka, "wrods", port), tmp_path / "service.log", port).start()
     try:
-        deadline, body = time.monotonic() + 180, {}
+        deadline, body = time.monotonic() + 180, cast(dict[str, Any], {})
         while time.monotonic() < deadline:
             service.check_alive()
             try:

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -133,7 +133,8 @@ def dead_letter_sources(stack: SecuredStack) -> list[tuple[int, int]]:
             if m.error() is not None:
                 break  # end of the partition
             headers = dict(m.headers() or [])
-            out.append((int(headers["trident.source.partition"]), int(headers["trident.source.offset"])))
+            out.append((int(cast(bytes, headers["trident.source.partition"])),
+                        int(cast(bytes, headers["trident.source.offset"]))))
         return out
     finally:
         c.close()

@@ -59,7 +59,7 @@ class UpsertProducer(threading.Thread):
         self._clock += 1  # strictly growing: offset order and (timestamp, partition, offset) order agree
         self._producer.produce(self.topic, None if doc is None else json.dumps(doc).encode(), key=key.encode(),
                                partition=k % PARTITIONS, timestamp=self._clock,
-                               on_delivery=lambda err, msg, key=key, doc=doc: self._acked(err, msg, key, doc))
+                               on_delivery=lambda err, msg, key=key, doc=doc: self._acked(err, msg, key, doc))  # type: ignore[misc]  # defaults bind this call's values
         self.sent += 1
 
     def _acked(self, err: Any, msg: Any, key: str, doc: dict[str, Any] | None) -> None:

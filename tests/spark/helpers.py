@@ -96,7 +96,8 @@ class Timed:
     """An executor wrapper recording when each process started and each commit ended (overlap checks)."""
 
     def __init__(self, inner: SparkExecutor) -> None:
-        self.inner, self.events = inner, []
+        self.inner = inner
+        self.events: list[Any] = []
 
     def state_kinds(self) -> list[Any]:
         return self.inner.state_kinds()

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pytest
@@ -132,7 +132,7 @@ def dead_letters(bootstrap: str, topic: str) -> list[Any]:
                 if err is None:
                     out.append(m)
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
+                    eof.add(cast(int, m.partition()))
         return out
     finally:
         c.close()

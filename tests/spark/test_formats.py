@@ -55,7 +55,7 @@ def registry(request: pytest.FixtureRequest, peer: SchemaRegistryServer) -> Regi
 
 def sales(n: int, seed: int, *, note: bool = False) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    docs = []
+    docs: list[dict[str, Any]] = []
     for i in range(n):
         doc: dict[str, Any] = {"store": f"s{rng.randrange(5)}", "amount": rng.randint(-20, 500)}
         if note:
@@ -114,7 +114,7 @@ def test_json_with_declared_types(spark: Any, spark_kafka: Any, tmp_path: Path) 
     topic, partitions = f"json-{uuid.uuid4().hex[:10]}", 3
     spark_kafka.create_topic(topic, partitions)
     rng = random.Random(7)
-    docs = [{"user": f"u{rng.randrange(6)}", "amount": rng.randint(-50, 1000), "price": f"{rng.randint(0, 9999) / 100:.2f}",
+    docs: list[dict[str, Any]] = [{"user": f"u{rng.randrange(6)}", "amount": rng.randint(-50, 1000), "price": f"{rng.randint(0, 9999) / 100:.2f}",
              "at": f"2024-03-{rng.randint(1, 28):02d}T10:00:00Z", "text": " ".join(rng.choice(WORDS) for _ in range(3)),
              "ignored": [1, 2]} for _ in range(700)]
     produce(spark_kafka.bootstrap_servers(), topic, [(i % partitions, json.dumps(d).encode()) for i, d in enumerate(docs)])

@@ -51,7 +51,7 @@ def produce_upserts(bootstrap: str, topic: str, n: int, partitions: int, seed: i
         doc = None if rng.random() < 0.1 else {"amount": rng.randint(-50, 1000), "name": f"n{i}"}
         p.produce(topic, None if doc is None else json.dumps(doc).encode(), key=key.encode(),
                   partition=rng.randrange(partitions), timestamp=ts,
-                  on_delivery=lambda err, msg, k=key, t=ts, d=doc: report(k, t, d, err, msg))
+                  on_delivery=lambda err, msg, k=key, t=ts, d=doc: report(k, t, d, err, msg))  # type: ignore[misc]  # defaults bind this call's values
     assert p.flush(30) == 0
     return acked
 

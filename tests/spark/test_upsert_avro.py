@@ -62,7 +62,7 @@ def test_the_avro_upsert_example(spark: Any, spark_kafka: Any, cql_server_sessio
                                                 "balance": rng.randint(0, 10_000) / 4}
         producer.produce(topic, None if doc is None else serialize(doc, ctx), key=key.encode(),
                          partition=int(key[2:]) % partitions,  # a customer's records stay in order
-                         on_delivery=lambda err, msg, k=key, d=doc: acked.append((k, msg.partition(), msg.offset(), d)))
+                         on_delivery=lambda err, msg, k=key, d=doc: acked.append((k, msg.partition(), msg.offset(), d)))  # type: ignore[misc]  # defaults bind this call's values
     assert producer.flush(30) == 0
     assert len(acked) == 500
     for key, _, _offset, doc in sorted(acked, key=lambda a: (a[1], a[2])):

@@ -23,7 +23,11 @@ def test_the_workers_of_a_session_come_from_the_daemon_that_collects_sparsely(sp
 
 def test_a_full_collection_every_nth_task_and_the_youngest_generation_otherwise(monkeypatch: Any) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(gc, "collect", lambda generation=2: calls.append(generation) or 0)
+    def collect(generation: int = 2) -> int:
+        calls.append(generation)
+        return 0
+
+    monkeypatch.setattr(gc, "collect", collect)
     collector = SparseCollector(every=3)
     for _ in range(7):
         collector.collect()

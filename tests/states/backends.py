@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
+from states.cassandra.settings import Secret
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
 from states.spec import MapSpec
 from states.sqlite import SqliteBackingMap, SqliteTransactionalStateStore
@@ -66,7 +67,7 @@ def sqlite_map(spec: MapSpec, request: pytest.FixtureRequest) -> Backend:
         opened.append(SqliteBackingMap(path, spec))
         return opened[-1]
 
-    request.addfinalizer(lambda: [m.close() for m in opened])
+    request.addfinalizer(lambda: _close_all(opened))
     return Backend(opened[0], reopen)
 
 
@@ -81,7 +82,7 @@ def sqlite_store(topology_id: str, request: pytest.FixtureRequest) -> StoreHarne
     def expire() -> None:
         clock.now += 10_000
 
-    request.addfinalizer(lambda: [s.close() for s in opened])
+    request.addfinalizer(lambda: _close_all(opened))
     return StoreHarness(opened[0], reopen, expire)
 
 
@@ -149,7 +150,7 @@ def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
         return CassandraPeer(kind, CassandraSettings(
             contact_points=hosts, port=port,
             local_dc=os.environ.get("CASSANDRA_LOCAL_DC"), username=os.environ.get("CASSANDRA_USERNAME"),
-            password=password, protocol_version=int(version) if version else None))
+            password=Secret(password) if password else None, protocol_version=int(version) if version else None))
     if (problem := docker_problem()) is not None:
         return (f"real Cassandra: CASSANDRA_CONTACT_POINTS is not set and no Docker engine answers for "
                 f"testcontainers ({problem})")
@@ -208,3 +209,9 @@ STORES: dict[str, Callable[[str, pytest.FixtureRequest], StoreHarness]] = {
     "sqlite": sqlite_store,
     "cassandra": lambda topology_id, request: cassandra_store(topology_id, request, behaviour_kind(request)),
 }
+
+
+def _close_all(opened: Sequence[Any]) -> None:
+    """Close every map or store a test opened."""
+    for o in opened:
+        o.close()

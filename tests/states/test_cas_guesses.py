@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from states import CasCachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
@@ -37,7 +37,7 @@ def commit(state: OpaqueMap, txid: int, words: Sequence[str]) -> None:
 
 
 def counts(backing: MemoryBackingMap) -> dict[Hashable, int]:
-    return {k: v.curr for k, v in backing.data.items() if isinstance(v, OpaqueValue)}
+    return {k: cast(int, v.curr) for k, v in backing.data.items() if isinstance(v, OpaqueValue)}
 
 
 def test_a_fresh_cache_reads_a_sample_then_inserts_new_keys_blind() -> None:

@@ -48,7 +48,7 @@ class Recording:
             self.sent.append("lwt" if " IF " in cql else "read")
             return send(statement, *args, **kwargs)
 
-        session.execute_async = execute_async  # type: ignore[method-assign]
+        session.execute_async = execute_async
 
 
 def test_reads_and_lwts_of_one_update_share_one_window(server: CqlServer, settings: CassandraSettings) -> None:
@@ -107,7 +107,7 @@ def test_a_partition_cache_counts_its_conflicts_for_the_pipeline(server: CqlServ
 
 
 def _fields(settings: CassandraSettings) -> dict[str, Any]:
-    return {f: getattr(settings, f) for f in settings.__slots__}  # type: ignore[attr-defined]
+    return {f: getattr(settings, f) for f in settings.__slots__}
 
 
 def test_reads_in_the_window_are_retried_after_transient_errors(server: CqlServer, settings: CassandraSettings,

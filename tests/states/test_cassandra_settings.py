@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 from cassandra import (
@@ -12,6 +13,7 @@ from cassandra import (
     WriteTimeout,
     WriteType,
 )
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.connection import ConnectionShutdown
 from cassandra.policies import TokenAwarePolicy
 from cassandra.protocol import OverloadedErrorMessage, ServerError, SyntaxException
@@ -93,7 +95,7 @@ def test_session_routes_token_aware_and_leaves_retries_to_us() -> None:
 
     from states.cassandra import session
 
-    built = {}
+    built: dict[str, Any] = {}
 
     class FakeCluster:
         def __init__(self, contact_points: list, **kwargs: object) -> None:
@@ -102,16 +104,16 @@ def test_session_routes_token_aware_and_leaves_retries_to_us() -> None:
         def connect(self) -> object:
             return object()
 
-    original = session.Cluster
-    session.Cluster = FakeCluster  # type: ignore[misc]
+    original = session.Cluster  # type: ignore[attr-defined]  # the driver's class, as the module imported it
+    session.Cluster = FakeCluster  # type: ignore[attr-defined]
     try:
-        session.CassandraClient(CassandraSettings(local_dc="eu1", username="u", password="p",
+        session.CassandraClient(CassandraSettings(local_dc="eu1", username="u", password=Secret("p"),
                                                   tls=TlsSettings(enabled=True)))
     finally:
-        session.Cluster = original  # type: ignore[misc]
-    profile = built["execution_profiles"][session.EXEC_PROFILE_DEFAULT]  # type: ignore[index]
+        session.Cluster = original  # type: ignore[attr-defined]
+    profile = built["execution_profiles"][EXEC_PROFILE_DEFAULT]
     assert isinstance(profile.load_balancing_policy, TokenAwarePolicy)
     assert profile.load_balancing_policy._child_policy.local_dc == "eu1"
     assert isinstance(profile.retry_policy, FallthroughRetryPolicy)
     assert built["auth_provider"].username == "u"
-    assert built["ssl_context"] is not None  # type: ignore[union-attr]
+    assert built["ssl_context"] is not None

@@ -21,7 +21,7 @@ from tests.states.backends import cassandra_settings
 SPEC = MapSpec("word_counts", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
 
 
-def _commit(state: OpaqueMap[Any], txid: int, words: list[str]) -> None:
+def _commit(state: OpaqueMap, txid: int, words: list[str]) -> None:
     state.begin_commit(txid)
     state.multi_update([(w,) for w in words], [combine_updater(Count(), 1) for _ in words])
     state.commit(txid)

@@ -247,6 +247,7 @@ class TestCachedMap:
         assert isinstance(state, OpaqueMap)
         assert isinstance(state.backing, CasCachedMap)
         uncached = StateFactory(backend="memory", cache_size=0).make_state(spec)
+        assert isinstance(uncached, OpaqueMap)
         assert isinstance(uncached.backing, CasBackingMap)
         assert not isinstance(uncached.backing, CachedMap)
 

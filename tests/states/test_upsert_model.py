@@ -111,9 +111,9 @@ def _model(batches: list[list[Rec]], pick: Any, tombstones: bool) -> list[Any]:
 
 
 def _spec(kind: StateKind, tombstones: bool) -> MapSpec:
-    values = (Column("v", "bigint", stamped=True),)
+    values: tuple[Column, ...] = (Column("v", "bigint", stamped=True),)
     if tombstones:
-        values += (Column(DELETED_COLUMN, "boolean", stamped=True),)
+        values = (*values, Column(DELETED_COLUMN, "boolean", stamped=True))
     return MapSpec("model", kind, (Column("k", "text"),), values, tombstones=tombstones)
 
 

@@ -134,7 +134,7 @@ class _Parser:
             return self.brace_literal()
         if tok.kind == "symbol" and tok.text == "[":
             self.advance()
-            items = [] if self.accept_sym("]") else None
+            items: list[Any] | None = [] if self.accept_sym("]") else None
             if items is None:
                 items = self.comma_list(self._const)
                 self.expect_sym("]")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pickle
 import struct
 import sys
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -24,7 +24,7 @@ def decode(decoder: Any, values: list[bytes | None]) -> Outcome:
     return ("ok", [repr(r) for r in out.array.to_pylist()], {i: (f.reason, f.message) for i, f in out.bad.items()})
 
 
-def read_frame(stream: BinaryIO) -> bytes | None:
+def read_frame(stream: IO[bytes]) -> bytes | None:
     head = stream.read(4)
     if len(head) < 4:
         return None
@@ -32,7 +32,7 @@ def read_frame(stream: BinaryIO) -> bytes | None:
     return stream.read(size)
 
 
-def write_frame(stream: BinaryIO, payload: bytes) -> None:
+def write_frame(stream: IO[bytes], payload: bytes) -> None:
     stream.write(struct.pack(">I", len(payload)) + payload)
     stream.flush()
 

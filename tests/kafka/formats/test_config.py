@@ -9,6 +9,7 @@ import pytest
 from app.config import parse
 from app.config.compile import compile_pipeline, describe
 from spouts.kafka.formats import FormatType, RecordFormat
+from spouts.kafka.spout import KafkaSpout
 from tests.service.test_config import doc, error
 
 JSON_SALES = {"type": "json", "fields": {"store": "string", "amount": "decimal(12,2)"}}
@@ -20,10 +21,13 @@ def test_formats_and_registry_reach_the_spout_with_secrets_from_the_environment(
             kafka__schema_registry={**REGISTRY, "username": "svc"})
     config = parse(d, {"TRIDENT_SCHEMA_REGISTRY_PASSWORD": "sr-s3cret"})
     compiled = compile_pipeline(config, "word-count")
-    spout_config = compiled.topology.spout.config
+    spout = compiled.topology.spout
+    assert isinstance(spout, KafkaSpout)
+    spout_config = spout.config
     assert spout_config.key_format == RecordFormat(FormatType.STRING)
     assert spout_config.value_format == RecordFormat.of(JSON_SALES)
     registry = spout_config.schema_registry
+    assert registry is not None
     assert (registry.url, registry.username, registry.password, registry.ca_file) == (
         "https://registry:8081", "svc", "sr-s3cret", "/etc/ca.pem")
     assert registry.client_config()["basic.auth.user.info"] == "svc:sr-s3cret"

@@ -13,7 +13,7 @@ import struct
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka.schema_registry import Schema
@@ -120,8 +120,9 @@ def test_named_json_traps_decode_or_are_bad_with_a_reason_alike_at_any_position(
         process: DecodingProcess, value: bytes, expected: str | dict[str, Any], at: str) -> None:
     """Each trap is judged as alone wherever it stands beside good and bad values; never a crash, never an error."""
     around = [*GOOD, None, *BAD]
-    values = {"alone": [value], "first": [value, *around], "middle": [*around[:3], value, *around[3:]],
-              "last": [*around, value]}[at]
+    placed: dict[str, list[bytes | None]] = {"alone": [value], "first": [value, *around],
+                                             "middle": [*around[:3], value, *around[3:]], "last": [*around, value]}
+    values = placed[at]
     verdict = check(process, JSON, values)[values.index(value)]
     if isinstance(expected, dict):
         row = {name: None for name, _ in FIELDS} | expected
@@ -274,8 +275,9 @@ def test_json_schema_values_decode_or_are_bad_alike_alone_and_in_a_batch(process
 
 def _wide_price() -> bytes:
     """A Sale whose price (decimal(6,2)) holds eight digits: fastavro reads it, Arrow's column cannot hold it."""
+    fields = cast(list[dict[str, Any]], AVRO["fields"])
     wide = {**AVRO, "fields": [f if f["name"] != "price" else {**f, "type": {**f["type"], "precision": 12}}
-                               for f in AVRO["fields"]]}
+                               for f in fields]}
     from fastavro import parse_schema, schemaless_writer
 
     out = io.BytesIO()

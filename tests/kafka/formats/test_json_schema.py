@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import struct
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pytest
@@ -30,7 +30,7 @@ SALE_V1 = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Sale"
            "required": ["store", "amount"], "additionalProperties": False,
            "definitions": {"item": {"type": "object", "properties": {"sku": {"type": "string"},
                                                                       "price": {"type": ["number", "null"]}}}}}
-SALE_V2 = {**SALE_V1, "properties": {**SALE_V1["properties"], "note": {"type": "string"}}}
+SALE_V2 = {**SALE_V1, "properties": {**cast(dict[str, Any], SALE_V1["properties"]), "note": {"type": "string"}}}
 
 
 def serializer(registry: RegistrySettings, schema: dict[str, Any], topic: str) -> Any:
