@@ -8,6 +8,7 @@ The product runs the word count (``explode(split(value))``, Count per word) thro
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,9 +25,11 @@ from confluent_kafka import Consumer, Producer
 from prometheus_client import CollectorRegistry
 
 from app.batch import Batch, CommitStats
+from app.config.schema import PipelineModel
 from app.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
 from app.spark import SparkExecutor
+from app.spark.reading import READ_TASK_RECORDS
 from app.topology import Topology
 from spouts.kafka import KafkaSpout, KafkaSpoutConfig
 from spouts.planner import Caps
@@ -39,7 +42,11 @@ from tests.kafka.bench_read_rate import bare_consume
 
 PEER_PYTHON = Path(".venv-peer/bin/python")
 WARM_UP = 2  # txids before measuring (Python workers start, the JIT warms up)...
-WARM_UP_TXID = 5_000  # ...of at most this many records
+#: ...of at most this many records: enough for a read task per core (local[*]), so the measured txids find
+#: the Python workers they read in already started (a worker's start costs about a CPU-second)
+WARM_UP_TXID = READ_TASK_RECORDS * (os.cpu_count() or 1)
+#: The service's ``max_pending`` (the product's rows run as the service does: txid N+1 processed while N commits)
+SERVICE_MAX_PENDING: int = PipelineModel.model_fields["max_pending"].default
 
 
 @dataclass(frozen=True)
@@ -252,12 +259,13 @@ class Commits:
         self.executor.close()
 
 
-def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label: str, *, max_pending: int = 1,
+def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label: str, *,
+           max_pending: int = SERVICE_MAX_PENDING,
            budget: int = 150_000, caps: Caps | None = None, peer: str = "", warm_up: WarmUp = WarmUp()) -> Figure:
     """Records/s of the product at ``per_txid`` records per txid (``caps``: these caps instead), after
-    ``warm_up``'s txids, over at most ``budget`` records (at least 3 txids) or the rest of the topic; the
-    CPU of the whole process tree (driver, JVM, Python workers) per record and per txid. The state must then
-    equal the producer's truth."""
+    ``warm_up``'s txids, over at most ``budget`` records (at least 3 txids) or the rest of the topic, with
+    ``max_pending`` txids in flight (the service's default unless asked); the CPU of the whole process tree
+    (driver, JVM, Python workers) per record and per txid. The state must then equal the producer's truth."""
     p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending, caps=caps)
     measured = p.coordinator.config
     try:  # warm up on small txids, so that the large sizes keep the topic for measuring
@@ -304,7 +312,6 @@ def jit_warm_up(spark: Any, topic: Topic, factory: StateFactory, txids: int, *, 
 def tree_cpu_s() -> float:
     """CPU seconds (user + system) of this process and every live descendant (the JVM, PySpark's daemon and
     workers), from ``/proc``; a descendant that exited since the last call takes its seconds with it."""
-    import os
 
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
