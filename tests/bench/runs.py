@@ -269,7 +269,8 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
     p = Pipeline(spark, topic, factory, per_txid, max_pending=max_pending, caps=caps)
     measured = p.coordinator.config
     try:  # warm up on small txids, so that the large sizes keep the topic for measuring
-        p.coordinator.config = replace(measured, caps=warm_up.caps(per_txid, topic.partitions))
+        # one txid at a time: with more in flight the next would be planned (and frozen) at the warm-up's caps
+        p.coordinator.config = replace(measured, caps=warm_up.caps(per_txid, topic.partitions), max_pending=1)
         assert p.coordinator.run(max_batches=warm_up.txids) == warm_up.txids
         p.coordinator.config = measured
         first, warm = p.coordinator.committed_txid + 1, p.records()
