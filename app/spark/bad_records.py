@@ -140,16 +140,61 @@ def split_null_keys(df: Any, keys: Sequence[str], sink: str, source: str,
     """
     from pyspark.sql import functions as sf
 
+    reason = key_reason(keys, limits)
+    name = f"null_keys_{sink}"
+    found = sf.to_json(sf.collect_list(sf.when(reason.isNotNull(), sf.struct(sf.col(source).alias("source"),
+                                                                        reason.alias("reason"))))).alias("records")
+    return df.observe(name, found).filter(reason.isNull()), name
+
+
+def key_reason(keys: Sequence[str], limits: KeyLimits | None = None) -> Any:
+    """A column naming why a row's key cannot be stored (:data:`NULL_KEY`, or a :class:`KeyProblem` of
+    ``limits``), null for a key the state takes. A function of the key columns alone."""
+    from pyspark.sql import functions as sf
+
     null = sf.col(keys[0]).isNull()
     for k in keys[1:]:
         null = null | sf.col(k).isNull()
     reason = sf.when(null, sf.lit(NULL_KEY))
     for problem, refused in _refusals(limits) if limits is not None else []:
         reason = reason.when(refused, sf.lit(problem.value))
-    name = f"null_keys_{sink}"
-    found = sf.to_json(sf.collect_list(sf.when(reason.isNotNull(), sf.struct(sf.col(source).alias("source"),
-                                                                        reason.alias("reason"))))).alias("records")
-    return df.observe(name, found).filter(reason.isNull()), name
+    return reason
+
+
+def split_bad_groups(result: Any, keys: Sequence[str], sink: str, limits: KeyLimits | None = None) -> tuple[Any, str]:
+    """An aggregate ``result`` (a row per key) without the keys the state cannot store, and the name of the
+    observation counting them as the job runs.
+
+    The reason is a function of the key alone, so a key's rows are all good or all bad: checking the
+    aggregate's rows finds what checking every record's rows would, at the cost of one check per key
+    (an observation on every record's row costs about a fifth of the process job's CPU).
+    """
+    from pyspark.sql import functions as sf
+
+    reason = key_reason(keys, limits)
+    name = f"bad_keys_{sink}"
+    return result.observe(name, sf.count_if(reason.isNotNull()).alias("keys")).filter(reason.isNull()), name
+
+
+def observed_count(df: Any, name: str) -> int:
+    """The count observation ``name`` collected while ``df`` (materialised or collected) ran."""
+    got = java_frame(df).queryExecution().observedMetrics().get(name)
+    if got.isEmpty():
+        msg = f"Spark did not report observation {name} of the batch"
+        raise RuntimeError(msg)
+    return int(got.get().getLong(0))
+
+
+def bad_key_records(rows: Any, keys: Sequence[str], sink: str, source: str,
+                    limits: KeyLimits | None = None) -> list[BadRecord]:
+    """The records behind ``rows`` whose keys the state cannot store (a job of its own: run only when the
+    aggregate met such a key), one entry each, in order."""
+    from pyspark.sql import functions as sf
+
+    reason = key_reason(keys, limits)
+    got = rows.filter(reason.isNotNull()).select(sf.col(source).alias("source"), reason.alias("reason")).collect()
+    return _key_records({(r["source"]["topic"], int(r["source"]["partition"]), int(r["source"]["offset"])):
+                         r["reason"] for r in got}, keys, sink, limits)
 
 
 def split_transform_errors(df: Any, sink: str, source: str, error: str) -> tuple[Any, str]:
@@ -182,6 +227,12 @@ def null_key_records(frame: Any, name: str, keys: Sequence[str], sink: str,
     for d in observed(frame, name):
         s = d["source"]
         found[(s["topic"], int(s["partition"]), int(s["offset"]))] = d["reason"]
+    return _key_records(found, keys, sink, limits)
+
+
+def _key_records(found: dict[Coordinates, str], keys: Sequence[str], sink: str,
+                 limits: KeyLimits | None) -> list[BadRecord]:
+    """Bad records of the aggregate stage, from ``{coordinates: reason}``, in order."""
     out = []
     for (t, p, o), reason in sorted(found.items()):
         message = null_key_message(keys, sink) if reason == NULL_KEY or limits is None else \

@@ -89,19 +89,26 @@ class SinkRuns:
         rows left out), or, when its rows lost their source coordinates, rows that fail on such a key (then found
         by bisection).
         ``capture``: the transforms in the error-capturing form, failed rows left out too."""
-        if capture:
-            rows, errors = bad_records_.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
-                                                               SOURCE_COLUMN, capture_.ERROR_COLUMN)
-        else:
-            rows, errors = c.transform(records), None
+        rows, errors = self._transformed(c, records, capture)
         limits = c.sink.factory.key_limits(c.spec) if c.keys else None  # keys the state refuses: bad records too
         if c.keys and c.carries_source:
             rows, null_keys = bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN, limits)
             return rows, ObservationNames(null_keys, errors)
         return bad_records_.guard_keys(rows, c.keys, c.sink.name, limits), ObservationNames(None, errors)
 
+    @staticmethod
+    def _transformed(c: CompiledSink, records: Any, capture: bool) -> tuple[Any, str | None]:
+        """``c``'s transformed rows (``capture``: in the error-capturing form, failed rows left out, and the name
+        of the observation naming them)."""
+        if capture:
+            return bad_records_.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
+                                                       SOURCE_COLUMN, capture_.ERROR_COLUMN)
+        return c.transform(records), None
+
     def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
               capture: bool = False) -> SinkResult:
+        if c.mode is Mode.BUILTIN and c.keys and c.carries_source and not c.is_global:
+            return self._checked_per_key(c, records, partitions, left_out, capture)
         rows, observed = self.keyed_rows(c, records, capture)
         result = c.aggregate(rows, partitions)
         if c.is_global:
@@ -117,6 +124,26 @@ class SinkRuns:
         try:
             keys = materialise(frame)  # the one job that reads, aggregates and caches
             left_out.add(c, frame, observed)
+            return SinkResult(c, frame, keys)
+        except BaseException:
+            frame.unpersist(blocking=False)
+            raise
+
+    def _checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
+                         capture: bool) -> SinkResult:
+        """A keyed sink of Spark's own aggregates: keys the state cannot store are found among the aggregate's
+        rows, one check per key instead of one per row; their records, only when there are any, by a job over
+        the rows."""
+        rows, errors = self._transformed(c, records, capture)
+        limits = c.sink.factory.key_limits(c.spec)
+        result, name = bad_records_.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name, limits)
+        frame = result.persist()
+        try:
+            keys = materialise(frame)  # the one job that reads, aggregates and caches
+            left_out.add(c, frame, ObservationNames(None, errors))
+            if bad_records_.observed_count(frame, name):
+                left_out.null_keys.extend(bad_records_.bad_key_records(rows, c.keys, c.sink.name, SOURCE_COLUMN,
+                                                                       limits))
             return SinkResult(c, frame, keys)
         except BaseException:
             frame.unpersist(blocking=False)
