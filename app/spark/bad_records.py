@@ -5,8 +5,11 @@
   the same entry again and the set stays exact.
 * **aggregate**: a row with a null group-by key, or one the state cannot store (an empty or too long
   Cassandra partition key: :mod:`states.limits`), is left out by the process job itself and named by
-  its hidden source column (:func:`split_null_keys`, :func:`null_key_records`): no job, no error, and
-  the commit never sends a key the database would refuse (it would be retried as an outage).
+  its hidden source column: no error, and the commit never sends a key the database would refuse (it
+  would be retried as an outage). A sink of Spark's own aggregates checks the aggregate's rows, once per
+  key (:func:`split_bad_groups`), and finds the records of a bad key by one more job, only in a txid
+  that has one (:func:`bad_key_records`); other sinks observe every row as the job runs
+  (:func:`split_null_keys`, :func:`null_key_records`).
 * **transform**: a transform's expression that fails on a record (an ANSI ``CAST``, a division by
   zero, a ``raise_error``): where SQL transforms can run in the error-capturing form
   (:mod:`app.spark.capture`, :func:`split_transform_errors`) the process job always runs them so, and

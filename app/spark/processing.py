@@ -108,7 +108,13 @@ class SinkRuns:
     def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
               capture: bool = False) -> SinkResult:
         if c.mode is Mode.BUILTIN and c.keys and c.carries_source and not c.is_global:
-            return self._checked_per_key(c, records, partitions, left_out, capture)
+            return self.checked_per_key(c, records, partitions, left_out, capture)
+        return self.checked_per_row(c, records, partitions, left_out, capture)
+
+    def checked_per_row(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
+                        capture: bool = False) -> SinkResult:
+        """Any sink: rows with keys the state cannot store are left out before the aggregation, named by an
+        observation on every row (or, rows without their source, found by bisection)."""
         rows, observed = self.keyed_rows(c, records, capture)
         result = c.aggregate(rows, partitions)
         if c.is_global:
@@ -129,8 +135,8 @@ class SinkRuns:
             frame.unpersist(blocking=False)
             raise
 
-    def _checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
-                         capture: bool) -> SinkResult:
+    def checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
+                        capture: bool = False) -> SinkResult:
         """A keyed sink of Spark's own aggregates: keys the state cannot store are found among the aggregate's
         rows, one check per key instead of one per row; their records, only when there are any, by a job over
         the rows."""

@@ -50,6 +50,11 @@ def _before(executor: SparkExecutor) -> None:
     _read_per_core(executor)
 
 
+def _keys_checked_per_row(executor: SparkExecutor) -> None:
+    """Keys the state cannot store checked by an observation on every row (before the per-key check)."""
+    executor.runs.checked_per_key = executor.runs.checked_per_row  # type: ignore[method-assign]  # the old path
+
+
 def _as_configured(executor: SparkExecutor) -> None:
     """The executor as built."""
 
@@ -59,6 +64,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
     "driver-commit": {"commit tasks": _tasks_only, "driver-side commit": _as_configured},
     "read-tasks": {"a read task per core": _read_per_core, "a read task per 10k records": _as_configured},
     "all": {"before": _before, "after": _as_configured},
+    "key-check": {"keys checked per row": _keys_checked_per_row, "keys checked per key": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
 
