@@ -7,6 +7,8 @@
   partitions move between executors (:mod:`tests.bench.commit_cluster`);
 * ``fixedcost``: CPU per txid of variants of the executor side by side, after the JIT's warm-up
   (:mod:`tests.bench.fixed_cost`; needs ``--bootstrap``, not in ``all``);
+* ``servercost``: the Cassandra server's CPU per 1,000 keys as LWTs, counter updates, plain writes and
+  conditional batches per partition (:mod:`tests.bench.server_cost`; a Cassandra on this machine, not in ``all``);
 * ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
 * ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
   txid clean (:mod:`tests.bench.bad_records`);
@@ -32,8 +34,9 @@ def badrecords_args(suite_args: list[str]) -> list[str]:
 
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
-           "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster", "fixedcost": "tests.bench.fixed_cost"}
-ON_ITS_OWN = {"commit-cluster", "fixedcost"}  # not in ``all``
+           "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster", "fixedcost": "tests.bench.fixed_cost",
+           "servercost": "tests.bench.server_cost"}
+ON_ITS_OWN = {"commit-cluster", "fixedcost", "servercost"}  # not in ``all``
 
 if __name__ == "__main__":  # not again in the benchmark's spawned client processes
     args = sys.argv[1:]
