@@ -107,9 +107,24 @@ class SinkRuns:
 
     def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
               capture: bool = False) -> SinkResult:
-        if c.mode is Mode.BUILTIN and c.keys and c.carries_source and not c.is_global:
+        if self.per_key(c):
             return self.checked_per_key(c, records, partitions, left_out, capture)
         return self.checked_per_row(c, records, partitions, left_out, capture)
+
+    @staticmethod
+    def per_key(c: CompiledSink) -> bool:
+        """Whether ``c``'s keys are checked on the aggregate's rows: a keyed sink of Spark's own aggregates whose
+        rows keep their source (the others check every row)."""
+        return c.mode is Mode.BUILTIN and bool(c.keys) and c.carries_source and not c.is_global
+
+    def planned(self, c: CompiledSink, records: Any, partitions: int) -> Any:
+        """``c``'s result as the process job plans it (keys checked), neither run nor persisted: the plan a
+        standby warms up."""
+        if self.per_key(c):
+            rows, _ = self._transformed(c, records, capture=False)
+            return bad_records_.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name,
+                                                 c.sink.factory.key_limits(c.spec))[0]
+        return c.aggregate(self.keyed_rows(c, records)[0], partitions)
 
     def checked_per_row(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
                         capture: bool = False) -> SinkResult:

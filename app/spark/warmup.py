@@ -65,7 +65,7 @@ def warm_up(executor: SparkExecutor, plan: BatchPlan) -> int:
                else executor.spark.createDataFrame([], executor.records_schema))
     opened = 0
     for c in executor.sinks:
-        result = c.aggregate(executor.runs.keyed_rows(c, records)[0], executor.commit_partitions)
+        result = executor.runs.planned(c, records, executor.commit_partitions)
         if c.is_global:
             result.collect()
         else:
