@@ -203,6 +203,7 @@ class SparkExecutor:
                 results, _ = self.runs.results(
                     self.reads.records(batch, ranges, bad_records_.leave_out_filter([*failing, *null_keys])),
                     partitions)
+            self.runs.txid_done(bad_keys=bool(null_keys))
         counted, undecodable = self.reads.take_counts(batch), self.reads.take_bad(batch)
         bad = tuple(undecodable) + tuple(failing) + tuple(null_keys)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad, partitions)

@@ -49,11 +49,26 @@ class LeftOutRows:
                 self.failed.setdefault(coords, (c, k))
 
 
+#: Clean txids after which a sink that met keys the state cannot store checks them per key again.
+ROWS_CHECKED_TXIDS = 20
+
+
 class SinkRuns:
-    """Runs the compiled sinks over a DataFrame of records: transforms, keys checked, aggregates persisted."""
+    """Runs the compiled sinks over a DataFrame of records: transforms, keys checked, aggregates persisted.
+
+    A sink of Spark's own aggregates whose records may yield several rows checks its keys on the aggregate's
+    rows, one per key, and finds a bad key's records by one more job (:meth:`checked_per_key`); a sink of
+    one row per record checks every row, which finds them in the same job at a cost per record (the
+    txid does not run again for them). Once a txid has met a bad key, every sink checks every row
+    (:meth:`checked_per_row`: found in the same job) until ``rows_checked_txids`` txids in a row are
+    clean (:meth:`txid_done`), so a topic that keeps carrying bad keys pays no extra job. Both find the
+    same records: the choice changes only the cost.
+    """
 
     def __init__(self, sinks: tuple[CompiledSink, ...]) -> None:
         self.sinks = sinks
+        self.rows_checked_txids = ROWS_CHECKED_TXIDS
+        self._rows_checked = 0  # clean txids left before the sinks check per key again
 
     def results(self, records: Any, partitions: int, *,
                 capture: bool = False) -> tuple[list[SinkResult], LeftOutRows]:
@@ -111,11 +126,18 @@ class SinkRuns:
             return self.checked_per_key(c, records, partitions, left_out, capture)
         return self.checked_per_row(c, records, partitions, left_out, capture)
 
-    @staticmethod
-    def per_key(c: CompiledSink) -> bool:
-        """Whether ``c``'s keys are checked on the aggregate's rows: a keyed sink of Spark's own aggregates whose
-        rows keep their source (the others check every row)."""
-        return c.mode is Mode.BUILTIN and bool(c.keys) and c.carries_source and not c.is_global
+    def txid_done(self, *, bad_keys: bool) -> None:
+        """A txid's processing ended, having met keys the state cannot store or not (counted per txid, not per
+        run: a txid may run again without its bad records)."""
+        self._rows_checked = self.rows_checked_txids if bad_keys else max(0, self._rows_checked - 1)
+
+    def per_key(self, c: CompiledSink) -> bool:
+        """Whether ``c``'s keys are checked on the aggregate's rows now: a keyed sink of Spark's own aggregates
+        whose rows keep their source and may be several per record (a generator: the rows an observation
+        would check multiply, and a bad key's txid runs again anyway), and that met no bad key in its last
+        ``rows_checked_txids`` txids."""
+        return (c.mode is Mode.BUILTIN and bool(c.keys) and c.carries_source and not c.is_global
+                and not c.one_row_per_record and self._rows_checked == 0)
 
     def planned(self, c: CompiledSink, records: Any, partitions: int) -> Any:
         """``c``'s result as the process job plans it (keys checked), neither run nor persisted: the plan a

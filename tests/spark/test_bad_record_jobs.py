@@ -1,6 +1,7 @@
-"""What bad records cost in Spark jobs: keys the state cannot store are checked once per key in the process
-job (their records found by one more job, only in a txid that has them), and transform errors are found in a
-number of jobs that does not grow with the number of bad records."""
+"""What bad records cost in Spark jobs: null group-by keys are left out by the job that meets them (or, where
+a record may yield several rows, checked once per key and their records found by one more job, only in a
+txid that has them), and transform errors are found in a number of jobs that does not grow with the number
+of bad records."""
 
 from __future__ import annotations
 
@@ -77,6 +78,17 @@ def sales_by_store(name: str, data: Orders, cluster: Any, factory: StateFactory,
     return t
 
 
+def exploded_sales_by_store(name: str, data: Orders, cluster: Any, factory: StateFactory) -> Topology:
+    """:func:`sales_by_store` through a generator (one row per order still, but Spark cannot know it)."""
+    t = Topology(name, errors=ErrorPolicy.skip())
+    (t.new_stream(KafkaSpout(config(cluster.bootstrap_servers(), topics=[data.topic]), name))
+     .map("explode(array(get_json_object(CAST(value AS STRING), '$.store'))) AS store",
+          "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT) AS amount")
+     .group_by("store").persistent_aggregate(factory, [Agg(Sum(), "total", "amount"), Agg(Count(), "n")],
+                                            name="sales"))
+    return t
+
+
 def jobs_of(spark: Any, group: str) -> list[Any]:
     tracker = spark.sparkContext.statusTracker()
     return [tracker.getJobInfo(j) for j in sorted(tracker.getJobIdsForGroup(group))]
@@ -91,11 +103,10 @@ def run_one_txid(spark: Any, t: Topology, factory: StateFactory, metrics: Metric
         coord.close()
 
 
-def test_null_keys_are_left_out_and_found_by_one_more_job(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
-    """Orders without a store (a null group-by key) are left out of the aggregate by the process job and
-    reported with their coordinates by one job over the rows: the txid runs three jobs (process, that one,
-    commit), none failed; the state equals the truth over the other orders and each null-key record is
-    counted once."""
+def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """Orders without a store (a null group-by key) are left out and reported with their coordinates by
+    the process job: the txid runs its two jobs (process, commit), none failed; the state equals the
+    truth over the other orders and each null-key record is counted once."""
     data = orders(spark_kafka, 600, {b'{"amount": 5}': "NULL_KEY"}, every=25, seed=11)
     assert len(data.bad) >= 10
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
@@ -108,7 +119,7 @@ def test_null_keys_are_left_out_and_found_by_one_more_job(spark: Any, spark_kafk
     assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
                          action="skip") == len(data.bad)
     jobs = jobs_of(spark, f"{name}:txid-1")
-    assert [j.status for j in jobs] == ["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"], jobs
+    assert [j.status for j in jobs] == ["SUCCEEDED", "SUCCEEDED"], jobs
 
 
 def _observations(plan: Any) -> dict[str, bool]:
@@ -129,18 +140,8 @@ def _observations(plan: Any) -> dict[str, bool]:
     return found
 
 
-def test_keys_are_checked_on_the_aggregate_rows_and_a_clean_txid_runs_two_jobs(
-        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
-    """A txid without bad keys: the check of keys the state cannot store observes the aggregate's rows (one
-    per key, not one per record's row: that observation cost about a fifth of the process job's CPU), no
-    observation of null keys runs on the rows, and the txid runs two jobs; the state equals the truth."""
-    data = orders(spark_kafka, 300, {}, every=25, seed=12)
-    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
-    metrics = Metrics(CollectorRegistry())
-    name = f"clean-keys-{uuid.uuid4().hex[:6]}"
-    t = sales_by_store(name, data, spark_kafka, factory,
-                       "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
-    executor = SparkExecutor(spark, t, metrics=metrics)
+def _keeping(executor: SparkExecutor) -> list[Any]:
+    """What ``executor`` processes from now on, in order (each txid's results, their frames' plans)."""
     processed: list[Any] = []
     process = executor.process
 
@@ -149,6 +150,64 @@ def test_keys_are_checked_on_the_aggregate_rows_and_a_clean_txid_runs_two_jobs(
         return processed[-1]
 
     executor.process = keep  # type: ignore[method-assign]  # the test keeps what the executor processed
+    return processed
+
+
+def test_a_sink_that_met_bad_keys_checks_every_row_until_its_txids_are_clean(
+        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """Four txids of 200 orders through a generator: null keys in the first two, none in the last two; after a
+    txid with a bad key the sinks check every row for one clean txid here (``rows_checked_txids`` 1). The
+    first txid checks per key and finds the records by one more job (4 jobs: process, that one, the run
+    without those records, commit); the second checks every row and finds them in its process job
+    (3 jobs); the third, clean, still checks every row; the fourth checks per key again. The state equals
+    the truth and each null-key record is counted once."""
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    spark_kafka.create_topic(topic, 2)
+    rng = random.Random(13)
+    values = []
+    for txid in range(4):
+        for i in range(200):
+            doc = {"amount": rng.randint(1, 99)} if txid < 2 and i % 20 == 7 else \
+                {"store": rng.choice(STORES), "amount": rng.randint(1, 99)}
+            values.append((i % 2, json.dumps(doc).encode()))
+    produced = produce(spark_kafka.bootstrap_servers(), topic, values)
+    data = Orders(topic, produced, {(r.topic, r.partition, r.offset): "NULL_KEY" for r in produced
+                                    if b"store" not in r.value})
+    assert len(data.bad) == 20
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"rows-checked-{uuid.uuid4().hex[:6]}"
+    t = exploded_sales_by_store(name, data, spark_kafka, factory)
+    executor = SparkExecutor(spark, t, metrics=metrics)
+    executor.runs.rows_checked_txids = 1
+    processed = _keeping(executor)
+    coord = coordinator(t, executor, factory.txstate_store(t.name), caps=Caps(per_partition=100, per_batch=200),
+                        metrics=metrics)
+    try:
+        assert coord.run_until_idle() == 4
+    finally:
+        coord.close()
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
+                         action="skip") == len(data.bad)
+    checks = [set(_observations(p.sinks[0].frame._jdf.queryExecution().analyzed())) for p in processed]
+    assert [("bad_keys_sales" in c, "null_keys_sales" in c) for c in checks] == \
+        [(True, False), (False, True), (False, True), (True, False)], checks
+    assert [len(jobs_of(spark, f"{name}:txid-{txid}")) for txid in range(1, 5)] == [4, 3, 2, 2]
+
+
+def test_keys_are_checked_on_the_aggregate_rows_and_a_clean_txid_runs_two_jobs(
+        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """A clean txid through a generator: the check of keys the state cannot store observes the aggregate's
+    rows (one per key, not one per row: that observation cost about a fifth of the process job's CPU), no
+    observation of null keys runs on the rows, and the txid runs two jobs; the state equals the truth."""
+    data = orders(spark_kafka, 300, {}, every=25, seed=12)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"clean-keys-{uuid.uuid4().hex[:6]}"
+    t = exploded_sales_by_store(name, data, spark_kafka, factory)
+    executor = SparkExecutor(spark, t, metrics=metrics)
+    processed = _keeping(executor)
     coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
     try:
         assert coord.run_until_idle() == 1
