@@ -181,11 +181,7 @@ def split_bad_groups(result: Any, keys: Sequence[str], sink: str, limits: KeyLim
 
 def observed_count(df: Any, name: str) -> int:
     """The count observation ``name`` collected while ``df`` (materialised or collected) ran."""
-    got = java_frame(df).queryExecution().observedMetrics().get(name)
-    if got.isEmpty():
-        msg = f"Spark did not report observation {name} of the batch"
-        raise RuntimeError(msg)
-    return int(got.get().getLong(0))
+    return int(_observation(df, name).getLong(0))
 
 
 def bad_key_records(rows: Any, keys: Sequence[str], sink: str, source: str,
@@ -216,11 +212,16 @@ def observed(df: Any, name: str) -> list[Any]:
     """The JSON list observation ``name`` collected while ``df`` (materialised or collected) ran."""
     import json
 
+    return list(json.loads(_observation(df, name).getString(0) or "[]"))
+
+
+def _observation(df: Any, name: str) -> Any:
+    """The row of observation ``name`` in ``df``'s executed plan (a JVM Row); an error if Spark has none."""
     got = java_frame(df).queryExecution().observedMetrics().get(name)
     if got.isEmpty():
         msg = f"Spark did not report observation {name} of the batch"
         raise RuntimeError(msg)
-    return list(json.loads(got.get().getString(0) or "[]"))
+    return got.get()
 
 
 def null_key_records(frame: Any, name: str, keys: Sequence[str], sink: str,

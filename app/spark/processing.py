@@ -49,7 +49,7 @@ class LeftOutRows:
                 self.failed.setdefault(coords, (c, k))
 
 
-#: Clean txids after which a sink that met keys the state cannot store checks them per key again.
+#: After a txid that met a key the state cannot store, the clean txids in a row before sinks check per key again.
 ROWS_CHECKED_TXIDS = 20
 
 
@@ -143,10 +143,14 @@ class SinkRuns:
         """``c``'s result as the process job plans it (keys checked), neither run nor persisted: the plan a
         standby warms up."""
         if self.per_key(c):
-            rows, _ = self._transformed(c, records, capture=False)
-            return bad_records_.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name,
-                                                 c.sink.factory.key_limits(c.spec))[0]
+            return self._keys_split(c, self._transformed(c, records, capture=False)[0], partitions)[0]
         return c.aggregate(self.keyed_rows(c, records)[0], partitions)
+
+    @staticmethod
+    def _keys_split(c: CompiledSink, rows: Any, partitions: int) -> tuple[Any, str]:
+        """``rows`` aggregated without the keys the state cannot store, and the observation counting those."""
+        return bad_records_.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name,
+                                             c.sink.factory.key_limits(c.spec))
 
     def checked_per_row(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
                         capture: bool = False) -> SinkResult:
@@ -178,15 +182,14 @@ class SinkRuns:
         rows, one check per key instead of one per row; their records, only when there are any, by a job over
         the rows."""
         rows, errors = self._transformed(c, records, capture)
-        limits = c.sink.factory.key_limits(c.spec)
-        result, name = bad_records_.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name, limits)
+        result, name = self._keys_split(c, rows, partitions)
         frame = result.persist()
         try:
             keys = materialise(frame)  # the one job that reads, aggregates and caches
             left_out.add(c, frame, ObservationNames(None, errors))
             if bad_records_.observed_count(frame, name):
                 left_out.null_keys.extend(bad_records_.bad_key_records(rows, c.keys, c.sink.name, SOURCE_COLUMN,
-                                                                       limits))
+                                                                       c.sink.factory.key_limits(c.spec)))
             return SinkResult(c, frame, keys)
         except BaseException:
             frame.unpersist(blocking=False)
