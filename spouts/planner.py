@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
-from spouts.protocols import PartitionedEmitter
+from spouts.protocols import PartitionedEmitter, PlansInBulk
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,8 @@ def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedE
     cannot starve the same partitions batch after batch. A partition of ``last`` that is not
     listed now (its topic missing or deleted, a pattern no longer matching it) keeps its position:
     it is carried as an empty range at its next offset, so no number of txids without it ever
-    forgets where it stood (only a rewind does; docs/design.md).
+    forgets where it stood (only a rewind does; docs/design.md). An emitter that
+    :class:`~spouts.protocols.PlansInBulk` fetches for all the partitions at once first.
     """
     ordered = sorted(partitions)
     if ordered:
@@ -38,17 +40,19 @@ def plan_batch(txid: int, partitions: Sequence[Partition], emitter: PartitionedE
         ordered = ordered[shift:] + ordered[:shift]
     budget = caps.per_batch
     metas: dict[Partition, PartitionMetadata] = {}
-    for p in ordered:
-        prev = last.partitions.get(p) if last else None
-        allowance = min(caps.per_partition, budget)
-        meta = emitter.plan_partition(p, prev, allowance) if allowance > 0 else (prev.empty_after() if prev else None)
-        if meta is None:
-            continue
-        if meta.next_offset - meta.first_offset > allowance:
-            msg = f"emitter planned past its cap on {p.id}: {meta}"
-            raise AssertionError(msg)
-        budget -= meta.next_offset - meta.first_offset
-        metas[p] = meta
+    scope: AbstractContextManager[None] = emitter.planning(ordered) if isinstance(emitter, PlansInBulk) else nullcontext()
+    with scope:
+        for p in ordered:
+            prev = last.partitions.get(p) if last else None
+            allowance = min(caps.per_partition, budget)
+            meta = emitter.plan_partition(p, prev, allowance) if allowance > 0 else (prev.empty_after() if prev else None)
+            if meta is None:
+                continue
+            if meta.next_offset - meta.first_offset > allowance:
+                msg = f"emitter planned past its cap on {p.id}: {meta}"
+                raise AssertionError(msg)
+            budget -= meta.next_offset - meta.first_offset
+            metas[p] = meta
     return BatchPlan(txid, {**carried(last, metas), **metas})
 
 

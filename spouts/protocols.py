@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -99,6 +100,16 @@ class ReportsDataLoss(Protocol):
     """An emitter that says what it skipped under data-loss policy ``skip`` (the last event, with when), or None."""
 
     last_data_loss: str | None
+
+
+@runtime_checkable
+class PlansInBulk(Protocol):
+    """An emitter that fetches what a whole plan needs at once (Kafka: the watermarks, one request per broker)."""
+
+    def planning(self, partitions: Sequence[Partition]) -> AbstractContextManager[None]:
+        """A plan of ``partitions`` runs inside the block: its ``plan_partition`` calls may use what was
+        fetched on entry; nothing fetched outlives the block."""
+        ...
 
 
 @runtime_checkable

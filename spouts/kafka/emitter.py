@@ -4,17 +4,18 @@ Resume trap: the next range starts at ``last.next_offset`` (exclusive end of the
 range), never ``+ 1``. A range ends at most ``max_records`` offsets later and never past the last
 stable offset: in ``read_committed`` mode librdkafka's watermark query (ListOffsets with the
 consumer's isolation level) returns the LSO as the high watermark, so open transactions are never
-planned into a range.
+planned into a range. A plan fetches the watermarks of all its partitions at once (:meth:`KafkaEmitter.planning`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pyarrow as pa
-from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 
 from spouts.errors import DataLossError, LogRestartedError, PartitionUnavailableError
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
@@ -45,13 +46,14 @@ class KafkaEmitter:
         self._skips: dict[Partition, tuple[float, int]] = {}  # last warning (monotonic), skips since
         self._seen: set[Partition] = set()  # partitions whose metric series exist
         self.last_data_loss: str | None = None  # the last loss skipped under policy skip, for /readyz
+        self._prefetched: dict[Partition, tuple[int, int]] = {}  # watermarks fetched for the plan under way
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._skips, self._seen, self.last_data_loss = {}, set(), None
+        self._skips, self._seen, self.last_data_loss, self._prefetched = {}, set(), None, {}
 
     def __repr__(self) -> str:
         return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
@@ -65,6 +67,16 @@ class KafkaEmitter:
 
     # -- planning ---------------------------------------------------------------------------
 
+    @contextmanager
+    def planning(self, partitions: Sequence[Partition]) -> Iterator[None]:
+        """The watermarks of all ``partitions`` in bulk, for this plan's ``plan_partition`` calls only
+        (:class:`spouts.protocols.PlansInBulk`): one plan at a time per emitter, as the coordinator plans."""
+        self._prefetched = self._bulk_watermarks(partitions)
+        try:
+            yield
+        finally:
+            self._prefetched = {}
+
     def plan_partition(self, partition: Partition, last: PartitionMetadata | None,
                        max_records: int) -> PartitionMetadata | None:
         """The next range of ``partition`` after ``last``; see :class:`spouts.protocols.PartitionedEmitter`.
@@ -76,8 +88,9 @@ class KafkaEmitter:
         (end offset minus the committed next offset).
         """
         first_poll = last is None or (not self.config.first_poll.uncommitted and last.topology_id != self.topology_id)
+        prefetched = self._prefetched.pop(partition, None)
         try:
-            low, end = self._watermarks(partition)
+            low, end = prefetched if prefetched is not None else self._watermarks(partition)
             if first_poll or last is None:
                 start = self._first_offset(partition, low, end)
             else:
@@ -127,6 +140,34 @@ class KafkaEmitter:
             raise PartitionUnavailableError(p, f"watermark query to {self.config.bootstrap_servers} timed out after "
                                                f"{self.config.request_timeout_s}s")
         return int(wm[0]), int(wm[1])
+
+    def _bulk_watermarks(self, partitions: Sequence[Partition]) -> dict[Partition, tuple[int, int]]:
+        """What :meth:`_watermarks` answers, for many partitions: per kind one ListOffsets per leader broker.
+
+        The same requests from a consumer of the same config (so the same isolation level). A partition not
+        answered (its own error, or the whole query failing) is left out: ``plan_partition`` then asks it alone.
+        """
+        wanted = list(dict.fromkeys(partitions))
+        if not wanted:
+            return {}
+        try:
+            with POOL.lease(self._planning_config) as consumer:
+                earliest = self._listed(consumer, wanted, OFFSET_BEGINNING)
+                latest = self._listed(consumer, [p for p in wanted if p in earliest], OFFSET_END)
+        except KafkaException:
+            return {}
+        # ordered as rd_kafka_query_watermark_offsets orders its two answers: the lower one is the log start
+        return {p: (min(earliest[p], end), max(earliest[p], end)) for p, end in latest.items() if p in earliest}
+
+    def _listed(self, consumer: Consumer, partitions: list[Partition], spec: int) -> dict[Partition, int]:
+        """The offsets of ``spec`` (OFFSET_BEGINNING or OFFSET_END, ListOffsets' special timestamps) answered
+        without error."""
+        if not partitions:
+            return {}
+        answers = consumer.offsets_for_times([TopicPartition(p.topic, p.partition, spec) for p in partitions],
+                                             timeout=self.config.request_timeout_s)
+        return {Partition(tp.topic, tp.partition): int(tp.offset) for tp in answers
+                if tp.error is None and tp.offset >= 0}
 
     def _first_offset(self, p: Partition, low: int, end: int) -> int:
         position = self.config.first_poll.position

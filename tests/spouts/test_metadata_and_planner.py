@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from spouts.errors import DataLossError, PartitionUnavailableError
-from spouts.memory import MemorySource, MemorySpout
+from spouts.memory import MemoryEmitter, MemorySource, MemorySpout
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps, plan_batch
-from spouts.protocols import SpoutKind
+from spouts.protocols import PlansInBulk, SpoutKind
 
 metas = st.builds(
     lambda topic, p, first, span, gaps: PartitionMetadata(topic, p, first, first + span, span - min(gaps, span), "t"),
@@ -50,6 +52,27 @@ class TestMetadata:
 
     def test_topic_names_with_colons_in_ids_parse_from_the_right(self) -> None:
         assert Partition.parse("my.topic-1:12") == Partition("my.topic-1", 12)
+
+
+class BulkEmitter(MemoryEmitter):
+    """A memory emitter that plans in bulk, recording when the planner enters and leaves a plan."""
+
+    def __init__(self, source: MemorySource, kind: SpoutKind = SpoutKind.OPAQUE) -> None:
+        super().__init__(source, kind, "test")
+        self.events: list[tuple[str, list[Partition]]] = []
+
+    @contextmanager
+    def planning(self, partitions: Sequence[Partition]) -> Iterator[None]:
+        self.events.append(("enter", list(partitions)))
+        try:
+            yield
+        finally:
+            self.events.append(("leave", []))
+
+    def plan_partition(self, partition: Partition, last: PartitionMetadata | None,
+                       max_records: int) -> PartitionMetadata | None:
+        self.events.append(("plan", [partition]))
+        return super().plan_partition(partition, last, max_records)
 
 
 def source_with(counts: list[int]) -> tuple[MemorySource, list[Partition]]:
@@ -99,6 +122,22 @@ class TestPlanner:
         assert opaque.partitions[parts[1]].next_offset == 3
         with pytest.raises(PartitionUnavailableError):
             plan_batch(2, parts, MemorySpout(src, SpoutKind.TRANSACTIONAL).emitter(), last, Caps())
+
+    def test_a_bulk_emitter_is_entered_once_per_plan_with_all_its_partitions(self) -> None:
+        """An emitter that PlansInBulk is given every partition (in visiting order) before the first is planned,
+        and the plan is left after the last, or when planning raises."""
+        src, parts = source_with([3, 3, 3])
+        em = BulkEmitter(src)
+        assert isinstance(em, PlansInBulk)
+        assert not isinstance(MemorySpout(src).emitter(), PlansInBulk)
+        plan_batch(1, parts, em, None, Caps(per_batch=4))  # the cap is spent before the last partition
+        rotated = parts[1:] + parts[:1]
+        assert em.events == [("enter", rotated), ("plan", [parts[1]]), ("plan", [parts[2]]), ("leave", [])]
+        em = BulkEmitter(src, SpoutKind.TRANSACTIONAL)
+        src.set_available(parts[2], False)
+        with pytest.raises(PartitionUnavailableError):
+            plan_batch(1, parts, em, None, Caps())
+        assert em.events == [("enter", rotated), ("plan", [parts[1]]), ("plan", [parts[2]]), ("leave", [])]
 
     def test_frozen_range_below_log_start_is_data_loss_on_read(self) -> None:
         src, parts = source_with([5])
