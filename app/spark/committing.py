@@ -1,7 +1,8 @@
 """The commit step: each sink's processed result applied to its state as a txid, by commit tasks or on the driver.
 
-A keyed result of fewer than ``driver_keys`` keys is committed on the driver: its cached rows are
-collected as Arrow (a Spark job without a Python task) and the commit task's own code runs on them
+A keyed result of fewer than ``driver_keys`` keys is committed on the driver: its rows are collected as
+Arrow (by the process job itself when the txid was planned with fewer records than ``driver_keys``,
+else from the cache by a Spark job without a Python task) and the commit task's own code runs on them
 in the driver process. A commit job costs a Python task per commit partition, empty ones included
 (a round trip to a Python worker each), which is most of a small txid's commit. The driver keeps the
 sink's cache in memory between its commits (:class:`~app.spark.tasks.DriverCache`); like the
@@ -54,9 +55,9 @@ class Commits:
             return 0
         c = r.compiled
         task = self._task(r, batch, partitions)
-        if isinstance(task, CommitAggregates) and r.keys < self.driver_keys:
+        if isinstance(task, CommitAggregates) and (r.collected is not None or r.keys < self.driver_keys):
             cache = self.driver_caches.setdefault(c.sink.name, DriverCache())
-            stats = self._on_driver(replace(task, driver_cache=cache), r.frame)
+            stats = self._on_driver(replace(task, driver_cache=cache), r)
         else:
             stats = r.frame.mapInArrow(task, self.stats_schema).collect()  # one stage: no shuffle after process
             for row in stats:
@@ -101,11 +102,11 @@ class Commits:
                                 partitions=partitions, previous=self.last_commit.get(c.sink.name),
                                 committed=committed)
 
-    def _on_driver(self, task: CommitAggregates, frame: Any) -> list[dict[str, Any]]:
-        """``task`` run in this process on ``frame``'s rows (one Spark job, no Python task): its stats rows.
+    def _on_driver(self, task: CommitAggregates, r: SinkResult) -> list[dict[str, Any]]:
+        """``task`` run in this process on ``r``'s rows (no Python task; a Spark job unless collected): its stats.
 
         The states it opens count into this process's metrics already; a test's own registry gets the deltas."""
-        rows = [row for out in task(iter(frame.toArrow().to_batches())) for row in out.to_pylist()]
+        rows = [row for out in task(iter(r.arrow().to_batches())) for row in out.to_pylist()]
         if self.metrics.registry is not REGISTRY:
             for row in rows:
                 self._add_metrics(row["metrics"])

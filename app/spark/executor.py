@@ -191,8 +191,10 @@ class SparkExecutor:
         key = tuple((m.topic, m.partition, m.first_offset, m.next_offset) for m in ranges)
         failing = self.isolation.known(batch, key)  # a replay of the same ranges meets the same bad records
         known = bool(failing)
+        # a small txid's keyed results are collected by the process job: their commit needs no Spark job
+        collect = sum(m.record_count for m in ranges) < self.commits.driver_keys
         with self.jobs.job(batch, "process"):
-            results, left_out, failing = self._results(batch, ranges, partitions, failing)
+            results, left_out, failing = self._results(batch, ranges, partitions, failing, collect)
             if failing and not known:  # isolated now: kept for a replay, here and in the txid's progress
                 self.isolation.keep(batch, key, failing)
             null_keys = left_out.null_keys
@@ -202,7 +204,7 @@ class SparkExecutor:
                 unpersist(results)
                 results, _ = self.runs.results(
                     self.reads.records(batch, ranges, bad_records_.leave_out_filter([*failing, *null_keys])),
-                    partitions)
+                    partitions, collect=collect)
             self.runs.txid_done(bad_keys=bool(null_keys))
         counted, undecodable = self.reads.take_counts(batch), self.reads.take_bad(batch)
         bad = tuple(undecodable) + tuple(failing) + tuple(null_keys)
@@ -211,20 +213,21 @@ class SparkExecutor:
             self._held[(batch.txid, batch.attempt)] = processed
         return processed
 
-    def _results(self, batch: Batch, ranges: list[Any], partitions: int, failing: list[BadRecord]) -> Isolated:
+    def _results(self, batch: Batch, ranges: list[Any], partitions: int, failing: list[BadRecord],
+                 collect: bool) -> Isolated:
         """The txid's results without the records the transforms fail on (``failing``, known before, or found
-        now), the rows left out of them, and those records."""
+        now), the rows left out of them, and those records (``collect``: see :meth:`SinkRuns.results`)."""
         try:
             if not failing and self.runs.capturable():
                 # a record the transforms fail on is a row marked in the same job, never a failed task
-                return self.isolation.captured(batch, ranges, partitions)
+                return self.isolation.captured(batch, ranges, partitions, collect=collect)
             # a function transform, or a replay without the known bad records: the plain form
             results, left_out = self.runs.results(
-                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions)
+                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions, collect=collect)
         except Exception as e:
             if failing or self.runs.capturable() or bad_records_.record_error(e) is None:
                 raise  # transient, or not a record's fault (the capturing form found none): retried whole
-            return self.isolation.without_failing(batch, ranges, partitions, e)
+            return self.isolation.without_failing(batch, ranges, partitions, e, collect=collect)
         return results, left_out, failing
 
     def commit(self, batch: Batch, processed: SparkBatch) -> CommitStats:

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
 from app.spark.jvm import java_frame
@@ -15,12 +17,23 @@ from spouts.bad_records import BadRecord
 
 @dataclass(frozen=True)
 class SinkResult:
-    """One sink's share of a processed batch: the persisted result, or a global aggregate's partial."""
+    """One sink's share of a processed batch: the persisted result, its rows collected to the driver (a small
+    txid's keyed aggregate), or a global aggregate's partial."""
 
     compiled: CompiledSink
-    frame: Any = None  # persisted DataFrame (keyed and partition_persist sinks)
-    keys: int = 0  # rows in ``frame``, or 1 when a global partial exists
+    frame: Any = None  # persisted DataFrame (keyed and partition_persist sinks), unless collected
+    keys: int = 0  # rows in ``frame`` or ``collected``, or 1 when a global partial exists
     partial: Any = None  # global aggregates: the combined value (scalar or tuple), None if no rows
+    collected: pa.Table | None = None  # a keyed aggregate's rows, collected by the process job
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the result is rows by key (persisted or collected), not a global partial."""
+        return self.frame is not None or self.collected is not None
+
+    def arrow(self) -> pa.Table:
+        """The result's rows: collected already, or collected now from the cache (a Spark job)."""
+        return self.collected if self.collected is not None else self.frame.toArrow()
 
 
 @dataclass(frozen=True)
@@ -70,17 +83,20 @@ class SinkRuns:
         self.rows_checked_txids = ROWS_CHECKED_TXIDS
         self._rows_checked = 0  # clean txids left before the sinks check per key again
 
-    def results(self, records: Any, partitions: int, *,
-                capture: bool = False) -> tuple[list[SinkResult], LeftOutRows]:
+    def results(self, records: Any, partitions: int, *, capture: bool = False,
+                collect: bool = False) -> tuple[list[SinkResult], LeftOutRows]:
         """Each sink's result, and the records left out of them (found in the same jobs): rows with a null
-        group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on."""
+        group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on.
+        ``collect``: a keyed aggregate's rows are collected to the driver by its job instead of cached where
+        they ran (a small txid: its commit then needs no job, and nothing is cached)."""
         several = len(self.sinks) > 1
         if several:
             records = records.persist()
         results: list[SinkResult] = []
         left_out = LeftOutRows()
         try:
-            results.extend(self._sink(c, records, partitions, left_out, capture) for c in self.sinks)
+            results.extend(self._sink(c, records, partitions, left_out, capture=capture, collect=collect)
+                           for c in self.sinks)
             if not self.sinks:
                 materialise(records)
         except BaseException:
@@ -120,11 +136,11 @@ class SinkRuns:
                                                        SOURCE_COLUMN, capture_.ERROR_COLUMN)
         return c.transform(records), None
 
-    def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
-              capture: bool = False) -> SinkResult:
+    def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
+              capture: bool = False, collect: bool = False) -> SinkResult:
         if self.per_key(c):
-            return self.checked_per_key(c, records, partitions, left_out, capture)
-        return self.checked_per_row(c, records, partitions, left_out, capture)
+            return self.checked_per_key(c, records, partitions, left_out, capture=capture, collect=collect)
+        return self.checked_per_row(c, records, partitions, left_out, capture=capture, collect=collect)
 
     def txid_done(self, *, bad_keys: bool) -> None:
         """A txid's processing ended, having met keys the state cannot store or not (counted per txid, not per
@@ -152,8 +168,8 @@ class SinkRuns:
         return bad_records_.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name,
                                              c.sink.factory.key_limits(c.spec))
 
-    def checked_per_row(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
-                        capture: bool = False) -> SinkResult:
+    def checked_per_row(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
+                        capture: bool = False, collect: bool = False) -> SinkResult:
         """Any sink: rows with keys the state cannot store are left out before the aggregation, named by an
         observation on every row (or, rows without their source, found by bisection)."""
         rows, observed = self.keyed_rows(c, records, capture)
@@ -167,33 +183,45 @@ class SinkRuns:
                 return SinkResult(c)
             values = tuple(got[0][v] for v in c.values)
             return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
-        frame = result.persist()
+        done = _run(c, result, collect)
         try:
-            keys = materialise(frame)  # the one job that reads, aggregates and caches
-            left_out.add(c, frame, observed)
-            return SinkResult(c, frame, keys)
+            left_out.add(c, result, observed)
         except BaseException:
-            frame.unpersist(blocking=False)
+            unpersist([done])
             raise
+        return done
 
-    def checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows,
-                        capture: bool = False) -> SinkResult:
+    def checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
+                        capture: bool = False, collect: bool = False) -> SinkResult:
         """A keyed sink of Spark's own aggregates: keys the state cannot store are found among the aggregate's
         rows, one check per key instead of one per row; their records, only when there are any, by a job over
         the rows."""
         rows, errors = self._transformed(c, records, capture)
         result, name = self._keys_split(c, rows, partitions)
-        frame = result.persist()
+        done = _run(c, result, collect)
         try:
-            keys = materialise(frame)  # the one job that reads, aggregates and caches
-            left_out.add(c, frame, ObservationNames(None, errors))
-            if bad_records_.observed_count(frame, name):
+            left_out.add(c, result, ObservationNames(None, errors))
+            if bad_records_.observed_count(result, name):
                 left_out.null_keys.extend(bad_records_.bad_key_records(rows, c.keys, c.sink.name, SOURCE_COLUMN,
                                                                        c.sink.factory.key_limits(c.spec)))
-            return SinkResult(c, frame, keys)
         except BaseException:
-            frame.unpersist(blocking=False)
+            unpersist([done])
             raise
+        return done
+
+
+def _run(c: CompiledSink, result: Any, collect: bool) -> SinkResult:
+    """``c``'s keyed ``result`` run by one job that reads and aggregates the records: its rows collected to the
+    driver (``collect``, a keyed aggregate), or cached where they ran."""
+    if collect and c.mode is not Mode.ROWS:
+        table = result.toArrow()
+        return SinkResult(c, keys=table.num_rows, collected=table)
+    frame = result.persist()
+    try:
+        return SinkResult(c, frame, materialise(frame))
+    except BaseException:
+        frame.unpersist(blocking=False)
+        raise
 
 
 def unpersist(results: Iterable[SinkResult]) -> None:

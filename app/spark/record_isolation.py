@@ -50,11 +50,13 @@ class RecordIsolation:
         self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
         _store_isolation(batch, key, failing)
 
-    def captured(self, batch: Batch, ranges: list[Any], partitions: int) -> Isolated:
+    def captured(self, batch: Batch, ranges: list[Any], partitions: int, *, collect: bool = False) -> Isolated:
         """The txid's results from the error-capturing form, without the records the transforms fail on, and
         those (none: the results are the plain form's, at the cost of planning the capturing form). One job
-        whatever the number of bad records; naming their errors then reads those records once more."""
-        results, left_out = self.runs.results(self.reads.records(batch, ranges), partitions, capture=True)
+        whatever the number of bad records; naming their errors then reads those records once more.
+        ``collect``: as :meth:`SinkRuns.results`."""
+        results, left_out = self.runs.results(self.reads.records(batch, ranges), partitions, capture=True,
+                                              collect=collect)
         if not left_out.failed:
             return results, left_out, []
         iso = self._isolation(batch, ranges)
@@ -69,15 +71,17 @@ class RecordIsolation:
             if not self.runs.one_row_per_record():  # a failing record's other rows are in the results: run without it
                 unpersist(results)
                 results, left_out = self.runs.results(
-                    self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions)
+                    self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions,
+                    collect=collect)
             return results, left_out, failing
         finally:
             self.isolating = None
 
-    def without_failing(self, batch: Batch, ranges: list[Any], partitions: int, error: Exception) -> Isolated:
+    def without_failing(self, batch: Batch, ranges: list[Any], partitions: int, error: Exception, *,
+                        collect: bool = False) -> Isolated:
         """After a record error of a sink whose transforms cannot run in the error-capturing form (a Python
         function, a generator): the txid's results without the records they fail on, found by bisection, and
-        those."""
+        those (``collect``: as :meth:`SinkRuns.results`)."""
         iso = self._isolation(batch, ranges)
         try:
             failing = self._isolate(batch, ranges, iso)
@@ -85,7 +89,7 @@ class RecordIsolation:
                 raise error
             iso.done(failing)
             results, left_out = self.runs.results(
-                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions)
+                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions, collect=collect)
             return results, left_out, failing
         finally:
             self.isolating = None

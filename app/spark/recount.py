@@ -68,11 +68,11 @@ class Recounter:
             for r in processed.sinks:
                 c = r.compiled
                 count = SinkCount(c)
-                if r.frame is None:
+                if not r.keyed:
                     if r.partial is not None:
                         count.partials[GLOBAL_KEY] = r.partial
                 else:
-                    for rb in r.frame.select(*c.keys, *c.values).toArrow().to_batches():
+                    for rb in r.arrow().select([*c.keys, *c.values]).to_batches():
                         keys = zip(*(rb.column(k).to_pylist() for k in c.keys), strict=True)
                         columns = [rb.column(v).to_pylist() for v in c.values]
                         values = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))

@@ -55,6 +55,16 @@ def _keys_checked_per_row(executor: SparkExecutor) -> None:
     executor.runs.checked_per_key = executor.runs.checked_per_row  # type: ignore[method-assign]  # the old path
 
 
+def _results_cached(executor: SparkExecutor) -> None:
+    """Every result cached by its process job and collected by its commit (before small txids' were collected)."""
+    results = executor.runs.results
+
+    def cached(records: Any, partitions: int, **how: Any) -> Any:
+        return results(records, partitions, **{**how, "collect": False})
+
+    executor.runs.results = cached  # type: ignore[method-assign]  # the old path
+
+
 def _as_configured(executor: SparkExecutor) -> None:
     """The executor as built."""
 
@@ -65,6 +75,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
     "read-tasks": {"a read task per core": _read_per_core, "a read task per 10k records": _as_configured},
     "all": {"before": _before, "after": _as_configured},
     "key-check": {"keys checked per row": _keys_checked_per_row, "keys checked per key": _as_configured},
+    "collect": {"results cached": _results_cached, "small results collected by the process job": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
 

@@ -105,8 +105,9 @@ def run_one_txid(spark: Any, t: Topology, factory: StateFactory, metrics: Metric
 
 def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
     """Orders without a store (a null group-by key) are left out and reported with their coordinates by
-    the process job: the txid runs its two jobs (process, commit), none failed; the state equals the
-    truth over the other orders and each null-key record is counted once."""
+    the process job: the txid runs one job (its process job, which collects the result of a txid this small:
+    the commit needs none), none failed; the state equals the truth over the other orders and each null-key
+    record is counted once."""
     data = orders(spark_kafka, 600, {b'{"amount": 5}': "NULL_KEY"}, every=25, seed=11)
     assert len(data.bad) >= 10
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
@@ -119,7 +120,7 @@ def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafk
     assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
                          action="skip") == len(data.bad)
     jobs = jobs_of(spark, f"{name}:txid-1")
-    assert [j.status for j in jobs] == ["SUCCEEDED", "SUCCEEDED"], jobs
+    assert [j.status for j in jobs] == ["SUCCEEDED"], jobs
 
 
 def _observations(plan: Any) -> dict[str, bool]:
@@ -178,7 +179,7 @@ def test_a_sink_that_met_bad_keys_checks_every_row_until_its_txids_are_clean(
     metrics = Metrics(CollectorRegistry())
     name = f"rows-checked-{uuid.uuid4().hex[:6]}"
     t = exploded_sales_by_store(name, data, spark_kafka, factory)
-    executor = SparkExecutor(spark, t, metrics=metrics)
+    executor = SparkExecutor(spark, t, metrics=metrics, driver_keys=0)  # results cached: their plans are kept
     executor.runs.rows_checked_txids = 1
     processed = _keeping(executor)
     coord = coordinator(t, executor, factory.txstate_store(t.name), caps=Caps(per_partition=100, per_batch=200),
@@ -206,7 +207,7 @@ def test_keys_are_checked_on_the_aggregate_rows_and_a_clean_txid_runs_two_jobs(
     metrics = Metrics(CollectorRegistry())
     name = f"clean-keys-{uuid.uuid4().hex[:6]}"
     t = exploded_sales_by_store(name, data, spark_kafka, factory)
-    executor = SparkExecutor(spark, t, metrics=metrics)
+    executor = SparkExecutor(spark, t, metrics=metrics, driver_keys=0)  # the result cached: its plan is kept
     processed = _keeping(executor)
     coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
     try:
@@ -226,7 +227,8 @@ def test_transform_errors_cost_a_few_jobs_whatever_their_number(spark: Any, spar
                                                                 bad_records: int) -> None:
     """Amounts that do not CAST, divide by zero or hit a raise_error, 1 to 50 of them in a txid of 600:
     the txid runs the same few jobs (the process job in the error-capturing form, a read of the failed
-    records per failing expression, the commit), far fewer than 2*log2(600); none fails (no task fails,
+    records per failing expression; the commit runs none: the process job collected the result), far fewer
+    than 2*log2(600); none fails (no task fails,
     so none is retried); the state equals the truth over the good records and each
     bad record is counted once under its own error."""
     poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT",
@@ -254,7 +256,7 @@ def test_transform_errors_cost_a_few_jobs_whatever_their_number(spark: Any, spar
                              action="skip") == expected, reason
     jobs = jobs_of(spark, f"{name}:txid-1")
     failing_expressions = 1  # every poison fails the same expression (the amount's)
-    assert len(jobs) == 2 + failing_expressions, jobs
+    assert len(jobs) == 1 + failing_expressions, jobs
     assert [j.status for j in jobs].count("FAILED") == 0, jobs
     assert len(jobs) < 2 * math.log2(len(data.produced))
 
@@ -266,7 +268,7 @@ class Killed(BaseException):
 def test_a_restart_reuses_the_bad_records_isolated_before_it(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
     """The process is killed after txid 1's transform errors were isolated and its plan frozen, before its
     commit; a new executor and coordinator on the same store run txid 1 again without isolating anything
-    (two jobs, process and commit, none failed); the state equals the truth and every bad record is
+    (one job, the process job, none failed: the commit of a result collected runs none); the state equals the truth and every bad record is
     counted once, by the attempt that committed."""
     poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
     data = orders(spark_kafka, 400, poison, every=40, seed=5)
@@ -294,7 +296,7 @@ def test_a_restart_reuses_the_bad_records_isolated_before_it(spark: Any, spark_k
     metrics = Metrics(CollectorRegistry())
     run_one_txid(spark, t, factory, metrics)
     after = [j for j in jobs_of(spark, f"{name}:txid-1") if j.jobId not in {b.jobId for b in before}]
-    assert [j.status for j in after] == ["SUCCEEDED", "SUCCEEDED"], after  # process, commit: no isolation
+    assert [j.status for j in after] == ["SUCCEEDED"], after  # process: no isolation
     assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
     assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
                          action="skip") == len(data.bad)

@@ -8,6 +8,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from app.metrics import Metrics
@@ -138,14 +139,17 @@ def test_a_failed_commit_job_makes_the_coordinator_replay_the_txid(spark: Any, s
     assert metrics.value("trident_batches_total", pipeline="fail-commit-job", outcome="failed") == 1
 
 
+@pytest.mark.parametrize("driver_keys", [2_000, 250])
 def test_a_driver_side_commit_failing_after_its_writes_makes_the_coordinator_replay_the_txid(
-        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+        spark: Any, spark_kafka: Any, tmp_path: Path, driver_keys: int) -> None:
     """Small results are committed on the driver; that commit dies after writing txid 2's keys (before its
-    commit) on the first batch attempt, the coordinator replays txid 2 and the totals are still exact."""
+    commit) on the first batch attempt, the coordinator replays txid 2 and the totals are still exact. With
+    2,000 every txid's result is collected by its process job; with 250 those of the txids of 250 records
+    (txid 2 among them) are cached and collected by the commit."""
     markers = tmp_path / "markers"
     markers.mkdir()
     _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-driver-commit", FailOnDriver("commit", 2, str(markers)),
-                         driver_keys=2_000)
+                         driver_keys=driver_keys)
     assert fired(markers) == ["commit-txid2-batch1-driver"]
     assert metrics.value("trident_batch_replays_total", pipeline="fail-driver-commit") == 1
     assert metrics.value("trident_batches_total", pipeline="fail-driver-commit", outcome="failed") == 1

@@ -1,4 +1,5 @@
-"""A txid of a keyed sink costs two Spark jobs: process (read, aggregate, cache) and commit (no shuffle).
+"""A txid of a keyed sink costs two Spark jobs: process (read, aggregate, cache) and commit (no shuffle); a small
+txid one (its process job collects the result, committed on the driver).
 
 And its fixed cost stays small: the process job runs two stages (no extra count stage), and the
 driver builds the read of a txid with the same py4j calls whatever the number of ranges.
@@ -61,12 +62,13 @@ def test_a_txid_runs_two_spark_jobs_and_the_commit_reads_the_cached_aggregate(sp
     assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
 
 
-@pytest.mark.parametrize(("driver_keys", "where"), [(2_000, "driver"), (1, "task")])
-def test_a_result_below_the_threshold_is_committed_on_the_driver_in_the_same_two_jobs(
-        spark: Any, spark_kafka: Any, tmp_path: Path, driver_keys: int, where: str) -> None:
+@pytest.mark.parametrize(("driver_keys", "where", "jobs"), [(2_000, "driver", 1), (100, "driver", 2), (1, "task", 2)])
+def test_a_result_below_the_threshold_is_committed_on_the_driver_and_a_small_txid_in_one_job(
+        spark: Any, spark_kafka: Any, tmp_path: Path, driver_keys: int, where: str, jobs: int) -> None:
     """Results of fewer keys than ``driver_keys`` are committed on the driver (no Python commit task: every
-    commit ran outside a Spark task), others by commit tasks; either way a txid is two Spark jobs and the
-    counts equal the truth."""
+    commit ran outside a Spark task), others by commit tasks. A txid planned with fewer records than
+    ``driver_keys`` (100 here) is one Spark job: its process job collects the result and the commit runs
+    none; otherwise (100 records, not fewer than 100 or 1) a txid is two jobs. The counts equal the truth."""
     topic = Topic(spark_kafka)
     topic.produce(300, seed=4)
     markers = tmp_path / "markers"
@@ -85,7 +87,7 @@ def test_a_result_below_the_threshold_is_committed_on_the_driver_in_the_same_two
     assert places == {where}
     assert {p.name.split("-")[1] for p in markers.iterdir()} == {"txid1", "txid2", "txid3"}
     tracker = spark.sparkContext.statusTracker()
-    assert [len(tracker.getJobIdsForGroup(f"{topology.name}:txid-{t}")) for t in (1, 2, 3)] == [2, 2, 2]
+    assert [len(tracker.getJobIdsForGroup(f"{topology.name}:txid-{t}")) for t in (1, 2, 3)] == [jobs] * 3
     assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
 
 
