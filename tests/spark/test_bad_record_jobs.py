@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from app.error_policy import ErrorPolicy
 from app.metrics import Metrics
 from app.spark import SparkExecutor
+from app.spark import bad_records as bad_records_
 from app.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
@@ -422,3 +423,34 @@ def test_a_generator_in_a_map_falls_back_to_bisection(spark: Any, spark_kafka: A
     assert metrics.value("trident_bad_records_total", pipeline=name, stage="transform", reason="CAST_INVALID_INPUT",
                          action="skip") == len(data.bad)
     assert metrics.value("trident_isolation_probes_total", pipeline=name, stage="transform") > 0
+
+
+def test_a_failure_between_the_process_job_and_the_search_for_bad_keys_replays_the_txid_exactly(
+        spark: Any, spark_kafka: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator sink's keys are checked on the aggregate; its process job met null keys, and the job that
+    finds their records fails (after the process job ran, before the plan is frozen). The coordinator
+    replays the txid: the state equals the truth over the good orders and each null-key record is counted
+    once, by the attempt that committed."""
+    data = orders(spark_kafka, 400, {b'{"amount": 5}': "NULL_KEY"}, every=25, seed=17)
+    assert len(data.bad) >= 5
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"finder-fails-{uuid.uuid4().hex[:6]}"
+    t = exploded_sales_by_store(name, data, spark_kafka, factory)
+    find = bad_records_.bad_key_records
+    calls: list[int] = []
+
+    def failing_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            msg = "the executor lost between the process job and the search for bad keys"
+            raise RuntimeError(msg)
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(bad_records_, "bad_key_records", failing_once)
+    run_one_txid(spark, t, factory, metrics)
+    assert len(calls) == 2  # the failed search, then the replay's
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
+                         action="skip") == len(data.bad)
+    assert metrics.value("trident_batch_replays_total", pipeline=name) == 1
