@@ -1,9 +1,9 @@
 """The commit step: each sink's processed result applied to its state as a txid, by commit tasks or on the driver.
 
 A keyed result of fewer than ``driver_keys`` keys is committed on the driver: its rows are collected as
-Arrow (by the process job itself when the txid was planned with fewer records than ``driver_keys``,
-else from the cache by a Spark job without a Python task) and the commit task's own code runs on them
-in the driver process. A commit job costs a Python task per commit partition, empty ones included
+Arrow (by the process job itself when the txid's keys are expected to be few, see
+:meth:`Commits.collects`, else from the cache by a Spark job without a Python task) and the commit
+task's own code runs on them in the driver process. A commit job costs a Python task per commit partition, empty ones included
 (a round trip to a Python worker each), which is most of a small txid's commit. The driver keeps the
 sink's cache in memory between its commits (:class:`~app.spark.tasks.DriverCache`); like the
 partitions' files, it is trusted only when saved by the sink's previous commit, so a switch between
@@ -13,6 +13,7 @@ the two paths finds the other's cache older and reads its keys once.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -46,6 +47,24 @@ class Commits:
         self.driver_keys = driver_keys
         self.last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit finished
         self.driver_caches: dict[str, DriverCache] = {}  # keyed sink -> its cache between commits on the driver
+        self._keys_per_record: float | None = None  # the largest keyed result of the last txid processed, per record
+
+    def collects(self, batch: Batch, planned: int) -> bool:
+        """Whether ``batch``'s keyed results are collected by its process job (then committed on the driver with
+        no Spark job): planned with fewer records than ``driver_keys``, or with fewer keys expected at the keys
+        per record of the last txid processed (over a bounded key space that ratio falls as a txid grows, so the
+        guess errs high). A replay never collects: a result too large for the driver fails its first attempt
+        only."""
+        if batch.attempt > 1:
+            return False
+        if planned < self.driver_keys:
+            return True
+        return self._keys_per_record is not None and planned * self._keys_per_record < self.driver_keys
+
+    def processed(self, planned: int, results: Sequence[SinkResult]) -> None:
+        """Learn the keys per planned record of a txid just processed (the guess of :meth:`collects`)."""
+        if planned:
+            self._keys_per_record = max((r.keys for r in results if r.keyed), default=0) / planned
 
     def sink(self, r: SinkResult, batch: Batch, partitions: int) -> int:
         """Apply ``r`` as txid ``batch.txid``; returns the keys written."""

@@ -191,8 +191,8 @@ class SparkExecutor:
         key = tuple((m.topic, m.partition, m.first_offset, m.next_offset) for m in ranges)
         failing = self.isolation.known(batch, key)  # a replay of the same ranges meets the same bad records
         known = bool(failing)
-        # a small txid's keyed results are collected by the process job: their commit needs no Spark job
-        collect = sum(m.record_count for m in ranges) < self.commits.driver_keys
+        planned = sum(m.record_count for m in ranges)
+        collect = self.commits.collects(batch, planned)  # then the commit runs no Spark job
         with self.jobs.job(batch, "process"):
             results, left_out, failing = self._results(batch, ranges, partitions, failing, collect)
             if failing and not known:  # isolated now: kept for a replay, here and in the txid's progress
@@ -206,6 +206,7 @@ class SparkExecutor:
                     self.reads.records(batch, ranges, bad_records_.leave_out_filter([*failing, *null_keys])),
                     partitions, collect=collect)
             self.runs.txid_done(bad_keys=bool(null_keys))
+            self.commits.processed(planned, results)
         counted, undecodable = self.reads.take_counts(batch), self.reads.take_bad(batch)
         bad = tuple(undecodable) + tuple(failing) + tuple(null_keys)
         processed = SparkBatch(batch.txid, batch.attempt, counted, tuple(results), bad, partitions)

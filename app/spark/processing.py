@@ -183,7 +183,7 @@ class SinkRuns:
                 return SinkResult(c)
             values = tuple(got[0][v] for v in c.values)
             return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
-        done = _run(c, result, collect)
+        done = _computed(c, result, collect)
         try:
             left_out.add(c, result, observed)
         except BaseException:
@@ -198,7 +198,7 @@ class SinkRuns:
         the rows."""
         rows, errors = self._transformed(c, records, capture)
         result, name = self._keys_split(c, rows, partitions)
-        done = _run(c, result, collect)
+        done = _computed(c, result, collect)
         try:
             left_out.add(c, result, ObservationNames(None, errors))
             if bad_records_.observed_count(result, name):
@@ -210,7 +210,7 @@ class SinkRuns:
         return done
 
 
-def _run(c: CompiledSink, result: Any, collect: bool) -> SinkResult:
+def _computed(c: CompiledSink, result: Any, collect: bool) -> SinkResult:
     """``c``'s keyed ``result`` run by one job that reads and aggregates the records: its rows collected to the
     driver (``collect``, a keyed aggregate), or cached where they ran."""
     if collect and c.mode is not Mode.ROWS:

@@ -75,7 +75,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
     "read-tasks": {"a read task per core": _read_per_core, "a read task per 10k records": _as_configured},
     "all": {"before": _before, "after": _as_configured},
     "key-check": {"keys checked per row": _keys_checked_per_row, "keys checked per key": _as_configured},
-    "collect": {"results cached": _results_cached, "small results collected by the process job": _as_configured},
+    "collect": {"results cached": _results_cached, "results of few keys collected by the process job": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
 

@@ -144,8 +144,9 @@ def test_a_driver_side_commit_failing_after_its_writes_makes_the_coordinator_rep
         spark: Any, spark_kafka: Any, tmp_path: Path, driver_keys: int) -> None:
     """Small results are committed on the driver; that commit dies after writing txid 2's keys (before its
     commit) on the first batch attempt, the coordinator replays txid 2 and the totals are still exact. With
-    2,000 every txid's result is collected by its process job; with 250 those of the txids of 250 records
-    (txid 2 among them) are cached and collected by the commit."""
+    2,000 the first attempts' results are collected by their process jobs; with 250 the first txid's result
+    is cached (250 records, nothing known of their keys) and collected by its commit, later ones by their
+    process jobs (their keys are few). The replay caches its result either way."""
     markers = tmp_path / "markers"
     markers.mkdir()
     _, metrics, _ = _run(spark, spark_kafka, tmp_path, "fail-driver-commit", FailOnDriver("commit", 2, str(markers)),

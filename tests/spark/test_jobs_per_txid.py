@@ -62,19 +62,21 @@ def test_a_txid_runs_two_spark_jobs_and_the_commit_reads_the_cached_aggregate(sp
     assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
 
 
-@pytest.mark.parametrize(("driver_keys", "where", "jobs"), [(2_000, "driver", 1), (100, "driver", 2), (1, "task", 2)])
+@pytest.mark.parametrize(("driver_keys", "where", "jobs"),
+                         [(2_000, "driver", [1, 1, 1]), (100, "driver", [2, 1, 1]), (1, "task", [2, 2, 2])])
 def test_a_result_below_the_threshold_is_committed_on_the_driver_and_a_small_txid_in_one_job(
-        spark: Any, spark_kafka: Any, tmp_path: Path, driver_keys: int, where: str, jobs: int) -> None:
+        spark: Any, spark_kafka: Any, tmp_path: Path, driver_keys: int, where: str, jobs: list[int]) -> None:
     """Results of fewer keys than ``driver_keys`` are committed on the driver (no Python commit task: every
-    commit ran outside a Spark task), others by commit tasks. A txid planned with fewer records than
-    ``driver_keys`` (100 here) is one Spark job: its process job collects the result and the commit runs
-    none; otherwise (100 records, not fewer than 100 or 1) a txid is two jobs. The counts equal the truth."""
+    commit ran outside a Spark task), others by commit tasks. A txid whose keys are expected few is one Spark
+    job (its process job collects the result, the commit runs none): planned with fewer records than
+    ``driver_keys`` (100 here), or, at 100, once the first txid showed 11 keys per 100 records (11 keys
+    expected, fewer than 100); otherwise a txid is two jobs. The counts equal the truth."""
     topic = Topic(spark_kafka)
     topic.produce(300, seed=4)
     markers = tmp_path / "markers"
     markers.mkdir()
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
-    topology = Topology(f"commit-where-{where}")
+    topology = Topology(f"commit-where-{where}-{driver_keys}")
     word_counts(lines(topology, topic.spout(topology.name)), factory)
     executor = SparkExecutor(spark, topology, driver_keys=driver_keys, faults=WhereCommitted(str(markers)))
     coord = coordinator(topology, executor, factory.txstate_store(topology.name),
@@ -87,7 +89,7 @@ def test_a_result_below_the_threshold_is_committed_on_the_driver_and_a_small_txi
     assert places == {where}
     assert {p.name.split("-")[1] for p in markers.iterdir()} == {"txid1", "txid2", "txid3"}
     tracker = spark.sparkContext.statusTracker()
-    assert [len(tracker.getJobIdsForGroup(f"{topology.name}:txid-{t}")) for t in (1, 2, 3)] == [jobs] * 3
+    assert [len(tracker.getJobIdsForGroup(f"{topology.name}:txid-{t}")) for t in (1, 2, 3)] == jobs
     assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
 
 

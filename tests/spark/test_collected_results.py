@@ -1,0 +1,43 @@
+"""Which txids' keyed results the process job collects to the driver (their commit then runs no Spark job)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pyarrow as pa
+
+from app.batch import Batch
+from app.spark.committing import Commits
+from app.spark.processing import SinkResult
+from spouts.metadata import BatchPlan
+
+
+def _batch(attempt: int = 1) -> Batch:
+    return Batch(7, attempt, BatchPlan(7, {}), frozen=True)
+
+
+def _result(keys: int) -> SinkResult:
+    return SinkResult(cast(Any, None), keys=keys, collected=pa.table({"k": list(range(keys))}))
+
+
+def test_a_txid_is_collected_below_the_threshold_or_when_its_keys_are_expected_few() -> None:
+    """Threshold 100: fewer planned records are collected; 100 or more only once a txid showed its keys per
+    record, while fewer than 100 keys are expected; a global partial teaches nothing; a replay never collects."""
+    commits = Commits(cast(Any, None), None, None, cast(Any, None), driver_keys=100)
+    assert commits.collects(_batch(), 99)
+    assert not commits.collects(_batch(), 100)  # nothing known of its keys
+    commits.processed(1_000, [_result(10), SinkResult(cast(Any, None), keys=1, partial=5)])  # 0.01 keys a record
+    assert commits.collects(_batch(), 9_900)  # 99 keys expected
+    assert not commits.collects(_batch(), 10_000)  # 100: not fewer than the threshold
+    assert not commits.collects(_batch(attempt=2), 99)
+    commits.processed(100, [_result(90)])  # 0.9 keys a record
+    assert commits.collects(_batch(), 111)  # 99.9 keys expected
+    assert not commits.collects(_batch(), 112)
+
+
+def test_no_result_is_collected_when_every_commit_runs_in_tasks() -> None:
+    """Threshold 0 (every keyed result committed by Spark tasks): nothing is collected, whatever was learnt."""
+    commits = Commits(cast(Any, None), None, None, cast(Any, None), driver_keys=0)
+    commits.processed(1_000, [_result(0)])
+    assert not commits.collects(_batch(), 1)
+    assert not commits.collects(_batch(), 1_000)
