@@ -33,8 +33,9 @@
 4. The persisted results are unpersisted (in every case: a failed commit is replayed from process).
 
 So a txid of one keyed sink is two Spark jobs: process (read and partial aggregates, shuffle by key,
-final aggregates cached and counted: two stages) and commit (one stage). The plan is frozen between
-them, before the commit job starts: the batch protocol's order holds (adaptive query execution is off,
+final aggregates cached and counted: two stages) and commit (one stage); a txid whose keys are expected
+few is one, its process job collecting the result for a commit on the driver (:meth:`Commits.collects`).
+The plan is frozen between them, before the commit job starts: the batch protocol's order holds (adaptive query execution is off,
 see :mod:`app.spark.session`, or every shuffle stage would be a job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
@@ -101,8 +102,9 @@ class SparkExecutor:
     Counts not given follow the executors: chosen again before every txid (:mod:`app.spark.parallelism`).
     ``faults``: a picklable test hook run on executors (see :mod:`app.spark.tasks`).
     ``metrics``: where executors' metric deltas (CAS conflicts, unknown outcomes, requests) go.
-    ``driver_keys``: keyed results of fewer keys are committed on the driver (:mod:`app.spark.committing`;
-    0: always by commit tasks; default: the session's ``spark.trident.driverCommitKeys``, else
+    ``driver_keys``: keyed results of fewer keys are committed on the driver, and collected by the process job
+    of a txid expected to have fewer (:mod:`app.spark.committing`; 0: always cached and committed by commit
+    tasks; default: the session's ``spark.trident.driverCommitKeys``, else
     :data:`~app.spark.committing.DRIVER_COMMIT_KEYS`).
     """
 

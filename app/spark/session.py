@@ -72,7 +72,7 @@ def default_conf(master: str, *, debug: bool = False) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         # Off, as Structured Streaming has it: adaptive execution runs every shuffle stage as a job of its
         # own and re-sizes shuffle partitions per batch (a key's commit partition would move with the
-        # batch size). Off, a txid is two jobs: process (read, aggregate, cache) and commit.
+        # batch size). Off, a txid is two jobs at most: process (read, aggregate, cache) and commit.
         "spark.sql.adaptive.enabled": "false",
     }
     if not debug and LOG4J2.is_file():  # the driver JVM reads it as it starts: before its first line
