@@ -3,8 +3,9 @@
 A keyed result of fewer than ``driver_keys`` keys is committed on the driver: its rows are collected as
 Arrow (by the process job itself when the txid's keys are expected to be few, see
 :meth:`Commits.collects`, else from the cache by a Spark job without a Python task) and the commit
-task's own code runs on them in the driver process. A commit job costs a Python task per commit partition, empty ones included
-(a round trip to a Python worker each), which is most of a small txid's commit. The driver keeps the
+task's own code runs on them in the driver process. A commit job costs a Python task per commit
+partition, empty ones included (a round trip to a Python worker each), which is most of a small
+txid's commit. The driver keeps the
 sink's cache in memory between its commits (:class:`~app.spark.tasks.DriverCache`); like the
 partitions' files, it is trusted only when saved by the sink's previous commit, so a switch between
 the two paths finds the other's cache older and reads its keys once.

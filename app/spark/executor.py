@@ -35,8 +35,9 @@
 So a txid of one keyed sink is two Spark jobs: process (read and partial aggregates, shuffle by key,
 final aggregates cached and counted: two stages) and commit (one stage); a txid whose keys are expected
 few is one, its process job collecting the result for a commit on the driver (:meth:`Commits.collects`).
-The plan is frozen between them, before the commit job starts: the batch protocol's order holds (adaptive query execution is off,
-see :mod:`app.spark.session`, or every shuffle stage would be a job of its own).
+The plan is frozen between them, before the commit job starts: the batch protocol's order holds
+(adaptive query execution is off, see :mod:`app.spark.session`, or every shuffle stage would be a
+job of its own).
 
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
 raises, and the coordinator replays the txid. Where the transforms are SQL without a generator, the

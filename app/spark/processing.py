@@ -17,8 +17,8 @@ from spouts.bad_records import BadRecord
 
 @dataclass(frozen=True)
 class SinkResult:
-    """One sink's share of a processed batch: the persisted result, its rows collected to the driver (a small
-    txid's keyed aggregate), or a global aggregate's partial."""
+    """One sink's share of a processed batch: the persisted result, its rows collected to the driver (a keyed
+    aggregate of few keys), or a global aggregate's partial."""
 
     compiled: CompiledSink
     frame: Any = None  # persisted DataFrame (keyed and partition_persist sinks), unless collected
@@ -88,7 +88,7 @@ class SinkRuns:
         """Each sink's result, and the records left out of them (found in the same jobs): rows with a null
         group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on.
         ``collect``: a keyed aggregate's rows are collected to the driver by its job instead of cached where
-        they ran (a small txid: its commit then needs no job, and nothing is cached)."""
+        they ran (a txid of few keys: its commit then needs no job, and nothing is cached)."""
         several = len(self.sinks) > 1
         if several:
             records = records.persist()
