@@ -131,15 +131,23 @@ def _increment(blob: bytes, times: int) -> None:
 
 
 def test_processes_compare_and_set_without_losing_updates(db: Path) -> None:
-    """Four processes incrementing one key through compare-and-set lose no increment (BEGIN IMMEDIATE)."""
+    """Four processes incrementing one key through compare-and-set lose no increment (BEGIN IMMEDIATE).
+
+    The processes are spawned, not forked: a fork of a test worker copies locks its other threads hold
+    (a client's, a metrics server's), and a child that waits on one of them never starts.
+    """
     m = SqliteBackingMap(db, COUNTER)
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_increment, args=(pickle.dumps(m), 50)) for _ in range(4)]
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
+    try:
+        for p in procs:
+            p.join(120)
+            assert p.exitcode == 0
+    finally:
+        for p in procs:
+            p.kill()
     assert m.multi_get([("hits",)]) == [200]
     m.close()
 
