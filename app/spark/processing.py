@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,12 +184,8 @@ class SinkRuns:
                 return SinkResult(c)
             values = tuple(got[0][v] for v in c.values)
             return SinkResult(c, keys=1, partial=values[0] if len(values) == 1 else values)
-        done = _computed(c, result, collect)
-        try:
+        with _released_on_error(_computed(c, result, collect)) as done:
             left_out.add(c, result, observed)
-        except BaseException:
-            unpersist([done])
-            raise
         return done
 
     def checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
@@ -198,15 +195,11 @@ class SinkRuns:
         the rows."""
         rows, errors = self._transformed(c, records, capture)
         result, name = self._keys_split(c, rows, partitions)
-        done = _computed(c, result, collect)
-        try:
+        with _released_on_error(_computed(c, result, collect)) as done:
             left_out.add(c, result, ObservationNames(None, errors))
             if bad_records_.observed_count(result, name):
                 left_out.null_keys.extend(bad_records_.bad_key_records(rows, c.keys, c.sink.name, SOURCE_COLUMN,
                                                                        c.sink.factory.key_limits(c.spec)))
-        except BaseException:
-            unpersist([done])
-            raise
         return done
 
 
@@ -221,6 +214,16 @@ def _computed(c: CompiledSink, result: Any, collect: bool) -> SinkResult:
         return SinkResult(c, frame, materialise(frame))
     except BaseException:
         frame.unpersist(blocking=False)
+        raise
+
+
+@contextmanager
+def _released_on_error(result: SinkResult) -> Iterator[SinkResult]:
+    """``result``, its cache released if the block raises (nobody will commit it)."""
+    try:
+        yield result
+    except BaseException:
+        unpersist([result])
         raise
 
 

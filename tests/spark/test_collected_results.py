@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pyarrow as pa
+import pytest
 
 from app.batch import Batch
 from app.spark.committing import Commits
-from app.spark.processing import SinkResult
+from app.spark.processing import SinkResult, _released_on_error
 from spouts.metadata import BatchPlan
 
 
@@ -41,3 +42,23 @@ def test_no_result_is_collected_when_every_commit_runs_in_tasks() -> None:
     commits.processed(1_000, [_result(0)])
     assert not commits.collects(_batch(), 1)
     assert not commits.collects(_batch(), 1_000)
+
+
+class _Frame:
+    """A persisted frame that records its release."""
+
+    def __init__(self) -> None:
+        self.released = 0
+
+    def unpersist(self, blocking: bool = False) -> None:
+        self.released += 1
+
+
+def test_a_result_is_released_when_checking_its_rows_fails_and_kept_otherwise() -> None:
+    """A sink's cached result whose check raises is released (nobody will commit it); a checked one is kept."""
+    failed, kept = _Frame(), _Frame()
+    with pytest.raises(RuntimeError), _released_on_error(SinkResult(cast(Any, None), failed, keys=3)):
+        raise RuntimeError("the observation could not be read")
+    with _released_on_error(SinkResult(cast(Any, None), kept, keys=3)) as done:
+        assert done.frame is kept
+    assert (failed.released, kept.released) == (1, 0)
