@@ -137,10 +137,11 @@ class ArrowSpout(PartitionedSpout, Protocol):
         ...
 
     def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_ARROW_BATCH_SIZE,
-                   on_bad: OnBad | None = None) -> Iterator[pa.RecordBatch]:
+                   on_bad: OnBad | None = None, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Exactly ``meta``'s records, in offset order, in batches of at most ``batch_size`` rows.
 
         A record that cannot be decoded is left out and reported to ``on_bad``; without ``on_bad``
-        it raises :class:`~spouts.bad_records.BadRecordError`.
+        it raises :class:`~spouts.bad_records.BadRecordError`. ``columns``: only these fields of
+        :attr:`arrow_schema`, in its order (None: all); a record is bad or good whatever the columns.
         """
         ...

@@ -55,6 +55,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from app.batch import Batch, CommitStats
 from app.masters import state_refusal
 from app.metrics import METRICS, Metrics
@@ -67,6 +69,7 @@ from app.spark.parallelism import Parallelism
 from app.spark.plan import CompiledSink, compile_sink, register_spec
 from app.spark.processing import SinkResult, SinkRuns, unpersist
 from app.spark.reading import Reads
+from app.spark.record_columns import used_columns
 from app.spark.record_isolation import Isolated, RecordIsolation
 from app.spark.state_tables import StateTables
 from app.spark.tasks import STATS_SCHEMA, TaskFaults, spark_arrow_schema
@@ -136,10 +139,14 @@ class SparkExecutor:
 
         arrow_schema = spark_arrow_schema(spout.arrow_schema)
         self.records_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
-        self.reads = Reads(spark, spout, arrow_schema, self.records_schema, faults)
-        self.reads.tasks = chosen.read_tasks
         self.sinks = self._compile()
         self.runs = SinkRuns(self.sinks)
+        columns = used_columns(spark, self.records_schema, self.runs, self.commit_partitions)
+        if len(columns) < len(arrow_schema):  # the read tasks build only the columns the sinks use
+            arrow_schema = pa.schema([f for f in arrow_schema if f.name in columns])
+            self.records_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
+        self.reads = Reads(spark, spout, arrow_schema, self.records_schema, faults)
+        self.reads.tasks = chosen.read_tasks
         self.isolation = RecordIsolation(spark, topology, self.runs, self.reads, metrics)
         self.tables = StateTables(self.sinks)  # which tables a txid may create, which must be there
         self.commits = Commits(self.tables, from_arrow_schema(STATS_SCHEMA), faults, metrics,

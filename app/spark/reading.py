@@ -41,6 +41,8 @@ class Reads:
                  faults: TaskFaults | None) -> None:
         self.spark, self.spout, self.faults = spark, spout, faults
         self.arrow_schema, self.records_schema = arrow_schema, records_schema
+        # the columns read when the sinks use fewer than the spout has (app.spark.record_columns)
+        self.columns = None if arrow_schema.names == spout.arrow_schema.names else tuple(arrow_schema.names)
         self.tasks = 1  # read tasks per txid at most: chosen from the executors before every txid
         self.records_per_task = READ_TASK_RECORDS
         self.counts = spark.sparkContext.accumulator({}, RangeCounts())
@@ -59,7 +61,8 @@ class Reads:
         per_task = 1 if spread else max(1, self.records_per_task)
         groups = pack_ranges(ranges, min(self.tasks, -(-planned // per_task)))
         read = ReadRanges(self.spout, self.arrow_schema, groups, batch.txid, batch.attempt,
-                          self.counts if counted else None, self.faults, self.bad if counted else None, rows)
+                          self.counts if counted else None, self.faults, self.bad if counted else None, rows,
+                          self.columns)
         return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
 
     def take_counts(self, batch: Batch) -> int:

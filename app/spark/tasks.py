@@ -82,12 +82,13 @@ class ReadRanges:
     faults: TaskFaults | None = None
     bad: Any = None  # a pyspark Accumulator merging dicts (app.spark.bad_records.SeenBadRecords)
     rows: Callable[[Any, pa.RecordBatch], pa.RecordBatch] | None = None
+    columns: tuple[str, ...] | None = None  # the spout's columns to read (None: all)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
             for meta in (m for i in rb.column("id").to_pylist() for m in self.groups[i]):
                 n, found = 0, list[Any]()
-                for read in self.spout.read_arrow(meta, on_bad=found.append):
+                for read in self.spout.read_arrow(meta, on_bad=found.append, columns=self.columns):
                     b = read if self.rows is None else self.rows(meta, read)
                     n += b.num_rows
                     yield b if b.schema.equals(self.schema) else b.cast(self.schema)

@@ -5,13 +5,14 @@ timestamp[us] (UTC; null when the broker reports none; microseconds because that
 takes from Arrow, so batches reach it without a cast), ``key`` and ``value`` binary (null for a
 null key/value), ``headers`` list<struct<key: string, value: binary>> (empty list when none).
 Columns are built per ``consume`` chunk from confluent-kafka's messages, one pass per column;
-offsets and the constant columns without any per-record Python object. Consumers come from the
-per-process pool (assign + seek per read).
+offsets and the constant columns without any per-record Python object. A read may ask for some
+columns only (:func:`schema_of`): the others cost nothing. Consumers come from the per-process
+pool (assign + seek per read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -42,9 +43,22 @@ SCHEMA = pa.schema([
 _NO_HEADERS = pa.array([], type=HEADER_TYPE)
 
 
+def schema_of(columns: Sequence[str] | None) -> pa.Schema:
+    """:data:`SCHEMA` with only ``columns`` (None: all), in its order."""
+    if columns is None:
+        return SCHEMA
+    unknown = sorted(set(columns) - set(SCHEMA.names))
+    if unknown:
+        msg = f"not a column of a Kafka record: {', '.join(unknown)} (columns: {', '.join(SCHEMA.names)})"
+        raise ValueError(msg)
+    return pa.schema([f for f in SCHEMA if f.name in columns])
+
+
 def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetadata,
-               batch_size: int = DEFAULT_BATCH_SIZE) -> Generator[pa.RecordBatch, None, None]:
-    """Yield ``meta``'s records as record batches of at most ``batch_size`` rows, in offset order.
+               batch_size: int = DEFAULT_BATCH_SIZE,
+               columns: Sequence[str] | None = None) -> Generator[pa.RecordBatch, None, None]:
+    """Yield ``meta``'s records as record batches of at most ``batch_size`` rows, in offset order, with
+    ``columns`` only (None: all of :data:`SCHEMA`).
 
     Raises like :func:`spouts.kafka.reader.read_range` (unavailable partition, data loss). An empty
     range yields nothing.
@@ -52,6 +66,7 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
     if batch_size < 1:
         msg = "batch_size must be >= 1"
         raise ValueError(msg)
+    schema = schema_of(columns)
     if meta.empty:
         return
     conf = config.consumer_config(topology_id, range_records=meta.next_offset - meta.first_offset)
@@ -66,40 +81,47 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
                 if chunk is None:
                     done = True
                     if pending:
-                        ready.append(to_batch(meta.topic, meta.partition, pending))
+                        ready.append(to_batch(meta.topic, meta.partition, pending, schema))
                 else:
                     pending.extend(chunk)
                     while len(pending) >= batch_size:
-                        ready.append(to_batch(meta.topic, meta.partition, pending[:batch_size]))
+                        ready.append(to_batch(meta.topic, meta.partition, pending[:batch_size], schema))
                         del pending[:batch_size]
             yield from ready
 
 
-def to_batch(topic: str, partition: int, msgs: list[Message]) -> pa.RecordBatch:
-    """One record batch from messages of one partition, in offset order."""
-    n = len(msgs)
+def to_batch(topic: str, partition: int, msgs: list[Message], schema: pa.Schema = SCHEMA) -> pa.RecordBatch:
+    """One record batch of ``schema`` (:data:`SCHEMA` or some of its columns, :func:`schema_of`) from messages
+    of one partition, in offset order."""
+    return pa.RecordBatch.from_arrays([_COLUMNS[f.name](topic, partition, msgs) for f in schema], schema=schema)
+
+
+def _offsets(msgs: list[Message]) -> pa.Array:
     first, last = msgs[0].offset(), msgs[-1].offset()
-    if first is not None and last is not None and last - first == n - 1:  # no gaps (transaction markers, aborted records): the offsets are a range
-        offsets = pa.array(np.arange(first, last + 1, dtype=np.int64))
-    else:
-        offsets = pa.array([m.offset() for m in msgs], pa.int64())
-    stamps = np.array([m.timestamp() for m in msgs], dtype=np.int64).reshape(n, 2)  # (type, ms)
+    if first is not None and last is not None and last - first == len(msgs) - 1:  # no gaps (transaction markers, aborted records): the offsets are a range
+        return pa.array(np.arange(first, last + 1, dtype=np.int64))
+    return pa.array([m.offset() for m in msgs], pa.int64())
+
+
+def _timestamps(msgs: list[Message]) -> pa.Array:
+    stamps = np.array([m.timestamp() for m in msgs], dtype=np.int64).reshape(len(msgs), 2)  # (type, ms)
     missing = stamps[:, 0] == 0  # TIMESTAMP_NOT_AVAILABLE
-    timestamps = pa.array(stamps[:, 1] * 1000, SCHEMA.field("timestamp").type, mask=missing if missing.any() else None)
+    return pa.array(stamps[:, 1] * 1000, SCHEMA.field("timestamp").type, mask=missing if missing.any() else None)
+
+
+def _headers(msgs: list[Message]) -> pa.Array:
     headers: list[Any] = [m.headers() for m in msgs]
-    columns = [
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        offsets,
-        timestamps,
-        pa.array([m.key() for m in msgs], pa.binary()),
-        pa.array([m.value() for m in msgs], pa.binary()),
-        _headers(headers, n),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
-
-
-def _headers(headers: list[Any], n: int) -> pa.Array:
     if not any(headers):
-        return pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()), _NO_HEADERS)
+        return pa.ListArray.from_arrays(pa.array([0] * (len(msgs) + 1), pa.int32()), _NO_HEADERS)
     return pa.array([h or [] for h in headers], SCHEMA.field("headers").type)
+
+
+_COLUMNS: dict[str, Callable[[str, int, list[Message]], pa.Array]] = {
+    "topic": lambda topic, _p, msgs: pa.repeat(pa.scalar(topic, pa.string()), len(msgs)),
+    "partition": lambda _t, partition, msgs: pa.repeat(pa.scalar(partition, pa.int32()), len(msgs)),
+    "offset": lambda _t, _p, msgs: _offsets(msgs),
+    "timestamp": lambda _t, _p, msgs: _timestamps(msgs),
+    "key": lambda _t, _p, msgs: pa.array([m.key() for m in msgs], pa.binary()),
+    "value": lambda _t, _p, msgs: pa.array([m.value() for m in msgs], pa.binary()),
+    "headers": lambda _t, _p, msgs: _headers(msgs),
+}

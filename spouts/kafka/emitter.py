@@ -272,9 +272,11 @@ class KafkaEmitter:
             return [to_record(m) for chunk in read_range(consumer, meta, read_timeout_s=self.config.read_timeout_s)
                     for m in chunk]
 
-    def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
-        """The records of ``meta``'s range as Arrow record batches (see :mod:`spouts.kafka.arrow`)."""
-        return read_arrow(self.config, self.topology_id, meta, batch_size=batch_size)
+    def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE,
+                   columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The records of ``meta``'s range as Arrow record batches of ``columns`` (None: all; see
+        :mod:`spouts.kafka.arrow`)."""
+        return read_arrow(self.config, self.topology_id, meta, batch_size=batch_size, columns=columns)
 
     def close(self) -> None:
         pass  # pooled consumers outlive emitters

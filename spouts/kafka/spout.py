@@ -6,7 +6,7 @@ Construct with a :class:`KafkaSpoutConfig` and the topology id; the spout is pla
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -64,17 +64,19 @@ class KafkaSpout:
         return SCHEMA if decoder is None else decoder.schema
 
     def read_arrow(self, meta: PartitionMetadata, batch_size: int = DEFAULT_BATCH_SIZE,
-                   on_bad: OnBad | None = None) -> Iterator[pa.RecordBatch]:
-        """``meta``'s records as Arrow batches (what Spark executors call), decoded by the formats.
+                   on_bad: OnBad | None = None, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """``meta``'s records as Arrow batches (what Spark executors call), decoded by the formats, with
+        ``columns`` only (None: all).
 
         A record whose key or value does not decode is left out and reported to ``on_bad`` (without
-        it: BadRecordError); raw bytes are never bad.
+        it: BadRecordError); raw bytes are never bad. A key or value that may not decode is read and
+        decoded even when ``columns`` leaves it out: a record is bad or good whatever is asked of it.
         """
-        raw = self.emitter().read_arrow(meta, batch_size)
         decoder = self.decoder
         if decoder is None:
-            return raw
-        return (b for b in (decoder.decode(r, on_bad) for r in raw) if b.num_rows)
+            return self.emitter().read_arrow(meta, batch_size, columns)
+        raw = self.emitter().read_arrow(meta, batch_size, decoder.raw_columns(columns))
+        return (b for b in (decoder.decode(r, on_bad, columns) for r in raw) if b.num_rows)
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "metrics": None, "_decoder": self._decoder}

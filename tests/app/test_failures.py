@@ -311,7 +311,8 @@ class ReadsRefusedHere(MemorySpout):
 
     refused_topics: frozenset[str] | None = None  # None: every topic is refused (when ``refuse``)
 
-    def read_arrow(self, meta: Any, batch_size: int = 65_536, on_bad: Any = None) -> Iterator[pa.RecordBatch]:
+    def read_arrow(self, meta: Any, batch_size: int = 65_536, on_bad: Any = None,
+                   columns: Any = None) -> Iterator[pa.RecordBatch]:
         self.reads += 1
         if self.refuse and (self.refused_topics is None or meta.topic in self.refused_topics):
             raise AccessRefusedError("authorization", "b:9093", "User:trident", "the ACLs of User:trident",

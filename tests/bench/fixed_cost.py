@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from app.spark import SparkExecutor
+from app.spark.tasks import spark_arrow_schema
 from spouts.kafka import POOL
 from states.factory import StateFactory
 from tests.bench import runs
@@ -65,6 +66,15 @@ def _results_cached(executor: SparkExecutor) -> None:
     executor.runs.results = cached  # type: ignore[method-assign]  # the old path
 
 
+def _every_column(executor: SparkExecutor) -> None:
+    """Every record column read and handed to Spark, used or not (before the reads built the used ones only)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = spark_arrow_schema(executor.spout.arrow_schema)
+    executor.reads.arrow_schema, executor.reads.columns = schema, None
+    executor.reads.records_schema = executor.records_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
 def _as_configured(executor: SparkExecutor) -> None:
     """The executor as built."""
 
@@ -76,6 +86,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
     "all": {"before": _before, "after": _as_configured},
     "key-check": {"keys checked per row": _keys_checked_per_row, "keys checked per key": _as_configured},
     "collect": {"results cached": _results_cached, "results of few keys collected by the process job": _as_configured},
+    "columns": {"every record column read": _every_column, "the used columns read": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, KafkaError, Message
 
 from app.spark.tasks import spark_arrow_schema
-from spouts.kafka.arrow import SCHEMA, to_batch
+from spouts.kafka.arrow import SCHEMA, schema_of, to_batch
 from spouts.kafka.reader import _last_offset_within
 
 T0 = 1_700_000_000_123
@@ -48,3 +49,14 @@ def test_a_chunk_is_taken_whole_only_when_every_message_is_a_record_inside_the_r
     eof = message(14, error=KafkaError(KafkaError._PARTITION_EOF))
     assert _last_offset_within([*chunk, eof], 10, 20) is None  # an event: the loop handles it
     assert _last_offset_within([], 10, 20) is None
+
+
+def test_a_batch_of_some_columns_holds_what_the_whole_batch_holds_in_them() -> None:
+    msgs = [message(o, None if o == 7 else T0 + o) for o in (5, 7, 8, 11)]
+    whole = to_batch("t", 2, msgs)
+    for columns in (["topic", "partition", "offset", "value"], ["offset", "timestamp"], ["headers", "key", "offset"]):
+        some = to_batch("t", 2, msgs, schema_of(columns))
+        assert some.schema.names == [n for n in SCHEMA.names if n in columns]  # the schema's order, not the asked one
+        assert some.equals(whole.select(some.schema.names))
+    with pytest.raises(ValueError, match="not a column of a Kafka record: vlaue"):
+        schema_of(["offset", "vlaue"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -38,8 +38,8 @@ class JsonCheckingSpout(KafkaSpout):
     """A Kafka spout that reports a value which is not JSON to ``on_bad`` (stage decode) and leaves it out."""
 
     def read_arrow(self, meta: PartitionMetadata, batch_size: int = 65_536,
-                   on_bad: OnBad | None = None) -> Iterator[pa.RecordBatch]:
-        for rb in super().read_arrow(meta, batch_size, on_bad):
+                   on_bad: OnBad | None = None, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        for rb in super().read_arrow(meta, batch_size, on_bad, columns):
             keep = []
             for i, value in enumerate(rb.column("value").to_pylist()):
                 try:

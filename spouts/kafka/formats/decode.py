@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spouts.bad_records import BadRecord, BadRecordError, OnBad, Stage
+from spouts.kafka.formats.plain import BytesDecoder
 from spouts.kafka.formats.spec import Decoded, Failure
 
 
@@ -34,6 +35,9 @@ def decoded_schema(raw: pa.Schema, key: ColumnDecoder, value: ColumnDecoder) -> 
     return out.set(out.get_field_index("value"), pa.field("value", value.arrow_type))
 
 
+_COORDINATES = ("topic", "partition", "offset")
+
+
 @dataclass(frozen=True, slots=True)
 class BatchDecoder:
     """Decodes raw batches; the bad records of each go to ``on_bad`` (or raise without it)."""
@@ -42,15 +46,28 @@ class BatchDecoder:
     value: ColumnDecoder
     schema: pa.Schema  # decoded_schema(raw, key, value)
 
-    def decode(self, raw: pa.RecordBatch, on_bad: OnBad | None) -> pa.RecordBatch:
-        keys, values = self.key.decode(raw.column("key")), self.value.decode(raw.column("value"))
-        columns = [keys.array if f.name == "key" else values.array if f.name == "value" else raw.column(f.name)
-                   for f in self.schema]
-        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
-        if not keys.bad and not values.bad:
+    def raw_columns(self, columns: Sequence[str] | None) -> list[str] | None:
+        """The raw columns to read for decoded ``columns`` (None: all): those, the key and value whose decoding
+        may fail (a record is bad or good whatever is asked of it) and the coordinates that name a bad one."""
+        if columns is None:
+            return None
+        needed = {*columns, *_COORDINATES}
+        needed |= {part for part, d in (("key", self.key), ("value", self.value)) if not isinstance(d, BytesDecoder)}
+        return [n for n in self.schema.names if n in needed]
+
+    def decode(self, raw: pa.RecordBatch, on_bad: OnBad | None, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+        """``raw`` (some or all raw columns, :meth:`raw_columns`) decoded, with ``columns`` only (None: all), and
+        without its bad records."""
+        decoded = {part: d.decode(raw.column(part)) for part, d in (("key", self.key), ("value", self.value))
+                   if part in raw.schema.names}
+        schema = self.schema if columns is None else pa.schema([f for f in self.schema if f.name in columns])
+        arrays = [decoded[f.name].array if f.name in decoded else raw.column(f.name) for f in schema]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        keys, values = (decoded[p].bad if p in decoded else {} for p in ("key", "value"))
+        if not keys and not values:
             return batch
-        bad = sorted(set(keys.bad) | set(values.bad))
-        self._report(raw, bad, keys.bad, values.bad, on_bad)
+        bad = sorted(set(keys) | set(values))
+        self._report(raw, bad, keys, values, on_bad)
         keep = [True] * raw.num_rows
         for i in bad:
             keep[i] = False

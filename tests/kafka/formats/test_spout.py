@@ -48,3 +48,30 @@ def test_bytes_formats_leave_the_raw_path_alone(kafka_cluster: Any) -> None:
     spout = KafkaSpout(config(kafka_cluster.bootstrap_servers(), topics=["t"]), "raw")
     assert spout.decoder is None
     assert spout.arrow_schema is SCHEMA
+
+
+def test_a_read_of_some_columns_still_decodes_a_key_that_may_fail_and_leaves_its_bad_records_out(
+        kafka_cluster: Any) -> None:
+    """The sinks read the value only: the string keys are decoded all the same, so a key that is not UTF-8
+    leaves its record out and reports it, as a read of every column does; the batches hold the asked columns."""
+    kafka_cluster.create_topic("keyed", 1)
+    bootstrap = kafka_cluster.bootstrap_servers()
+    acked = [*produce(bootstrap, "keyed", [(0, b"a"), (0, b"b")], key=b"good"),
+             *produce(bootstrap, "keyed", [(0, b"c")], key=b"\xff\xfe"),
+             *produce(bootstrap, "keyed", [(0, b"d")], key=b"fine")]
+    spout = KafkaSpout(replace(config(bootstrap, topics=["keyed"]), key_format=RecordFormat.of("string")), "some")
+    meta = PartitionMetadata("keyed", 0, acked[0].offset, acked[-1].offset + 1, len(acked), "some")
+    asked = ("topic", "partition", "offset", "value")
+    assert spout.decoder is not None
+    assert spout.decoder.raw_columns(asked) == ["topic", "partition", "offset", "key", "value"]
+    for columns in (None, asked):
+        bad = Collected()
+        batches = list(spout.read_arrow(meta, batch_size=2, on_bad=bad, columns=columns))
+        assert all(b.schema.names == list(columns or spout.arrow_schema.names) for b in batches)
+        assert [r["value"] for b in batches for r in b.to_pylist()] == [b"a", b"b", b"d"]
+        assert [r.offset for r in bad] == [acked[2].offset]
+        assert bad[0].message.startswith("key: ")
+    raw = KafkaSpout(config(bootstrap, topics=["keyed"]), "raw")  # bytes never fail: the key is not read at all
+    batches = list(raw.read_arrow(meta, columns=asked))
+    assert batches
+    assert all(b.schema.names == list(asked) for b in batches)
