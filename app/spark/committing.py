@@ -1,7 +1,7 @@
 """The commit step: each sink's processed result applied to its state as a txid, by commit tasks or on the driver.
 
 A keyed result of fewer than ``driver_keys`` keys is committed on the driver: its rows are collected as
-Arrow (by the process job itself when the txid's keys are expected to be few, see
+Arrow (by the process job itself when the txid's keys are expected to be few or are unsure, see
 :meth:`Commits.collects`, else from the cache by a Spark job without a Python task) and the commit
 task's own code runs on them in the driver process. A commit job costs a Python task per commit
 partition, empty ones included (a round trip to a Python worker each), which is most of a small
@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY
 from app.batch import Batch
 from app.metrics import Metrics
 from app.spark import fatal
-from app.spark.processing import SinkResult
+from app.spark.processing import COLLECT_ALL, SinkResult
 from app.spark.state_tables import StateTables
 from app.spark.tasks import CommitAggregates, DriverCache, PersistRows, TaskFaults
 from app.topology import PartitionPersist
@@ -49,23 +49,31 @@ class Commits:
         self.last_commit: dict[str, int] = {}  # keyed sink -> the txid its last commit finished
         self.driver_caches: dict[str, DriverCache] = {}  # keyed sink -> its cache between commits on the driver
         self._keys_per_record: float | None = None  # the largest keyed result of the last txid processed, per record
+        self._last_keys = 0  # the keys of that result
 
-    def collects(self, batch: Batch, planned: int) -> bool:
-        """Whether ``batch``'s keyed results are collected by its process job (then committed on the driver with
-        no Spark job): planned with fewer records than ``driver_keys``, or with fewer keys expected at the keys
-        per record of the last txid processed (over a bounded key space that ratio falls as a txid grows, so the
-        guess errs high). A replay never collects: a result too large for the driver fails its first attempt
-        only."""
-        if batch.attempt > 1:
-            return False
-        if planned < self.driver_keys:
-            return True
-        return self._keys_per_record is not None and planned * self._keys_per_record < self.driver_keys
+    def collects(self, batch: Batch, planned: int) -> int:
+        """Below how many rows ``batch``'s keyed results are collected to the driver by its process job (then
+        committed there with no Spark job).
+
+        :data:`~app.spark.processing.COLLECT_ALL` (collected whatever their rows, not cached) when planned with
+        fewer records than ``driver_keys``, or with fewer keys expected at the keys per record of the last txid
+        processed (over a bounded key space that ratio falls as a txid grows, so the guess errs high).
+        ``driver_keys`` (cached, and collected by the same job when fewer) when more keys are expected but the
+        last txid had fewer, or there was none: a txid larger than the last may hold about as many keys. 0
+        (cached) otherwise, and for a replay: a result too large for the driver fails its first attempt only.
+        """
+        if batch.attempt > 1 or self.driver_keys <= 0:
+            return 0
+        if planned < self.driver_keys or (self._keys_per_record is not None
+                                          and planned * self._keys_per_record < self.driver_keys):
+            return COLLECT_ALL
+        return self.driver_keys if self._last_keys < self.driver_keys else 0
 
     def processed(self, planned: int, results: Sequence[SinkResult]) -> None:
-        """Learn the keys per planned record of a txid just processed (the guess of :meth:`collects`)."""
+        """Learn the keys of a txid just processed, and its keys per planned record (see :meth:`collects`)."""
         if planned:
-            self._keys_per_record = max((r.keys for r in results if r.keyed), default=0) / planned
+            self._last_keys = max((r.keys for r in results if r.keyed), default=0)
+            self._keys_per_record = self._last_keys / planned
 
     def sink(self, r: SinkResult, batch: Batch, partitions: int) -> int:
         """Apply ``r`` as txid ``batch.txid``; returns the keys written."""

@@ -34,7 +34,8 @@
 
 So a txid of one keyed sink is two Spark jobs: process (read and partial aggregates, shuffle by key,
 final aggregates cached and counted: two stages) and commit (one stage); a txid whose keys are expected
-few is one, its process job collecting the result for a commit on the driver (:meth:`Commits.collects`).
+few is one, its process job collecting the result for a commit on the driver (:meth:`Commits.collects`); so is
+a txid whose keys are unsure and prove few (cached and collected by one job, at most the threshold's rows).
 The plan is frozen between them, before the commit job starts: the batch protocol's order holds
 (adaptive query execution is off, see :mod:`app.spark.session`, or every shuffle stage would be a
 job of its own).
@@ -225,7 +226,7 @@ class SparkExecutor:
         return processed
 
     def _results(self, batch: Batch, ranges: list[Any], partitions: int, failing: list[BadRecord],
-                 collect: bool) -> Isolated:
+                 collect: int) -> Isolated:
         """The txid's results without the records the transforms fail on (``failing``, known before, or found
         now), the rows left out of them, and those records (``collect``: see :meth:`SinkRuns.results`)."""
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +15,9 @@ from app.spark import capture as capture_
 from app.spark.jvm import java_frame
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode
 from spouts.bad_records import BadRecord
+
+#: ``collect`` of :meth:`SinkRuns.results`: a keyed result collected to the driver by its job, whatever its rows.
+COLLECT_ALL = sys.maxsize
 
 
 @dataclass(frozen=True)
@@ -85,11 +89,12 @@ class SinkRuns:
         self._rows_checked = 0  # clean txids left before the sinks check per key again
 
     def results(self, records: Any, partitions: int, *, capture: bool = False,
-                collect: bool = False) -> tuple[list[SinkResult], LeftOutRows]:
+                collect: int = 0) -> tuple[list[SinkResult], LeftOutRows]:
         """Each sink's result, and the records left out of them (found in the same jobs): rows with a null
         group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on.
-        ``collect``: a keyed aggregate's rows are collected to the driver by its job instead of cached where
-        they ran (a txid of few keys: its commit then needs no job, and nothing is cached)."""
+        ``collect``: a keyed aggregate of fewer rows is collected to the driver by its job (a txid of few keys: its
+        commit then needs no job); :data:`COLLECT_ALL`: collected whatever its rows, and not cached; 0: cached where
+        its rows ran."""
         several = len(self.sinks) > 1
         if several:
             records = records.persist()
@@ -138,7 +143,7 @@ class SinkRuns:
         return c.transform(records), None
 
     def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
-              capture: bool = False, collect: bool = False) -> SinkResult:
+              capture: bool = False, collect: int = 0) -> SinkResult:
         if self.per_key(c):
             return self.checked_per_key(c, records, partitions, left_out, capture=capture, collect=collect)
         return self.checked_per_row(c, records, partitions, left_out, capture=capture, collect=collect)
@@ -170,7 +175,7 @@ class SinkRuns:
                                              c.sink.factory.key_limits(c.spec))
 
     def checked_per_row(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
-                        capture: bool = False, collect: bool = False) -> SinkResult:
+                        capture: bool = False, collect: int = 0) -> SinkResult:
         """Any sink: rows with keys the state cannot store are left out before the aggregation, named by an
         observation on every row (or, rows without their source, found by bisection)."""
         rows, observed = self.keyed_rows(c, records, capture)
@@ -189,7 +194,7 @@ class SinkRuns:
         return done
 
     def checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
-                        capture: bool = False, collect: bool = False) -> SinkResult:
+                        capture: bool = False, collect: int = 0) -> SinkResult:
         """A keyed sink of Spark's own aggregates: keys the state cannot store are found among the aggregate's
         rows, one check per key instead of one per row; their records, only when there are any, by a job over
         the rows."""
@@ -203,14 +208,22 @@ class SinkRuns:
         return done
 
 
-def _computed(c: CompiledSink, result: Any, collect: bool) -> SinkResult:
+def _computed(c: CompiledSink, result: Any, collect: int) -> SinkResult:
     """``c``'s keyed ``result`` run by one job that reads and aggregates the records: its rows collected to the
-    driver (``collect``, a keyed aggregate), or cached where they ran."""
-    if collect and c.mode is not Mode.ROWS:
+    driver when fewer than ``collect`` (a keyed aggregate; :data:`COLLECT_ALL`: not cached either), else cached
+    where they ran (and counted by a second job when the first collected ``collect`` rows and stopped)."""
+    if collect >= COLLECT_ALL and c.mode is not Mode.ROWS:
         table = result.toArrow()
         return SinkResult(c, keys=table.num_rows, collected=table)
     frame = result.persist()
     try:
+        if collect <= 0 or c.mode is Mode.ROWS:
+            return SinkResult(c, frame, materialise(frame))
+        # one job caches every partition and brings at most ``collect`` rows (a limit per partition, then one
+        # shuffle into a single partition): all of them when fewer
+        table = frame.limit(collect).toArrow()
+        if table.num_rows < collect:
+            return SinkResult(c, frame, table.num_rows, collected=table)
         return SinkResult(c, frame, materialise(frame))
     except BaseException:
         frame.unpersist(blocking=False)

@@ -50,7 +50,7 @@ class RecordIsolation:
         self._isolated = {**dict(list(self._isolated.items())[-15:]), key: failing}
         _store_isolation(batch, key, failing)
 
-    def captured(self, batch: Batch, ranges: list[Any], partitions: int, *, collect: bool = False) -> Isolated:
+    def captured(self, batch: Batch, ranges: list[Any], partitions: int, *, collect: int = 0) -> Isolated:
         """The txid's results from the error-capturing form, without the records the transforms fail on, and
         those (none: the results are the plain form's, at the cost of planning the capturing form). One job
         whatever the number of bad records; naming their errors then reads those records once more.
@@ -78,7 +78,7 @@ class RecordIsolation:
             self.isolating = None
 
     def without_failing(self, batch: Batch, ranges: list[Any], partitions: int, error: Exception, *,
-                        collect: bool = False) -> Isolated:
+                        collect: int = 0) -> Isolated:
         """After a record error of a sink whose transforms cannot run in the error-capturing form (a Python
         function, a generator): the txid's results without the records they fail on, found by bisection, and
         those (``collect``: as :meth:`SinkRuns.results`)."""

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from app.spark import SparkExecutor
+from app.spark.processing import COLLECT_ALL
 from app.spark.tasks import spark_arrow_schema
 from spouts.kafka import POOL
 from states.factory import StateFactory
@@ -66,6 +67,17 @@ def _results_cached(executor: SparkExecutor) -> None:
     executor.runs.results = cached  # type: ignore[method-assign]  # the old path
 
 
+def _unsure_cached(executor: SparkExecutor) -> None:
+    """A txid whose keys are unsure cached and counted, then collected by its commit (before the bounded collect)."""
+    collects = executor.commits.collects
+
+    def cached_unless_sure(batch: Any, planned: int) -> int:
+        n = collects(batch, planned)
+        return n if n >= COLLECT_ALL else 0
+
+    executor.commits.collects = cached_unless_sure  # type: ignore[method-assign]  # the old rule
+
+
 def _every_column(executor: SparkExecutor) -> None:
     """Every record column read and handed to Spark, used or not (before the reads built the used ones only)."""
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -87,6 +99,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
     "key-check": {"keys checked per row": _keys_checked_per_row, "keys checked per key": _as_configured},
     "collect": {"results cached": _results_cached, "results of few keys collected by the process job": _as_configured},
     "columns": {"every record column read": _every_column, "the used columns read": _as_configured},
+    "unsure-keys": {"unsure keys cached": _unsure_cached, "unsure keys cached and collected": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
 

@@ -124,6 +124,36 @@ def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafk
     assert [j.status for j in jobs] == ["SUCCEEDED"], jobs
 
 
+@pytest.mark.parametrize("generator", [False, True], ids=["a-row-per-record", "a-generator"])
+def test_a_result_cached_and_collected_by_one_job_still_names_its_null_key_records(
+        spark: Any, spark_kafka: Any, tmp_path: Path, generator: bool) -> None:
+    """The first txid of 600 orders with a driver-commit threshold of 500: its keys are unsure (no txid before
+    it), so its process job caches the result and collects it, holding fewer than 500 keys (the stores). The
+    observations that name null-key records are read from that cached plan: each null-key record is reported
+    once and the state equals the truth over the others, whether the keys are checked on every row (one job: the
+    process job, the commit on the driver) or per key (a generator: the job that finds the records and the run
+    without them follow)."""
+    data = orders(spark_kafka, 600, {b'{"amount": 5}': "NULL_KEY"}, every=25, seed=17)
+    assert len(data.bad) >= 10
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    metrics = Metrics(CollectorRegistry())
+    name = f"bounded-{'gen' if generator else 'row'}-{uuid.uuid4().hex[:6]}"
+    t = exploded_sales_by_store(name, data, spark_kafka, factory) if generator else \
+        sales_by_store(name, data, spark_kafka, factory, "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
+    executor = SparkExecutor(spark, t, metrics=metrics, driver_keys=500)
+    collected = _keeping(executor)
+    coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
+    try:
+        assert coord.run_until_idle() == 1
+    finally:
+        coord.close()
+    assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
+    assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
+                         action="skip") == len(data.bad)
+    assert [r.collected is not None and r.frame is not None for r in collected[0].sinks] == [True]
+    assert len(jobs_of(spark, f"{name}:txid-1")) == (3 if generator else 1)
+
+
 def _observations(plan: Any) -> dict[str, bool]:
     """Per observation (``CollectMetrics`` node) of a logical plan: whether an aggregate is below it."""
     def below(node: Any, kind: str) -> bool:

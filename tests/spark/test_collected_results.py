@@ -9,7 +9,7 @@ import pytest
 
 from app.batch import Batch
 from app.spark.committing import Commits
-from app.spark.processing import SinkResult, _released_on_error
+from app.spark.processing import COLLECT_ALL, SinkResult, _released_on_error
 from spouts.metadata import BatchPlan
 
 
@@ -22,26 +22,40 @@ def _result(keys: int) -> SinkResult:
 
 
 def test_a_txid_is_collected_below_the_threshold_or_when_its_keys_are_expected_few() -> None:
-    """Threshold 100: fewer planned records are collected; 100 or more only once a txid showed its keys per
-    record, while fewer than 100 keys are expected; a global partial teaches nothing; a replay never collects."""
+    """Threshold 100: fewer planned records are collected whatever their rows; 100 or more while fewer than 100 keys
+    are expected at the keys per record of the txid before; a replay never collects; a global partial teaches
+    nothing."""
     commits = Commits(cast(Any, None), None, None, cast(Any, None), driver_keys=100)
-    assert commits.collects(_batch(), 99)
-    assert not commits.collects(_batch(), 100)  # nothing known of its keys
+    assert commits.collects(_batch(), 99) == COLLECT_ALL
     commits.processed(1_000, [_result(10), SinkResult(cast(Any, None), keys=1, partial=5)])  # 0.01 keys a record
-    assert commits.collects(_batch(), 9_900)  # 99 keys expected
-    assert not commits.collects(_batch(), 10_000)  # 100: not fewer than the threshold
-    assert not commits.collects(_batch(attempt=2), 99)
+    assert commits.collects(_batch(), 9_900) == COLLECT_ALL  # 99 keys expected
+    assert commits.collects(_batch(attempt=2), 99) == 0
     commits.processed(100, [_result(90)])  # 0.9 keys a record
-    assert commits.collects(_batch(), 111)  # 99.9 keys expected
-    assert not commits.collects(_batch(), 112)
+    assert commits.collects(_batch(), 111) == COLLECT_ALL  # 99.9 keys expected
+    assert commits.collects(_batch(attempt=2), 111) == 0
+
+
+def test_a_txid_whose_keys_are_unsure_is_cached_and_collected_when_it_holds_fewer_than_the_threshold() -> None:
+    """More keys expected than the threshold: while the txid before had fewer keys (or there was none), its job
+    caches the result and collects it when it holds fewer (a bounded collect); once a txid had as many, cached
+    only."""
+    commits = Commits(cast(Any, None), None, None, cast(Any, None), driver_keys=100)
+    assert commits.collects(_batch(), 100) == 100  # nothing known of its keys
+    commits.processed(1_000, [_result(10)])  # 10 keys, 0.01 a record
+    assert commits.collects(_batch(), 10_000) == 100  # 100 keys expected, the last txid had 10
+    assert commits.collects(_batch(attempt=2), 10_000) == 0
+    commits.processed(10_000, [_result(100)])  # as many keys as the threshold
+    assert commits.collects(_batch(), 20_000) == 0
+    assert commits.collects(_batch(), 99) == COLLECT_ALL  # few records: collected whatever the history
 
 
 def test_no_result_is_collected_when_every_commit_runs_in_tasks() -> None:
     """Threshold 0 (every keyed result committed by Spark tasks): nothing is collected, whatever was learnt."""
     commits = Commits(cast(Any, None), None, None, cast(Any, None), driver_keys=0)
+    assert commits.collects(_batch(), 1) == 0
     commits.processed(1_000, [_result(0)])
-    assert not commits.collects(_batch(), 1)
-    assert not commits.collects(_batch(), 1_000)
+    assert commits.collects(_batch(), 1) == 0
+    assert commits.collects(_batch(), 1_000) == 0
 
 
 class _Frame:

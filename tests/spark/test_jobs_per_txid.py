@@ -63,14 +63,17 @@ def test_a_txid_runs_two_spark_jobs_and_the_commit_reads_the_cached_aggregate(sp
 
 
 @pytest.mark.parametrize(("driver_keys", "where", "jobs"),
-                         [(2_000, "driver", [1, 1, 1]), (100, "driver", [2, 1, 1]), (1, "task", [2, 2, 2])])
+                         [(2_000, "driver", [1, 1, 1]), (100, "driver", [1, 1, 1]), (1, "task", [3, 2, 2])])
 def test_a_result_below_the_threshold_is_committed_on_the_driver_and_a_small_txid_in_one_job(
         spark: Any, spark_kafka: Any, tmp_path: Path, driver_keys: int, where: str, jobs: list[int]) -> None:
     """Results of fewer keys than ``driver_keys`` are committed on the driver (no Python commit task: every
     commit ran outside a Spark task), others by commit tasks. A txid whose keys are expected few is one Spark
     job (its process job collects the result, the commit runs none): planned with fewer records than
-    ``driver_keys`` (100 here), or, at 100, once the first txid showed 11 keys per 100 records (11 keys
-    expected, fewer than 100); otherwise a txid is two jobs. The counts equal the truth."""
+    ``driver_keys`` (2,000), or with fewer keys expected than it at the keys per record of the txid before (100,
+    from the second txid). A txid with no txid before it is cached and collected by one job when it holds fewer
+    keys than ``driver_keys`` (100: one job); when it holds as many (1), a second job counts its cached keys and
+    the commit tasks a third; the txids after it, whose txid before had as many keys, are cached and committed
+    by tasks (two jobs). The counts equal the truth."""
     topic = Topic(spark_kafka)
     topic.produce(300, seed=4)
     markers = tmp_path / "markers"
