@@ -95,13 +95,17 @@ def jobs_of(spark: Any, group: str) -> list[Any]:
     return [tracker.getJobInfo(j) for j in sorted(tracker.getJobIdsForGroup(group))]
 
 
-def run_one_txid(spark: Any, t: Topology, factory: StateFactory, metrics: Metrics) -> None:
-    coord = coordinator(t, SparkExecutor(spark, t, metrics=metrics), factory.txstate_store(t.name), caps=ONE_TXID,
-                        metrics=metrics)
+def run_one_txid(spark: Any, t: Topology, factory: StateFactory, metrics: Metrics,
+                 driver_keys: int | None = None) -> list[Any]:
+    """Run ``t``'s one txid; returns what its executor processed (the txid's results)."""
+    executor = SparkExecutor(spark, t, metrics=metrics, driver_keys=driver_keys)
+    processed = _keeping(executor)
+    coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
     try:
         assert coord.run_until_idle() == 1
     finally:
         coord.close()
+    return processed
 
 
 def test_null_keys_are_left_out_by_the_process_job_itself(spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
@@ -140,13 +144,7 @@ def test_a_result_cached_and_collected_by_one_job_still_names_its_null_key_recor
     name = f"bounded-{'gen' if generator else 'row'}-{uuid.uuid4().hex[:6]}"
     t = exploded_sales_by_store(name, data, spark_kafka, factory) if generator else \
         sales_by_store(name, data, spark_kafka, factory, "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)")
-    executor = SparkExecutor(spark, t, metrics=metrics, driver_keys=500)
-    collected = _keeping(executor)
-    coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
-    try:
-        assert coord.run_until_idle() == 1
-    finally:
-        coord.close()
+    collected = run_one_txid(spark, t, factory, metrics, driver_keys=500)
     assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
     assert metrics.value("trident_bad_records_total", pipeline=name, stage="aggregate", reason="NULL_KEY",
                          action="skip") == len(data.bad)
@@ -238,13 +236,7 @@ def test_keys_are_checked_on_the_aggregate_rows_and_a_clean_txid_runs_two_jobs(
     metrics = Metrics(CollectorRegistry())
     name = f"clean-keys-{uuid.uuid4().hex[:6]}"
     t = exploded_sales_by_store(name, data, spark_kafka, factory)
-    executor = SparkExecutor(spark, t, metrics=metrics, driver_keys=0)  # the result cached: its plan is kept
-    processed = _keeping(executor)
-    coord = coordinator(t, executor, factory.txstate_store(t.name), caps=ONE_TXID, metrics=metrics)
-    try:
-        assert coord.run_until_idle() == 1
-    finally:
-        coord.close()
+    processed = run_one_txid(spark, t, factory, metrics, driver_keys=0)  # the result cached: its plan is kept
     assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()
     frame = processed[0].sinks[0].frame
     observations = _observations(frame._jdf.queryExecution().analyzed())
