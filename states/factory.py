@@ -90,6 +90,11 @@ class StateFactory:
         return self.cassandra
 
     @property
+    def shards(self) -> int:
+        """The shards of this state's tables (``states.cassandra.shards``); 0: a partition per key, or not Cassandra."""
+        return self.cassandra.shards if self.backend == "cassandra" and self.cassandra is not None else 0
+
+    @property
     def shared_across_processes(self) -> bool:
         """Whether every process of one machine that opens this state sees the same data (Spark
         executors need it; on several machines see :attr:`on_one_machine`)."""

@@ -4,7 +4,8 @@
 transactional-state store and coordinator lease live in one partition per topology. Modules:
 ``settings`` (typed settings), ``session`` (one cluster/session per process, prepared statements,
 the request loop), ``window`` (bounded windows of async requests), ``pipe`` (a commit's
-reads and LWTs key by key through one window), ``retry`` (what to do after a failed request: retry, resolve or raise),
+reads and LWTs key by key through one window), ``shards`` (sharded tables: many keys per
+partition), ``batches`` (a sharded table's compare-and-sets, one conditional batch per shard), ``retry`` (what to do after a failed request: retry, resolve or raise),
 ``schema`` (create or validate tables; rows are laid out by ``states.layout``, shared with SQLite),
 ``unknown`` (resolving compare-and-sets of unknown outcome), ``refusals`` (the driver's refusals, by type),
 ``backing_map``, ``txstate``.

@@ -9,10 +9,12 @@ from cassandra import InvalidRequest
 from cassandra.cluster import ResultSet
 from cassandra.query import PreparedStatement
 
+from states.cassandra.batches import cas_by_shard
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table, schema_agreed, table_exists
 from states.cassandra.session import TUPLES, CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
+from states.cassandra.shards import shard_of
 from states.cassandra.unknown import resolve
 from states.errors import CommitProtocolError, RowRefusedError, StateTableMissingError
 from states.layout import Row, RowLayout
@@ -53,11 +55,13 @@ class CassandraBackingMap:
         self.create, self.committed_txid = create, committed_txid
         self.client = client or shared_client(settings)
         self._layout = layout = RowLayout(spec)
-        self._shape = shape = TableShape.of(settings.keyspace, layout)
+        self.shards = settings.shards
+        self._shape = shape = TableShape.of(settings.keyspace, layout, settings.shards)
         ensure_table(self.client, shape, metrics, create=create, committed_txid=committed_txid)
         self._stored = [n for n, _ in layout.stored_columns]
-        names = [n for n, _ in layout.columns]
-        where = " AND ".join(f"{n} = ?" for n, _ in layout.key_columns)
+        self._keys = shape.key_columns  # the shard first when sharded
+        names = [n for n, _ in shape.columns]
+        where = " AND ".join(f"{n} = ?" for n in self._keys)
         select = f"SELECT {', '.join(self._stored)} FROM {shape.name} WHERE {where}"
         insert = f"INSERT INTO {shape.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
         ttl = "" if spec.ttl_s is None else f" USING TTL {int(spec.ttl_s)}"  # every write restarts the key's clock
@@ -90,8 +94,13 @@ class CassandraBackingMap:
             return StateTableMissingError(self._shape.name)
         return RowRefusedError(self._shape.name, key, " ".join(str(error).split())[:300])
 
+    def key_row(self, key: Hashable) -> Row:
+        """The primary key's values of ``key``: its shard first when the table is sharded."""
+        row = self._layout.key_row(key)
+        return (shard_of(row, self.shards), *row) if self.shards else row
+
     def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
-        key_rows = [self._layout.key_row(k) for k in keys]
+        key_rows = [self.key_row(k) for k in keys]
         unique = list(dict.fromkeys(key_rows))
         try:
             results = self.client.run([(self._select, kr) for kr in unique], kind="read", metrics=self.metrics,
@@ -104,17 +113,23 @@ class CassandraBackingMap:
 
     def multi_put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         """Unconditional upserts, e.g. to seed a table; the map states write with :meth:`multi_cas`."""
-        rows = [self._layout.key_row(k) + self._value_row(v) for k, v in zip(keys, values, strict=True)]
+        rows = [self.key_row(k) + self._value_row(v) for k, v in zip(keys, values, strict=True)]
         try:
             results = self.client.run([(self._put, r) for r in rows], kind="write", metrics=self.metrics)
         except InvalidRequest as e:
             raise self.refused(e) from e
-        width = len(self._layout.key_columns)
+        width = len(self._keys)
         for rs, r in zip(results, rows, strict=True):
             self._ok(rs, r[:width])
 
     def multi_cas(self, keys: Sequence[Hashable], expected: Sequence[Any], values: Sequence[Any]) -> list[CasResult[Any]]:
-        """One LWT per key conditioned on ``expected`` (None: absent); unknown outcomes resolved."""
+        """One LWT per key conditioned on ``expected`` (None: absent), or one conditional batch per shard of a
+        sharded table (:mod:`states.cassandra.batches`); unknown outcomes resolved."""
+        if self.shards:
+            try:
+                return cas_by_shard(self, keys, expected, values)
+            except InvalidRequest as e:
+                raise self.refused(e) from e
         requests = [self.cas_request(k, e, v) for k, e, v in zip(keys, expected, values, strict=True)]
         try:
             results = self.client.run([(stmt, row) for stmt, row, _, _ in requests], kind="cas",
@@ -141,11 +156,12 @@ class CassandraBackingMap:
             raise CommitProtocolError(msg)
         return done
 
-    def open_pipe(self) -> CassandraPipe:
-        """Reads and LWTs of one ``cas_update`` through one window (:mod:`states.cassandra.pipe`)."""
+    def open_pipe(self) -> CassandraPipe | None:
+        """Reads and LWTs of one ``cas_update`` through one window (:mod:`states.cassandra.pipe`); None for a
+        sharded table, whose compare-and-sets go out together, a batch per shard (:meth:`multi_cas`)."""
         from states.cassandra.pipe import CassandraPipe
 
-        return CassandraPipe(self)
+        return None if self.shards else CassandraPipe(self)
 
     # -- requests and answers, shared with the pipe --------------------------------------------
 
@@ -156,11 +172,11 @@ class CassandraBackingMap:
 
     def read_request(self, key: Hashable) -> tuple[PreparedStatement, Row]:
         """The SELECT of ``key``'s stored columns, and its key row."""
-        return self._select, self._layout.key_row(key)
+        return self._select, self.key_row(key)
 
     def cas_request(self, key: Hashable, expected: Any, value: Any) -> tuple[PreparedStatement, Row, Row, Row]:
         """``(statement, values, key row, stored row wanted)`` of the LWT writing ``value`` over ``expected``."""
-        kr, wanted = self._layout.key_row(key), self._value_row(value)
+        kr, wanted = self.key_row(key), self._value_row(value)
         old = self._layout.value_row(expected)
         if old is None:
             return self._insert_if_absent, kr + wanted, kr, wanted
@@ -175,6 +191,23 @@ class CassandraBackingMap:
         """Applied, or not applied with the current value the failed LWT returned."""
         row = rs.one()
         return CasResult(True) if row[0] else CasResult(False, self._layout.value_of(self._lwt_row(rs, row)))
+
+    @property
+    def stored_columns(self) -> list[str]:
+        """The stored columns (``txid``, values, ``prev_`` values), in the order of a stored row."""
+        return self._stored
+
+    def stored_row(self, value: Any) -> Row | None:
+        """The stored columns of ``value`` (None: absent), as a compare-and-set is conditioned on them."""
+        return self._layout.value_row(value)
+
+    def rows_returned(self, rs: ResultSet) -> dict[Row, Row]:
+        """The stored rows a conditional batch that did not apply returned, by key row (absent rows: none)."""
+        at = {c: i for i, c in enumerate(rs.column_names)}
+        if any(c not in at for c in self._keys):  # no row of the batch exists: only ``[applied]`` came back
+            return {}
+        keys, stored = [at[c] for c in self._keys], [at.get(c) for c in self._stored]
+        return {tuple(row[i] for i in keys): tuple(None if i is None else row[i] for i in stored) for row in rs}
 
     def value_of_row(self, row: Row | None) -> Any:
         """The stored value of a row of stored columns (None: absent)."""

@@ -1,7 +1,7 @@
 """CassandraTableReader: typed rows of a state table, through the shared session and its retries.
 
 Reads run at the settings' consistency (the session's profile). Cassandra has no ORDER BY across
-partitions (every key is its own partition), so :meth:`CassandraTableReader.top` scans the whole
+partitions (every key is its own partition, or its shard's), so :meth:`CassandraTableReader.top` scans the whole
 table page by page and keeps the N largest rows in memory: its cost grows with the table, and it
 reports progress per page.
 """
@@ -17,6 +17,7 @@ from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.schema import check_cql_identifier
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
+from states.cassandra.shards import SHARD_COLUMN, shard_of
 from states.layout import CQL_ENCODE
 from states.metrics import STATE_METRICS, StateMetrics
 from states.reader import Progress, Row, is_deleted, visible_columns
@@ -43,12 +44,14 @@ class CassandraTableReader:
 
     def get(self, spec: MapSpec, keys: Sequence[tuple[Any, ...]]) -> list[Row | None]:
         cols = visible_columns(spec)
-        where = " AND ".join(f"{c.name} = ?" for c in spec.key)
+        shards = self.settings.shards
+        where = " AND ".join(f"{n} = ?" for n in ((SHARD_COLUMN,) if shards else ()) + tuple(c.name for c in spec.key))
         stmt = self.client.prepare(f"SELECT {', '.join(n for n, _ in cols)} FROM {self._name(spec)} WHERE {where}",
                                    idempotent=True)
         encoded = [tuple(CQL_ENCODE[c.type](v) for c, v in zip(spec.key, k, strict=True)) for k in keys]
         unique = list(dict.fromkeys(encoded))
-        results = self.client.run([(stmt, k) for k in unique], kind="read", metrics=self.metrics)
+        bound = [(shard_of(k, shards), *k) if shards else k for k in unique]
+        results = self.client.run([(stmt, k) for k in bound], kind="read", metrics=self.metrics)
         found = {}
         for k, rs in zip(unique, results, strict=True):
             if isinstance(rs, BaseException):

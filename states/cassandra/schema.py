@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from states.cassandra.session import BACKEND, CassandraClient
+from states.cassandra.shards import SHARD_COLUMN, SHARD_TYPE
 from states.errors import InvalidIdentifierError, SchemaMismatchError, StateTableMissingError
 from states.layout import RowLayout
 from states.metrics import StateMetrics
@@ -25,6 +26,8 @@ entries execute from full grant if in index infinity insert into is keyspace lim
 modify nan norecursive not null of on or order primary rename replace revoke schema select set table to token
 truncate unlogged unset update use using view where with
 """.split())  # noqa: SIM905  the keywords as the CQL reference prints them
+SHARDS_COMMENT = "state table: keys in {} shards by crc32 (cassandra.shards)"
+_SHARDS_IN_COMMENT = re.compile(r"keys in (\d+) shards")
 _REPLICATION_VALUE = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
 
 
@@ -47,15 +50,30 @@ class TableShape:
     partition_key: tuple[str, ...]
     clustering: tuple[str, ...] = ()
     static: tuple[str, ...] = ()
+    shards: int = 0  # > 0: keyed by ``shard`` first (states.cassandra.shards), the count kept in the table's comment
 
     @staticmethod
-    def of(keyspace: str, layout: RowLayout) -> TableShape:
+    def of(keyspace: str, layout: RowLayout, shards: int = 0) -> TableShape:
+        """The table of ``layout``: keyed by its key columns, or with ``shards`` by ``shard`` then the key."""
         for name, _ in layout.columns:
             if name != "txid" and not name.startswith("prev_"):
                 check_cql_identifier(name, "column name")
-        return TableShape(check_cql_identifier(keyspace, "keyspace name"),
-                          check_cql_identifier(layout.spec.table, "table name"),
-                          layout.columns, tuple(n for n, _ in layout.key_columns))
+        keyspace, table = check_cql_identifier(keyspace, "keyspace name"), check_cql_identifier(layout.spec.table,
+                                                                                                "table name")
+        key = tuple(n for n, _ in layout.key_columns)
+        if not shards:
+            return TableShape(keyspace, table, layout.columns, key)
+        if SHARD_COLUMN in dict(layout.columns):
+            msg = (f"table {table}: column name {SHARD_COLUMN!r} is the shard column of a sharded table "
+                   f"(cassandra.shards: {shards}); rename the column or set shards: 0")
+            raise InvalidIdentifierError(msg)
+        return TableShape(keyspace, table, ((SHARD_COLUMN, SHARD_TYPE), *layout.columns), (SHARD_COLUMN,), key,
+                          shards=shards)
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The primary key's columns, partition key first."""
+        return self.partition_key + self.clustering
 
     @property
     def name(self) -> str:
@@ -64,7 +82,8 @@ class TableShape:
     def create_cql(self) -> str:
         cols = ", ".join(f"{n} {t}{' static' if n in self.static else ''}" for n, t in self.columns)
         key = f"({', '.join(self.partition_key)})" + "".join(f", {c}" for c in self.clustering)
-        return f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}, PRIMARY KEY ({key}))"
+        comment = f" WITH comment = '{SHARDS_COMMENT.format(self.shards)}'" if self.shards else ""
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}, PRIMARY KEY ({key})){comment}"
 
 
 def replication_cql(replication: Sequence[tuple[str, str]]) -> str:
@@ -116,6 +135,7 @@ def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMet
     if not found:
         msg = f"table {shape.name} does not exist (and could not be created)"
         raise SchemaMismatchError(msg)
+    _check_shards(client, shape, found, metrics)
     for name, type_ in shape.columns:
         col = found.get(name)
         if col is None:
@@ -133,6 +153,25 @@ def validate_table(client: CassandraClient, shape: TableShape, metrics: StateMet
         if found[name]["kind"] != "static":
             msg = f"table {shape.name} column {name!r} is {found[name]['kind']}, expected static"
             raise SchemaMismatchError(msg)
+
+
+def _check_shards(client: CassandraClient, shape: TableShape, found: dict[str, dict[str, Any]],
+                  metrics: StateMetrics) -> None:
+    """A table sharded another way than the settings say would have its keys looked for in other partitions:
+    refused, naming the count the table was created with."""
+    created = 0
+    if found.get(SHARD_COLUMN, {}).get("kind") == "partition_key":  # else certainly not sharded: skip a read
+        stmt = client.prepare("SELECT comment FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?",
+                              idempotent=True)
+        row = client.run_one(stmt, (shape.keyspace, shape.table), kind="schema", metrics=metrics).one()
+        match = _SHARDS_IN_COMMENT.search(row["comment"] or "") if row is not None else None
+        created = int(match.group(1)) if match else 0  # a key column of the user's named shard
+    if created == shape.shards:
+        return
+    was = f"{created} shards" if created else "a partition per key (shards: 0)"
+    msg = (f"table {shape.name} was created with {was}, the settings say cassandra.shards: {shape.shards}; "
+           f"a table's layout is fixed when it is created: set shards back or configure another table name")
+    raise SchemaMismatchError(msg)
 
 
 def _columns(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> dict[str, dict[str, Any]]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from states.cassandra.shards import check_shards
 from states.spec import check_identifier
 
 CONSISTENCY_LEVELS = frozenset({"ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM",
@@ -51,7 +52,8 @@ class CassandraSettings:
     ``max_concurrency`` caps the requests in flight per call. Reads and plain writes that fail
     with Unavailable, Overloaded or a timeout are retried up to ``max_retries`` times with
     exponential backoff from ``backoff_initial_s`` to ``backoff_max_s``; a lightweight transaction
-    is never retried blindly (see ``states.cassandra.unknown``).
+    is never retried blindly (see ``states.cassandra.unknown``). ``shards`` > 0 lays new state tables out
+    with that many keys' partitions (``states.cassandra.shards``): a commit is one conditional batch per shard.
     """
 
     contact_points: tuple[str, ...] = ("127.0.0.1",)
@@ -74,6 +76,7 @@ class CassandraSettings:
     protocol_version: int | None = None  # None: negotiate
     create_keyspace: bool = True  # CREATE KEYSPACE IF NOT EXISTS with ``replication`` below
     replication: tuple[tuple[str, str], ...] = (("class", "SimpleStrategy"), ("replication_factor", "1"))
+    shards: int = 0  # 0: a partition per key
 
     def __post_init__(self) -> None:
         if isinstance(self.contact_points, str):
@@ -96,6 +99,7 @@ class CassandraSettings:
         if (self.username is None) != (self.password is None):
             msg = "set both username and password, or neither"
             raise ValueError(msg)
+        check_shards(self.shards)
         if self.max_concurrency < 1 or self.max_retries < 0:
             msg = "max_concurrency must be >= 1 and max_retries >= 0"
             raise ValueError(msg)

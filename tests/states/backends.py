@@ -174,10 +174,10 @@ def cassandra_settings(request: pytest.FixtureRequest, kind: str, **overrides: A
     return settings
 
 
-def cassandra_map(spec: MapSpec, request: pytest.FixtureRequest, kind: str = "cqlserver") -> Backend:
+def cassandra_map(spec: MapSpec, request: pytest.FixtureRequest, kind: str = "cqlserver", shards: int = 0) -> Backend:
     from states.cassandra import CassandraBackingMap
 
-    settings = cassandra_settings(request, kind)
+    settings = cassandra_settings(request, kind, shards=shards)
     return Backend(CassandraBackingMap(settings, spec), lambda: CassandraBackingMap(settings, spec))
 
 
@@ -202,6 +202,8 @@ BACKING_MAPS: dict[str, Callable[[MapSpec, pytest.FixtureRequest], Backend]] = {
     "memory": memory_map,
     "sqlite": sqlite_map,
     "cassandra": lambda spec, request: cassandra_map(spec, request, behaviour_kind(request)),
+    # keys in 3 shards: a compare-and-set of many keys is one conditional batch per shard
+    "cassandra_sharded": lambda spec, request: cassandra_map(spec, request, behaviour_kind(request), shards=3),
 }
 
 STORES: dict[str, Callable[[str, pytest.FixtureRequest], StoreHarness]] = {
