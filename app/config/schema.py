@@ -43,6 +43,7 @@ from spouts.kafka.formats import FormatType, RecordFormat, RegistrySettings
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
+from states.cassandra.shards import MAX_SHARDS
 from states.ownership import check_claimable
 from states.spec import StateKind, check_identifier
 
@@ -422,6 +423,11 @@ class CassandraModel(Section):
         "the keyspace yourself (then a keyspace that does not exist stops `run` before Spark starts, exit 2)"))
     replication: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default=dict(_C.replication), description=(
         "the keyspace's replication, when `create_keyspace` creates it"))
+    shards: Annotated[Int, Field(ge=0, le=MAX_SHARDS)] = Field(default=_C.shards, description=(
+        "0: a partition per key. N: new state tables keep their keys in N partitions (`PRIMARY KEY ((shard), "
+        "key)`), so a commit is one conditional batch per shard instead of one LWT per key (several times "
+        "cheaper for Cassandra); for key spaces up to a few million keys. Fixed per table when it is created; "
+        'see [design.md](design.md), "Sharded tables"'))
 
     @model_validator(mode="after")
     def _credentials(self) -> CassandraModel:

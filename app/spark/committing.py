@@ -24,6 +24,7 @@ from app.batch import Batch
 from app.metrics import Metrics
 from app.spark import fatal
 from app.spark.processing import COLLECT_ALL, SinkResult
+from app.spark.sharding import by_shard
 from app.spark.state_tables import StateTables
 from app.spark.tasks import CommitAggregates, DriverCache, PersistRows, TaskFaults
 from app.topology import PartitionPersist
@@ -87,7 +88,10 @@ class Commits:
             cache = self.driver_caches.setdefault(c.sink.name, DriverCache())
             stats = self._on_driver(replace(task, driver_cache=cache), r)
         else:
-            stats = r.frame.mapInArrow(task, self.stats_schema).collect()  # one stage: no shuffle after process
+            frame = r.frame  # partitioned by key: one stage, no shuffle after the process job's
+            if isinstance(task, CommitAggregates) and c.sink.factory.shards:
+                frame = by_shard(frame, c.spec, c.sink.factory.shards, partitions)  # a shard's batches never contend
+            stats = frame.mapInArrow(task, self.stats_schema).collect()
             for row in stats:
                 self._add_metrics(row["metrics"])
         for row in stats:
