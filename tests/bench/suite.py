@@ -1,13 +1,15 @@
 """The throughput suite: the product against a raw consume loop, Spark Structured Streaming and Quix Streams, in one run.
 
-    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--cql-sizes 50000] [--repeat 3]
+    python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--cql-sizes 50000]
+                                [--cql-shards 0,16] [--repeat 3]
 
 Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, or the real Kafka of
 ``--bootstrap``; ``--partitions``, 4 by default):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
 and exactly-once; the product's word count at 50k per txid with ``max_pending`` 1 and 2 (rotated);
 the product's word count at each records-per-txid size into SQLite (``--sizes``) and into Cassandra
-(``--cql-sizes``: the Cassandra of CASSANDRA_CONTACT_POINTS, else the CQL test server), each beside
+(``--cql-sizes``: the Cassandra of CASSANDRA_CONTACT_POINTS, else the CQL test server; a row per
+``--cql-shards`` value, 0 a partition per key), each beside
 Spark Structured Streaming's at the same records per micro-batch into the same kind of store
 (:mod:`tests.bench.sss_peer`; sizes rotated, the order of the two alternating); the fixed cost of a
 warm 1-record txid and the Spark jobs per txid, beside Structured Streaming's 1-record micro-batch;
@@ -27,6 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +78,12 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
         if not args.no_cql:
             settings = stack.enter_context(cassandra())
             session = stack.enter_context(runs.cql_session(settings))
-            states["Cassandra"] = (StateFactory(backend="cassandra", cassandra=settings),
-                                   lambda what: CassandraCounters(session, settings.keyspace, sss.unique(f"sss_{what}")))
+            counters = lambda what: CassandraCounters(session, settings.keyspace, sss.unique(f"sss_{what}"))  # noqa: E731
+            cql = {f"Cassandra, {n} shards" if n else "Cassandra": n for n in args.cql_shards}
+            for name, n in cql.items():
+                states[name] = (StateFactory(backend="cassandra", cassandra=replace(settings, shards=n)), counters)
             cql_sizes = args.cql_sizes[rep % len(args.cql_sizes):] + args.cql_sizes[:rep % len(args.cql_sizes)]
-            rows += [("Cassandra", s) for s in cql_sizes]
+            rows += [(name, s) for s in cql_sizes for name in cql]
         warm = None if args.no_sss else Topic.filled(cluster, f"sss-warm-{run}{rep}", 2 * runs.WARM_UP_TXID, seed=rep,
                                                      partitions=args.partitions)
         for state, size in rows:  # the product and its peer side by side, in turns
@@ -193,13 +198,13 @@ def plot(reps: list[list[Figure]], path: Path, kafka: str = "librdkafka mock clu
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, figures in enumerate(reps):
         for who, state, style in (("product", "SQLite", "o-C0"), ("product", "Cassandra", "s-C4"),
-                                  (PEER, "SQLite", "o:C1"), (PEER, "Cassandra", "s:C5")):
+                                  ("product", "shards", "^-C6"), (PEER, "SQLite", "o:C1"), (PEER, "Cassandra", "s:C5")):
             points = sorted((f.per_txid, f.rate, f.txid_s) for f in figures
                             if f.throughput and f.name.startswith(who) and f.name.endswith(state))
             if not points:
                 continue
             xs = [p[0] for p in points]
-            shown = f"{who} ({state})" if not i else None
+            shown = f"{who} ({'Cassandra, sharded' if state == 'shards' else state})" if not i else None
             left.plot(xs, [p[1] for p in points], style, alpha=0.7, label=shown)
             right.plot(xs, [p[2] for p in points], style, alpha=0.7, label=shown)
         for f, color in ((next((f for f in figures if f.name == "raw Consumer.consume"), None), "C2"),
@@ -228,6 +233,8 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser.add_argument("--sizes", type=sizes, default=[1000, 10_000, 50_000, 100_000],
                         help="records per txid of the SQLite rows (default: the default caps)")
     parser.add_argument("--cql-sizes", type=sizes, default=[50_000], help="records per txid of the Cassandra rows")
+    parser.add_argument("--cql-shards", type=lambda t: [int(x) for x in t.split(",")], default=[0, 16],
+                        help="cassandra.shards of the Cassandra rows, a row per value (0: a partition per key)")
     parser.add_argument("--budget", type=int, default=200_000, help="measured records per product run at most")
     parser.add_argument("--pending-size", type=int, default=50_000, help="records per txid of the max_pending and CQL runs")
     parser.add_argument("--repeat", type=int, default=1)

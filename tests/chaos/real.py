@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.bad_records import KEYLESS_EVERY, TRANSFORM_EVERY, BadRecordsLane, SalesProducer
+from tests.chaos.bad_records import KEYLESS_EVERY, TABLE, TRANSFORM_EVERY, BadRecordsLane, SalesProducer
 from tests.chaos.cqlpeer import StoreDocuments
 from tests.chaos.lane import PIPELINE, Lane, frozen_txids
 from tests.chaos.scenarios import Budget, exited, find_active, start_turns, start_up_delay, wait_commit, wait_role
@@ -37,6 +37,7 @@ from tests.realstack import RealStack, find
 from tests.service.helpers import ServiceProcess
 
 SUBJECT = "sales-value"
+SHARDS = 4  # the lane's table is sharded (cassandra.shards)
 SALE_SCHEMA = json.dumps({"type": "object", "additionalProperties": False,
                           "properties": {"user": {"type": "string"}, "amount": {"type": "integer"}}})
 UNKNOWN_SCHEMA_ID = 987_654
@@ -220,12 +221,19 @@ class RealServersLane(BadRecordsLane):
         p["spout"]["value_format"] = {"type": "json_schema", "subject": SUBJECT}
         p["lease_ttl_s"] = self.lease_ttl_s
         doc["cassandra"]["request_timeout_s"] = 10
+        # a sharded table: its commits are conditional batches under real Paxos and Cassandra kills (the lanes on
+        # the CQL test server keep a partition per key)
+        doc["cassandra"]["shards"] = SHARDS
         service.config.write_text(yaml.safe_dump(doc, sort_keys=False))
         return service
 
     def drain_and_verify(self, stall_s: float = 300.0, limit_s: float = 1800.0) -> Any:
         self.stack.start()  # every server up for the drain (a running one is left alone)
         o = super().drain_and_verify(stall_s, limit_s)
+        shards = {r.get("shard") for r in self.peer.rows(TABLE)}
+        if None in shards or not shards <= set(range(SHARDS)):  # the rows must be where a sharded table keeps them
+            o.passed, o.error = False, f"table {TABLE} is not in {SHARDS} shards: {sorted(map(str, shards))}"
+        o.notes.insert(0, f"table {TABLE} in {SHARDS} shards, {len(shards)} holding rows")
         producer = self.producer
         o.notes.append(f"{producer.transactions} transactions committed, {producer.aborted} aborted; process kills: "
                        + ", ".join(f"{k} {n}" for k, n in sorted(self.process_faults.items())))
