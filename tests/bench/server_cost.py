@@ -1,11 +1,14 @@
-"""``python -m tests.bench servercost``: the Cassandra server's CPU per 1,000 keys written four ways.
+"""``python -m tests.bench servercost``: the Cassandra server's CPU per 1,000 keys written six ways.
 
     CASSANDRA_CONTACT_POINTS=HOST CASSANDRA_PORT=PORT python -m tests.bench servercost [--keys 1000] [--repeat 5]
 
 Why a commit of lightweight transactions costs what it does next to Structured Streaming's counters:
 the same keys written by the bare driver as one LWT per key (the opaque commit's compare-and-set),
 counter updates (the peer's sink), plain writes, and conditional batches confined to one partition
-each (keys bucketed into ``--buckets`` partitions: one Paxos round per batch). The server's CPU is read
+each (keys bucketed into ``--buckets`` partitions: one Paxos round per batch); then the product's own
+commit of the same keys (``OpaqueMap(CasCachedMap(CassandraBackingMap))``, warm cache, one txid per round)
+into a table of a partition per key and into one of ``--buckets`` shards (``cassandra.shards``), with
+the CPU of this process (the commit's Python and the driver's threads) beside. The server's CPU is read
 from ``/proc`` of its process (``CassandraDaemon`` on this machine), its idle CPU subtracted; so it needs
 a Cassandra started on the same machine.
 """
@@ -84,6 +87,37 @@ def styles(session: Any, ks: str, keys: list[str], buckets: int) -> dict[str, Ca
     }
 
 
+def product_styles(keys: list[str], shards: int, keyspaces: list[str]) -> dict[str, Callable[[int], None]]:
+    """Round ``r`` as the product commits it: txid ``r + 1`` adds 1 to every key, after a first txid that
+    created them (so the cache is warm, as in a steady stream), per key and sharded; each in a keyspace of its
+    own, added to ``keyspaces``."""
+    from dataclasses import replace
+
+    from states import CasCachedMap, Count, OpaqueMap
+    from states.aggregators import combine_updater
+    from states.cassandra import CassandraBackingMap, CassandraSettings
+    from states.spec import Column, MapSpec, StateKind
+
+    spec = MapSpec("word_counts", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
+    base = CassandraSettings(contact_points=(os.environ.get("CASSANDRA_CONTACT_POINTS", "127.0.0.1"),),
+                             port=int(os.environ.get("CASSANDRA_PORT", "9042")), keyspace="servercost")
+    rows = [(k,) for k in keys]
+    out: dict[str, Callable[[int], None]] = {}
+    for n, name in ((0, "the product's commit, a partition per key"), (shards, f"the product's commit, {shards} shards")):
+        keyspaces.append(f"servercost_{uuid.uuid4().hex[:8]}")
+        state = OpaqueMap(CasCachedMap(CassandraBackingMap(replace(base, keyspace=keyspaces[-1], shards=n), spec)))
+
+        def commit(r: int, state: OpaqueMap = state) -> None:
+            """Txid ``r + 1``: round 0 creates the keys."""
+            state.begin_commit(r + 1)
+            state.multi_update(rows, [combine_updater(Count(), 1)] * len(rows))
+            state.commit(r + 1)
+
+        commit(0)
+        out[name] = commit
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", type=int, default=1_000)
@@ -97,28 +131,31 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
     session = cluster.connect()
     ks = f"servercost_{uuid.uuid4().hex[:8]}"
     session.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+    keys, keyspaces = [f"w{i}" for i in range(args.keys)], [ks]
     try:
-        ways = styles(session, ks, [f"w{i}" for i in range(args.keys)], args.buckets)
-        rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
+        ways = styles(session, ks, keys, args.buckets) | product_styles(keys, args.buckets, keyspaces)
+        rounds: dict[str, list[tuple[float, float, float]]] = {name: [] for name in ways}
         for r in range(1, args.repeat + 1):
             for name, write in ways.items():
-                cpu, start = server_cpu_s(), time.perf_counter()
+                cpu, client, start = server_cpu_s(), time.process_time(), time.perf_counter()
                 write(r)
-                wall = time.perf_counter() - start
+                wall, client = time.perf_counter() - start, time.process_time() - client
                 time.sleep(SETTLE_S)
-                rounds[name].append((server_cpu_s() - cpu, wall))
+                rounds[name].append((server_cpu_s() - cpu, wall, client))
         cpu = server_cpu_s()
         time.sleep(3 * SETTLE_S)
         idle = (server_cpu_s() - cpu) / (3 * SETTLE_S)
     finally:
-        session.execute(f"DROP KEYSPACE {ks}")
+        for name in keyspaces:
+            session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
         cluster.shutdown()
     out = {}
-    print(f"| {args.keys:,} keys as | server CPU-s | wall s (the writes) |\n|---|---|---|")
+    print(f"| {args.keys:,} keys as | server CPU-s | wall s (the writes) | client CPU-s |\n|---|---|---|---|")
     for name, xs in rounds.items():
-        cpu_s = statistics.median(c for c, _ in xs) - idle * (SETTLE_S + statistics.median(w for _, w in xs))
-        out[name] = (cpu_s, statistics.median(w for _, w in xs))
-        print(f"| {name} | {out[name][0]:.3f} | {out[name][1]:.3f} |")
+        wall = statistics.median(w for _, w, _ in xs)
+        cpu_s = statistics.median(c for c, _, _ in xs) - idle * (SETTLE_S + wall)
+        out[name] = (cpu_s, wall)
+        print(f"| {name} | {cpu_s:.3f} | {wall:.3f} | {statistics.median(c for _, _, c in xs):.3f} |")
     print(f"(medians of {args.repeat}; the server's idle CPU, {idle:.3f} CPU-s per second, subtracted)")
     return out
 
