@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # pyarrow is heavy and only the Spark path needs it
 
 #: Rows per Arrow record batch when a reader is not told otherwise.
 DEFAULT_ARROW_BATCH_SIZE = 65_536
+#: The fields that name a record in an :class:`ArrowSpout`'s batches (and a bad record by them): read whatever
+#: ``columns`` a reader asks for.
+COORDINATES = ("topic", "partition", "offset")
 
 
 class SpoutKind(enum.Enum):

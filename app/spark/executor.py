@@ -142,11 +142,12 @@ class SparkExecutor:
         self.records_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
         self.sinks = self._compile()
         self.runs = SinkRuns(self.sinks)
-        columns = used_columns(spark, self.records_schema, self.runs, self.commit_partitions)
-        if len(columns) < len(arrow_schema):  # the read tasks build only the columns the sinks use
+        used = used_columns(spark, self.records_schema, self.runs, self.commit_partitions)
+        columns = used if len(used) < len(arrow_schema) else None  # the read tasks build only the used columns
+        if columns is not None:
             arrow_schema = pa.schema([f for f in arrow_schema if f.name in columns])
             self.records_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
-        self.reads = Reads(spark, spout, arrow_schema, self.records_schema, faults)
+        self.reads = Reads(spark, spout, arrow_schema, self.records_schema, faults, columns=columns)
         self.reads.tasks = chosen.read_tasks
         self.isolation = RecordIsolation(spark, topology, self.runs, self.reads, metrics)
         self.tables = StateTables(self.sinks)  # which tables a txid may create, which must be there

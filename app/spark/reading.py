@@ -35,14 +35,14 @@ class Reads:
     """Reads a txid's ranges as a DataFrame of records; counts the records read and the undecodable ones.
 
     ``records_per_task``: a txid reads in one task per this many planned records, up to ``tasks``.
+    ``columns``: the fields of ``arrow_schema`` when it has fewer than the spout's (``app.spark.record_columns``).
     """
 
     def __init__(self, spark: Any, spout: ArrowSpout, arrow_schema: Any, records_schema: Any,
-                 faults: TaskFaults | None) -> None:
+                 faults: TaskFaults | None, *, columns: tuple[str, ...] | None = None) -> None:
         self.spark, self.spout, self.faults = spark, spout, faults
         self.arrow_schema, self.records_schema = arrow_schema, records_schema
-        # the columns read when the sinks use fewer than the spout has (app.spark.record_columns)
-        self.columns = None if arrow_schema.names == spout.arrow_schema.names else tuple(arrow_schema.names)
+        self.columns = columns  # the columns read when the sinks use fewer than the spout has (None: all)
         self.tasks = 1  # read tasks per txid at most: chosen from the executors before every txid
         self.records_per_task = READ_TASK_RECORDS
         self.counts = spark.sparkContext.accumulator({}, RangeCounts())

@@ -22,12 +22,9 @@ from app.spark import capture as capture_
 from app.spark.jvm import java_frame
 from app.spark.plan import CompiledSink
 from app.spark.processing import SinkRuns
+from spouts.protocols import COORDINATES
 
 log = logging.getLogger(__name__)
-
-#: Always read: a record's coordinates, by which bad records are named, isolated and left out.
-COORDINATES = ("topic", "partition", "offset")
-
 
 def used_columns(spark: Any, records_schema: Any, runs: SinkRuns, partitions: int) -> tuple[str, ...]:
     """The names of ``records_schema``'s fields the process jobs of ``runs``' sinks read, in schema order.
@@ -36,17 +33,17 @@ def used_columns(spark: Any, records_schema: Any, runs: SinkRuns, partitions: in
     looks at the columns it is given): reading more than needed costs time, reading less would change results.
     """
     records = spark.range(0, 1, 1, 1).mapInArrow(_no_records, records_schema)  # planned, never run
+    built = [(c, list(_plans(c, records, runs, partitions))) for c in runs.sinks]
     used = set(COORDINATES)
-    for c in runs.sinks:
-        for plan in _plans(c, records, runs, partitions):
+    for _, plans in built:
+        for plan in plans:
             used |= referenced_columns(plan, records)
     names = tuple(f.name for f in records_schema.fields if f.name in used)
     if len(names) == len(records_schema.fields):
         return names
     fewer = records.select(*names)
-    for c in runs.sinks:
-        if not all(_same_result(a, b) for a, b in zip(_plans(c, records, runs, partitions),
-                                                      _plans(c, fewer, runs, partitions), strict=True)):
+    for c, plans in built:
+        if not all(_same_result(a, b) for a, b in zip(plans, _plans(c, fewer, runs, partitions), strict=True)):
             log.info("sink %s reads every record column: its plan changes without the ones it does not read",
                      c.sink.name)
             return tuple(f.name for f in records_schema.fields)

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from spouts.bad_records import BadRecord, BadRecordError, OnBad, Stage
 from spouts.kafka.formats.plain import BytesDecoder
 from spouts.kafka.formats.spec import Decoded, Failure
+from spouts.protocols import COORDINATES
 
 
 class ColumnDecoder(Protocol):
@@ -35,9 +36,6 @@ def decoded_schema(raw: pa.Schema, key: ColumnDecoder, value: ColumnDecoder) -> 
     return out.set(out.get_field_index("value"), pa.field("value", value.arrow_type))
 
 
-_COORDINATES = ("topic", "partition", "offset")
-
-
 @dataclass(frozen=True, slots=True)
 class BatchDecoder:
     """Decodes raw batches; the bad records of each go to ``on_bad`` (or raise without it)."""
@@ -51,7 +49,7 @@ class BatchDecoder:
         may fail (a record is bad or good whatever is asked of it) and the coordinates that name a bad one."""
         if columns is None:
             return None
-        needed = {*columns, *_COORDINATES}
+        needed = {*columns, *COORDINATES}
         needed |= {part for part, d in (("key", self.key), ("value", self.value)) if not isinstance(d, BytesDecoder)}
         return [n for n in self.schema.names if n in needed]
 
