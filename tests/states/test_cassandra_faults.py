@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from states.errors import LeaseLostError, StaleBatchError, UnknownOutcomeError
 from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer, Fault
+from tests.states.helpers import at_once, opaque_truth
 
 pytestmark = pytest.mark.timeout(60)  # a hung request fails with a stack dump instead of stalling the run
 
@@ -42,12 +44,7 @@ BATCHES: dict[int, dict[str, int]] = {
 
 def truth(upto: int) -> dict[str, tuple[int, int, int | None]]:
     """(txid, count, prev_count) per word after batches 1..upto, by arithmetic on BATCHES."""
-    out: dict[str, tuple[int, int, int | None]] = {}
-    for txid in range(1, upto + 1):
-        for word, n in BATCHES[txid].items():
-            before = out[word][1] if word in out else None
-            out[word] = (txid, (before or 0) + n, before)
-    return out
+    return opaque_truth(BATCHES, upto)
 
 
 @pytest.fixture(params=["bare", "cached"])
@@ -197,20 +194,7 @@ class TestZombies:
         commit(state, 1)
         commit(state, 2)
         server.inject(Fault.delay(0.02, table="word_counts", conditional=True, times=None))
-        errors: list[BaseException] = []
-
-        def run(s: OpaqueMap) -> None:
-            try:
-                commit(s, 3)
-            except BaseException as e:  # noqa: BLE001 - surfaced below, whatever it is
-                errors.append(e)
-
-        threads = [threading.Thread(target=run, args=(s,)) for s in (state, zombie)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-        assert errors == []
+        assert at_once([partial(commit, s, 3) for s in (state, zombie)]) == []
         assert stored(server, settings) == truth(3)
         applied = lwts(m) + lwts(zm) - conflicts(m) - conflicts(zm)  # no unknowns here: an LWT applies or conflicts
         assert applied == len(BATCHES[1]) + len(BATCHES[2]) + len(BATCHES[3])  # each key's txid-3 write landed once

@@ -9,10 +9,10 @@ arithmetic over the batches.
 from __future__ import annotations
 
 import re
-import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import pytest
@@ -32,6 +32,7 @@ from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.cqlserver import CqlServer, Fault
 from tests.states.backends import behaviour_kind, cassandra_settings
+from tests.states.helpers import at_once, opaque_truth
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,12 +47,7 @@ BATCHES: dict[int, dict[str, int]] = {
 
 def truth(upto: int) -> dict[str, tuple[int, int, int | None]]:
     """(txid, count, prev_count) per word after batches 1..upto, by arithmetic on BATCHES."""
-    out: dict[str, tuple[int, int, int | None]] = {}
-    for txid in range(1, upto + 1):
-        for word, n in BATCHES[txid].items():
-            before = out[word][1] if word in out else None
-            out[word] = (txid, (before or 0) + n, before)
-    return out
+    return opaque_truth(BATCHES, upto)
 
 
 def shards_of(words: Any) -> int:
@@ -220,20 +216,7 @@ class TestFaults:
             commit(state, 1)
             commit(state, 2)
             server.inject(Fault.delay(0.02, table="word_counts", conditional=True, times=None))
-            errors: list[BaseException] = []
-
-            def run(s: OpaqueMap) -> None:
-                try:
-                    commit(s, 3)
-                except BaseException as e:  # noqa: BLE001 - surfaced below, whatever it is
-                    errors.append(e)
-
-            threads = [threading.Thread(target=run, args=(s,)) for s in (state, zombie)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(30)
-            assert errors == []
+            assert at_once([partial(commit, s, 3) for s in (state, zombie)]) == []
             assert stored(server, sharded) == truth(3)
         finally:
             other.close()
