@@ -159,9 +159,13 @@ class StateFactory:
 
     def check_table(self, spec: MapSpec, committed_txid: int) -> None:
         """Raise :class:`~states.errors.StateTableMissingError` if ``spec``'s table is missing though txid
-        ``committed_txid`` (> 0) was committed into it; creates nothing (a pipeline's start checks this)."""
+        ``committed_txid`` (> 0) was committed into it, and, for a Cassandra table that is there,
+        :class:`~states.errors.SchemaMismatchError` if it has another shape (columns, key, shard count); creates
+        nothing (a pipeline's start checks this, so an idle pipeline stops too)."""
         if committed_txid > 0 and not self.has_table(spec):
             raise StateTableMissingError(self.where(spec), committed_txid)
+        if self.backend == "cassandra":
+            self.backing_map(spec, create=False, committed_txid=committed_txid)  # validates the table's shape
 
     def backing_map(self, spec: MapSpec, *, create: bool = True, committed_txid: int = 0) -> CasBackingMap[Any, Any]:
         """The storage of ``spec`` on this backend (every backend here supports compare-and-set).

@@ -27,7 +27,8 @@ class StateTables:
 
     def check(self, committed_txid: int, progress: Any) -> None:
         """Raise StateTableMissingError for a recorded table that is gone (``committed_txid`` committed into
-        it); record a table found but not recorded yet. Before the first txid, so an idle pipeline stops too."""
+        it), SchemaMismatchError for one of another shape; record a table found but not recorded yet. Before the
+        first txid, so an idle pipeline stops too."""
         reset_txid, tables = self._load(progress)
         if progress is None or committed_txid <= reset_txid:
             return
@@ -36,6 +37,7 @@ class StateTables:
             if where in tables:
                 factory.check_table(c.spec, committed_txid)
             elif factory.backend != "memory" and factory.has_table(c.spec):
+                factory.check_table(c.spec, 0)  # of the shape the sink writes
                 self._record(progress, where, committed_txid)
 
     def committed_into(self, c: CompiledSink, batch: Batch) -> int:

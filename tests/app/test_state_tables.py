@@ -5,6 +5,7 @@ is created or adopted, never taken for lost. SQLite files and the coordinator's 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,7 @@ from app.batch import Batch
 from app.progress import ProgressLog, record_rewind
 from app.spark.state_tables import StateTables
 from spouts.metadata import BatchPlan
-from states.errors import StateTableMissingError
+from states.errors import SchemaMismatchError, StateTableMissingError
 from states.factory import StateFactory
 from states.spec import Column, MapSpec, StateKind
 
@@ -107,3 +108,28 @@ def test_after_a_reset_rewind_recorded_tables_may_be_created_again(tmp_path: Pat
     tables.check(4, s.progress)
     tables.create(s.batch(5))
     assert "word_counts" in s.present()
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "made-before-recording"])
+def test_a_cassandra_table_of_another_shard_count_stops_the_start(request: pytest.FixtureRequest,
+                                                                  recorded: bool) -> None:
+    """A table created with 3 shards, the settings changed to 5: the start stops with SchemaMismatchError
+    naming both counts (exit 2), before any txid, so an idle pipeline stops too; with the same count it starts."""
+    from tests.states.backends import behaviour_kind, cassandra_settings
+
+    settings = cassandra_settings(request, behaviour_kind(request), shards=3)
+    factory = StateFactory(backend="cassandra", cassandra=settings)
+    store = factory.txstate_store("p")
+    progress = ProgressLog(store, epoch=store.acquire_lease("test-owner", ttl_s=60))
+
+    def tables(f: StateFactory) -> StateTables:
+        return StateTables([SimpleNamespace(sink=SimpleNamespace(factory=f), spec=WORDS)])  # type: ignore[list-item]
+
+    if recorded:
+        tables(factory).create(Batch(1, 1, BatchPlan(1, {}), True, progress=progress))
+    else:
+        factory.backing_map(WORDS)  # the table exists, no record of it
+    tables(factory).check(1, progress)
+    other = StateFactory(backend="cassandra", cassandra=replace(settings, shards=5))
+    with pytest.raises(SchemaMismatchError, match=r"created with 3 shards, the settings say cassandra\.shards: 5"):
+        tables(other).check(1, progress)
