@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> list[Window]:
                         help="txids per window at each size")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--warmup-txids", type=int, default=40, help="txids of 1,000 records before any variant")
+    parser.add_argument("--warmup-txids", type=int, default=600, help="txids of 1,000 records before any variant")
     args = parser.parse_args(argv)
     variants = VARIANTS[args.compare]
     windows = run(args.bootstrap, variants, sizes=args.sizes, txids=args.txids, repeat=args.repeat,
@@ -207,14 +207,14 @@ def main(argv: list[str] | None = None) -> list[Window]:
 
 
 def run(bootstrap: str, variants: Mapping[str, Variant], *, sizes: Sequence[int], txids: Sequence[int], repeat: int,
-        partitions: int = 8, warmup_txids: int = 40) -> list[Window]:
+        partitions: int = 8, warmup_txids: int = 600) -> list[Window]:
     """:func:`measure` on a fresh topic of the real Kafka at ``bootstrap`` after the process's JIT warm-up."""
     from app.spark import spark_session
 
     print(f"start: {load()}", flush=True)
     spark = spark_session("local[*]", app_name="bench-fixed-cost")
     cluster = RealKafkaPeer(bootstrap)
-    need = max(warmup_txids * 1_000, WARM_TXIDS * 1_000 + repeat * sum(s * n for s, n in zip(sizes, txids, strict=True)))
+    need = max(runs.JIT_WINDOW * 1_000, WARM_TXIDS * 1_000 + repeat * sum(s * n for s, n in zip(sizes, txids, strict=True)))
     topic = Topic.filled(cluster, f"bench-fixed-{int(time.time())}", need + 1_000, partitions=partitions)
     try:
         with tempfile.TemporaryDirectory() as d:

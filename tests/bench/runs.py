@@ -45,6 +45,8 @@ WARM_UP = 2  # txids before measuring (Python workers start, the JIT warms up)..
 #: ...of at most this many records: enough for a read task per core (local[*]), so the measured txids find
 #: the Python workers they read in already started (a worker's start costs about a CPU-second)
 WARM_UP_TXID = READ_TASK_RECORDS * (os.cpu_count() or 1)
+#: Txids of a JIT warm-up window (:func:`jit_warm_up`): a new pipeline each, over a topic of this many thousand records
+JIT_WINDOW = 50
 #: The service's ``max_pending`` (the product's rows run as the service does: txid N+1 processed while N commits)
 SERVICE_MAX_PENDING: int = PipelineModel.model_fields["max_pending"].default
 
@@ -53,8 +55,9 @@ SERVICE_MAX_PENDING: int = PipelineModel.model_fields["max_pending"].default
 class WarmUp:
     """The txids a product row runs before it is measured: ``txids`` of at most ``records`` records each.
 
-    A few txids start the Python workers; the JVM's JIT compilers take tens of txids to settle, and their
-    CPU counts in the whole process tree: a row measured before that reports warm-up as fixed cost.
+    A few txids start the Python workers and reach this row's sizes; the JVM's JIT compilers take hundreds
+    of txids to settle (:func:`jit_warm_up` runs them once per process), and their CPU counts in the whole
+    process tree: a row measured before that reports the JIT's warm-up as fixed cost.
     """
 
     txids: int = WARM_UP
@@ -288,26 +291,45 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
                          "cpu_s_per_txid": cpu / done if done else 0.0}, peer=peer)
 
 
+def jit_ms(spark: Any) -> float:
+    """Milliseconds the driver JVM's JIT compilers have spent so far (its ``CompilationMXBean``)."""
+    return float(spark._jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime())
+
+
 def jit_warm_up(spark: Any, topic: Topic, factory: StateFactory, txids: int, *, per_txid: int = 1_000,
-                window: int = 10) -> Figure:
-    """Run ``txids`` txids of ``per_txid`` records once per process, before the measured rows, so that their
-    CPU is past the JIT's warm-up; the figure is the CPU of the whole process tree per txid in each window
-    of ``window`` txids (``cpu_s_per_txid_first`` / ``_last``: the first and the last window)."""
-    p = Pipeline(spark, topic, factory, per_txid)
-    windows: list[float] = []
+                window: int = JIT_WINDOW, sink: Callable[[str], Sink] | None = None) -> Figure:
+    """Run ``txids`` txids of ``per_txid`` records once per process, before the measured rows, so that they
+    measure a JVM past the JIT's warm-up (a service runs for months); with ``sink``, as many micro-batches of
+    Structured Streaming after them, so that its own code is as warm. Windows of ``window`` txids, each a new
+    pipeline (or query) reading ``topic``, of ``window * per_txid`` records, from its start. The figure: the whole
+    process tree's CPU and the JIT compilers' time per txid in the first and the last window."""
+    cpu: list[float] = []
+    jit: list[float] = []
     start = time.perf_counter()
-    try:
-        for _ in range(max(1, txids // window)):
-            cpu = tree_cpu_s()
+    for _ in range(max(1, txids // window)):
+        cpu0, jit0 = tree_cpu_s(), jit_ms(spark)
+        p = Pipeline(spark, topic, factory, per_txid)
+        try:
             done = p.coordinator.run(max_batches=window)
-            windows.append((tree_cpu_s() - cpu) / max(1, done))
-    finally:
-        p.close()
-    p.check()
-    done = len(windows) * window
-    return Figure(f"product, JIT warm-up ({done} txids of {per_txid:,})", done * per_txid,
-                  time.perf_counter() - start, per_txid, done, throughput=False,
-                  extra={"cpu_s_per_txid_first": windows[0], "cpu_s_per_txid_last": windows[-1]})
+        finally:
+            p.close()
+        p.check()
+        cpu.append((tree_cpu_s() - cpu0) / max(1, done))
+        jit.append((jit_ms(spark) - jit0) / max(1, done))
+    done = len(cpu) * window
+    extra = {"cpu_s_per_txid_first": cpu[0], "cpu_s_per_txid_last": cpu[-1],
+             "jit_ms_per_txid_first": jit[0], "jit_ms_per_txid_last": jit[-1]}
+    if sink is not None:
+        peer: list[float] = []
+        for i in range(max(1, txids // window)):
+            jit0 = jit_ms(spark)
+            counts = sink(f"jit_warm{i}")
+            run = sss.available_now(spark, topic.bootstrap, topic.name, per_txid, counts)
+            check_counts("Structured Streaming's JIT warm-up", counts.read(), topic.truth())
+            peer.append((jit_ms(spark) - jit0) / max(1, len(run.batches)))
+        extra |= {"sss_jit_ms_per_batch_first": peer[0], "sss_jit_ms_per_batch_last": peer[-1]}
+    return Figure(f"JIT warm-up ({done} txids of {per_txid:,}{' and as many micro-batches' if sink else ''})",
+                  done * per_txid, time.perf_counter() - start, per_txid, done, throughput=False, extra=extra)
 
 
 def tree_cpu_s() -> float:

@@ -66,7 +66,9 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
         quix_rows(cluster, rep, args, add)
     sqlite = StateFactory(backend="sqlite", sqlite_path=str(tmp / f"bench-{rep}.db"))
     if rep == 0 and args.warmup_txids:  # once per process: the rows after it measure a settled JIT
-        add(runs.jit_warm_up(spark, topic, sqlite, args.warmup_txids))
+        jit = Topic.filled(cluster, f"jit-warm-{run}", runs.JIT_WINDOW * 1_000, partitions=args.partitions)
+        sss_sink = None if args.no_sss else lambda what: SqliteCounts(tmp / "sss-jit.db", sss.unique(f"sss_{what}"))
+        add(runs.jit_warm_up(spark, jit, sqlite, args.warmup_txids, sink=sss_sink))
     sizes = args.sizes[rep % len(args.sizes):] + args.sizes[:rep % len(args.sizes)]
     budget = {s: s * max(2, min(MAX_TXIDS, args.budget // s)) if s else args.budget for s in sizes}
     if args.pending:
@@ -246,8 +248,9 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser.add_argument("--no-cql", action="store_true")
     parser.add_argument("--no-sss", action="store_true", help="without Structured Streaming")
     parser.add_argument("--no-pending", dest="pending", action="store_false", help="without the max_pending rows")
-    parser.add_argument("--warmup-txids", type=int, default=40, help="txids of 1,000 records run once before the "
-                        "measured rows, so that they measure a settled JIT (0: none; each row still warms up on 2)")
+    parser.add_argument("--warmup-txids", type=int, default=600, help="txids of 1,000 records (and as many "
+                        "micro-batches of Structured Streaming) run once before the measured rows, so that they "
+                        "measure a settled JIT (0: none; each row still warms up on 2)")
     parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
     args = parser.parse_args(argv)
     args.run_id = f"{int(time.time())}-" if args.bootstrap else ""
