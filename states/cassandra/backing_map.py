@@ -14,7 +14,7 @@ from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table, schema_agreed, table_exists
 from states.cassandra.session import TUPLES, CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
-from states.cassandra.shards import shard_of
+from states.cassandra.shards import sharded
 from states.cassandra.unknown import resolve
 from states.errors import CommitProtocolError, RowRefusedError, StateTableMissingError
 from states.layout import Row, RowLayout
@@ -96,8 +96,7 @@ class CassandraBackingMap:
 
     def key_row(self, key: Hashable) -> Row:
         """The primary key's values of ``key``: its shard first when the table is sharded."""
-        row = self._layout.key_row(key)
-        return (shard_of(row, self.shards), *row) if self.shards else row
+        return sharded(self._layout.key_row(key), self.shards)
 
     def multi_get(self, keys: Sequence[Hashable]) -> list[Any]:
         key_rows = [self.key_row(k) for k in keys]

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from states.cassandra.retry import Decision, backoff_s, decide
-from states.cassandra.schema import check_cql_identifier
+from states.cassandra.schema import TableShape, check_cql_identifier
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
-from states.cassandra.shards import SHARD_COLUMN, shard_of
-from states.layout import CQL_ENCODE
+from states.cassandra.shards import sharded
+from states.layout import RowLayout
 from states.metrics import STATE_METRICS, StateMetrics
 from states.reader import Progress, Row, is_deleted, visible_columns
 from states.spec import MapSpec
@@ -44,13 +44,14 @@ class CassandraTableReader:
 
     def get(self, spec: MapSpec, keys: Sequence[tuple[Any, ...]]) -> list[Row | None]:
         cols = visible_columns(spec)
-        shards = self.settings.shards
-        where = " AND ".join(f"{n} = ?" for n in ((SHARD_COLUMN,) if shards else ()) + tuple(c.name for c in spec.key))
-        stmt = self.client.prepare(f"SELECT {', '.join(n for n, _ in cols)} FROM {self._name(spec)} WHERE {where}",
+        layout = RowLayout(spec)
+        shape = TableShape.of(self.keyspace, layout, self.settings.shards)  # the shard first when sharded
+        where = " AND ".join(f"{n} = ?" for n in shape.key_columns)
+        stmt = self.client.prepare(f"SELECT {', '.join(n for n, _ in cols)} FROM {shape.name} WHERE {where}",
                                    idempotent=True)
-        encoded = [tuple(CQL_ENCODE[c.type](v) for c, v in zip(spec.key, k, strict=True)) for k in keys]
+        encoded = [layout.key_row(k) for k in keys]
         unique = list(dict.fromkeys(encoded))
-        bound = [(shard_of(k, shards), *k) if shards else k for k in unique]
+        bound = [sharded(k, shape.shards) for k in unique]
         results = self.client.run([(stmt, k) for k in bound], kind="read", metrics=self.metrics)
         found = {}
         for k, rs in zip(unique, results, strict=True):

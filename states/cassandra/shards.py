@@ -36,6 +36,11 @@ def shard_of(key_row: tuple[Any, ...], shards: int) -> int:
     return zlib.crc32(SEPARATOR.encode().join(_encode(v) for v in key_row)) % shards
 
 
+def sharded(key_row: tuple[Any, ...], shards: int) -> tuple[Any, ...]:
+    """The primary key's values of a key row: its shard first when the table is sharded (``shards`` > 0)."""
+    return (shard_of(key_row, shards), *key_row) if shards else key_row
+
+
 def _encode(value: Any) -> bytes:
     if isinstance(value, bytes):
         return value
