@@ -288,7 +288,7 @@ def steady(spark: Any, topic: Topic, factory: StateFactory, per_txid: int, label
     p.check()
     return Figure(label, records, seconds, per_txid, done, jobs / done if done else 0.0,
                   extra={"cpu_us_per_record": cpu / records * 1e6 if records else 0.0,
-                         "cpu_s_per_txid": cpu / done if done else 0.0}, peer=peer)
+                         "cpu_s_per_txid": cpu / done if done else 0.0, "txids": done}, peer=peer)
 
 
 def jit_ms(spark: Any) -> float:
@@ -462,7 +462,8 @@ def sss_steady(spark: Any, topic: Topic, warm: Topic, sink: Callable[[str], Sink
     check_counts(label, counts.read(), topic.truth(starts=start))
     assert run.records == topic.records - sum(start.values()), (run.records, topic.records)
     return Figure(label, run.records, run.seconds, per_trigger, len(run.batches), peer=peer,
-                  extra={"cpu_us_per_record": run.cpu_s / run.records * 1e6, "query_wall_s": run.wall_s})
+                  extra={"cpu_us_per_record": run.cpu_s / run.records * 1e6, "query_wall_s": run.wall_s,
+                         "micro_batches": len(run.batches)})
 
 
 def sss_one_record(spark: Any, topic: Topic, sink: Sink, repeats: int = 5) -> Figure:
