@@ -151,7 +151,7 @@ image: venv
 # image, runs the scenarios (K8S_SCENARIOS=image,a,b,d,e,c,f by default; e.g. K8S_SCENARIOS=a,b,d) and writes
 # docs/deploy-report.md. The cluster stays up for the next run (its down.sh stops it).
 K8S_SCENARIOS ?=
-test-k8s: venv
+test-k8s: venv tools
 	K8S_SCENARIOS=$(K8S_SCENARIOS) $(PY) -m pytest tests/k8s -v --durations=0
 
 clean:

@@ -260,13 +260,17 @@ def test_e_the_topic_hook_job_creates_the_topic_before_the_pods_start(
 
 
 class RolloutWatch:
-    """Samples the release's coordinator pods during a rollout: how many existed and how many were Ready."""
+    """Samples the release's coordinator pods during a rollout: how many existed and how many were Ready, and
+    what the /readyz of each pod not Ready said (the last answer per pod)."""
 
     def __init__(self, release: Release) -> None:
         import threading
 
         self.release = release
         self.samples: list[tuple[int, int]] = []
+        self.unready: dict[str, tuple[float, Any]] = {}  # pod -> (seconds into the watch, its /readyz or the error)
+        self.none_ready_at: list[float] = []
+        self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -278,15 +282,31 @@ class RolloutWatch:
             except RuntimeError:
                 continue
             live = [p for p in pods if "deletionTimestamp" not in p["metadata"]]  # terminating ones finish their txid
-            ready = sum(1 for p in live if any(
-                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", [])))
-            self.samples.append((len(live), ready))
+            ready = [p for p in live if any(
+                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))]
+            at = time.monotonic() - self._t0
+            self.samples.append((len(live), len(ready)))
+            if live and not ready:
+                self.none_ready_at.append(at)
+            for p in live:
+                if p not in ready and p["status"].get("podIP"):
+                    try:
+                        body: Any = self.release.readyz(p)
+                    except (OSError, ValueError) as e:
+                        body = f"no answer: {e}"
+                    self.unready[p["metadata"]["name"]] = (at, body)
 
     def stop(self) -> tuple[int, int]:
         """(most pods at once, not counting terminating ones; fewest Ready at once)."""
         self._stop.set()
         self._thread.join(10)
         return max(n for n, _ in self.samples), min(r for _, r in self.samples)
+
+    def explain(self) -> str:
+        """When no pod was Ready, and what the pods not Ready last said."""
+        spans = f"{self.none_ready_at[0]:.0f}-{self.none_ready_at[-1]:.0f} s" if self.none_ready_at else "never"
+        said = "; ".join(f"{name} at {at:.0f} s: {body}" for name, (at, body) in sorted(self.unready.items()))
+        return f"no pod Ready: {spans} into the rollout; not Ready: {said}"
 
 
 @pytest.mark.scenario("c")
@@ -319,7 +339,7 @@ def test_c_helm_upgrade_and_drain_keep_one_pod_and_stay_exact(
             fig["helm upgrade rolled out"] = (f"{time.monotonic() - t0:.0f} s; at most {most} pods at once, "
                                               f"never fewer than {fewest} Ready (maxSurge 1, maxUnavailable 0; terminating pods "
                                               "not counted)")
-            assert fewest >= 1
+            assert fewest >= 1, watch.explain()
             assert most <= 3
             _wait_committed(release, "words", committed + 1)
             _wait_committed(release, "letters", 1)
