@@ -409,6 +409,7 @@ def test_f_prometheus_scrapes_the_pods_every_panel_has_data_and_pipeline_stopped
         values = chart_values(image, peers, [pipeline("words", topic, {**state, "table": TABLE}),
                                              pipeline("stopped", topic, {**state, "table": "broken"})],
                               persistence={"enabled": True, "storageClass": "-", "size": "1Gi"})
+        values["config"]["audit"] = {"every_s": 15}  # the Last audit panel: the service audits the pipelines it holds
         words = producer(peers, topic, rate=100)
         try:
             release.install(values)
