@@ -259,6 +259,11 @@ def test_e_the_topic_hook_job_creates_the_topic_before_the_pods_start(
             release.uninstall()
 
 
+def _is_ready(pod: dict[str, Any]) -> bool:
+    """The pod's Ready condition is True (its readiness probe passed), as the Deployment and the PDB count it."""
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
 class RolloutWatch:
     """Samples the release's coordinator pods during a rollout: how many existed and how many were Ready, and
     what the /readyz of each pod not Ready said (the last answer per pod)."""
@@ -282,8 +287,7 @@ class RolloutWatch:
             except RuntimeError:
                 continue
             live = [p for p in pods if "deletionTimestamp" not in p["metadata"]]  # terminating ones finish their txid
-            ready = [p for p in live if any(
-                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))]
+            ready = [p for p in live if _is_ready(p)]
             at = time.monotonic() - self._t0
             self.samples.append((len(live), len(ready)))
             if live and not ready:
@@ -326,6 +330,9 @@ def test_c_helm_upgrade_and_drain_keep_one_pod_and_stay_exact(
             release.install(values)
             _, committed = _wait_committed(release, "words", 2)
             wait_for("one active and one standby pod", lambda: _two_roles(release, "words"), START_S)
+            # the watch counts Ready as Kubernetes does: the first readiness probe comes initialDelaySeconds after
+            # the start, possibly after the pods answer /readyz and commit
+            wait_for("both pods Ready", lambda: sum(map(_is_ready, release.pods())) == 2, START_S)
             # the upgrade: caps on the first pipeline and a second pipeline, while both topics receive records
             changed = {**first, "spout": {**first["spout"], "caps": {"per_partition": 300}}}
             upgraded = {**values, "config": {**values["config"], "pipelines": [
