@@ -305,23 +305,24 @@ def jit_warm_up(spark: Any, topic: Topic, factory: StateFactory, txids: int, *, 
     process tree's CPU and the JIT compilers' time per txid in the first and the last window."""
     cpu: list[float] = []
     jit: list[float] = []
+    windows, done = max(1, txids // window), 0
     start = time.perf_counter()
-    for _ in range(max(1, txids // window)):
+    for _ in range(windows):
         cpu0, jit0 = tree_cpu_s(), jit_ms(spark)
         p = Pipeline(spark, topic, factory, per_txid)
         try:
-            done = p.coordinator.run(max_batches=window)
+            ran = p.coordinator.run(max_batches=window)
         finally:
             p.close()
         p.check()
-        cpu.append((tree_cpu_s() - cpu0) / max(1, done))
-        jit.append((jit_ms(spark) - jit0) / max(1, done))
-    done = len(cpu) * window
+        done += ran
+        cpu.append((tree_cpu_s() - cpu0) / max(1, ran))
+        jit.append((jit_ms(spark) - jit0) / max(1, ran))
     extra = {"cpu_s_per_txid_first": cpu[0], "cpu_s_per_txid_last": cpu[-1],
              "jit_ms_per_txid_first": jit[0], "jit_ms_per_txid_last": jit[-1]}
     if sink is not None:
         peer: list[float] = []
-        for i in range(max(1, txids // window)):
+        for i in range(windows):
             jit0 = jit_ms(spark)
             counts = sink(f"jit_warm{i}")
             run = sss.available_now(spark, topic.bootstrap, topic.name, per_txid, counts)
