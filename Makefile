@@ -7,7 +7,9 @@ STAMP  := $(VENV)/.installed
 .PHONY: venv tools docs demo test test-real test-compat test-fast fuzz bench lint coverage clean chaos chaos-short \
 	chaos-short-real image test-k8s
 
-venv: $(STAMP)
+NATIVE := spouts/kafka/native/_rangeread.so
+
+venv: $(STAMP) $(NATIVE)
 
 $(STAMP): pyproject.toml
 	@echo "[1/3] creating the virtual environment $(VENV) with $(PYTHON)"
@@ -19,6 +21,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --progress-bar off -e '.[test]'
 	@touch $(STAMP)
 	@echo "installed: $(VENV)"
+
+# The native Kafka reader (C, against the librdkafka confluent-kafka ships; Debian's librdkafka-dev for its headers,
+# installed when missing). Where it cannot be built the service reads through confluent-kafka (kafka.reader: auto);
+# CI fails instead.
+$(NATIVE): spouts/kafka/native/rangeread.c spouts/kafka/native/build.sh $(STAMP)
+	PYTHON=$(PY) bash spouts/kafka/native/build.sh || { test -z "$$CI" && echo "make: the native Kafka reader is not \
+	built (above): the service reads through confluent-kafka's messages (kafka.reader: auto)"; }
 
 # Debian's prometheus (server + promtool) for the deployment tests; installed only when missing.
 tools:
@@ -155,4 +164,4 @@ test-k8s: venv tools
 	K8S_SCENARIOS=$(K8S_SCENARIOS) $(PY) -m pytest tests/k8s -v --durations=0
 
 clean:
-	rm -rf $(VENV) $(PEER) .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(PEER) .pytest_cache .hypothesis .benchmarks $(NATIVE)

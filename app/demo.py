@@ -95,6 +95,7 @@ def count_words(bootstrap: str, db: str, master: str) -> tuple[dict[str, int], d
     from app.spark.executor import SparkExecutor
     from app.spark.session import spark_session
     from spouts.kafka import POOL
+    from spouts.kafka.native import NATIVE_POOL
 
     config = parse({
         "kafka": {"bootstrap_servers": bootstrap, "request_timeout_s": 5, "read_timeout_s": 10},
@@ -133,6 +134,7 @@ def count_words(bootstrap: str, db: str, master: str) -> tuple[dict[str, int], d
         finally:
             coord.close()
             POOL.close_all()  # the driver's pooled Kafka clients must not outlive the in-process cluster
+            NATIVE_POOL.close_all()
         elapsed = time.monotonic() - t1
     finally:
         spark.stop()

@@ -5,15 +5,18 @@ timestamp[us] (UTC; null when the broker reports none; microseconds because that
 takes from Arrow, so batches reach it without a cast), ``key`` and ``value`` binary (null for a
 null key/value), ``headers`` list<struct<key: string, value: binary>> (empty list when none).
 Columns are built per ``consume`` chunk from confluent-kafka's messages, one pass per column;
-offsets and the constant columns without any per-record Python object. A read may ask for some
-columns only (:func:`schema_of`): the others cost nothing. Consumers come from the per-process
-pool (assign + seek per read).
+offsets and the constant columns without any per-record Python object, or, with the native reader
+(:mod:`spouts.kafka.native`, ``reader``), as column buffers in C with no per-record Python at all. A read
+may ask for some columns only (:func:`schema_of`): the others cost nothing. Consumers come from
+per-process pools (assign + seek per read).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -23,6 +26,8 @@ from confluent_kafka import Message
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
 from spouts.kafka.gc_pause import gc_paused
+from spouts.kafka.native import NATIVE_POOL, available, load
+from spouts.kafka.native.batches import read_native
 from spouts.kafka.reader import read_range
 from spouts.metadata import PartitionMetadata
 from spouts.protocols import DEFAULT_ARROW_BATCH_SIZE
@@ -41,6 +46,8 @@ SCHEMA = pa.schema([
 ])
 
 _NO_HEADERS = pa.array([], type=HEADER_TYPE)
+
+log = logging.getLogger(__name__)
 
 
 def schema_of(columns: Sequence[str] | None) -> pa.Schema:
@@ -70,6 +77,10 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
     if meta.empty:
         return
     conf = config.consumer_config(topology_id, range_records=meta.next_offset - meta.first_offset)
+    if "headers" not in schema.names and native(config.reader):
+        with NATIVE_POOL.lease(conf) as reader:
+            yield from read_native(reader, meta, schema, batch_size=batch_size, read_timeout_s=config.read_timeout_s)
+        return
     with POOL.lease(conf) as consumer, closing(read_range(consumer, meta, read_timeout_s=config.read_timeout_s,
                                                            chunk=batch_size)) as chunks:
         pending: list[Message] = []
@@ -88,6 +99,24 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
                         ready.append(to_batch(meta.topic, meta.partition, pending[:batch_size], schema))
                         del pending[:batch_size]
             yield from ready
+
+
+def native(reader: str) -> bool:
+    """Whether ``reader`` (``kafka.reader``) reads natively here; ``native`` where it is not built raises why."""
+    if reader == "python":
+        return False
+    if reader == "native":
+        load()
+        return True
+    return _native_here()
+
+
+@cache
+def _native_here() -> bool:
+    why = available()
+    if why is not None:
+        log.warning("reading Kafka through confluent-kafka's messages (more CPU per record): %s", why)
+    return why is None
 
 
 def to_batch(topic: str, partition: int, msgs: list[Message], schema: pa.Schema = SCHEMA) -> pa.RecordBatch:

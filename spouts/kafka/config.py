@@ -43,6 +43,8 @@ class FirstPoll(enum.Enum):
 
 
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+#: How Spark's read tasks read a range: the native reader where it is built, always, or confluent-kafka's messages.
+READERS = ("auto", "native", "python")
 
 #: Properties the spout sets itself because correctness depends on them.
 RESERVED_PROPERTIES = frozenset({
@@ -72,7 +74,9 @@ class KafkaSpoutConfig:
     ``group_id`` is only for publishing committed offsets to monitoring (default ``trident-<topology
     id>``); the spout never reads it back. Timeouts are in seconds: ``request_timeout_s`` bounds a
     watermark or timestamp query while planning, ``read_timeout_s`` how long reading a range may make
-    no progress before the partition counts as unavailable.
+    no progress before the partition counts as unavailable. ``reader`` picks how Spark's read tasks read a
+    range (:data:`READERS`): ``native`` (:mod:`spouts.kafka.native`), ``python`` (confluent-kafka's messages) or
+    ``auto``, native where it is built.
     """
 
     bootstrap_servers: str
@@ -91,6 +95,7 @@ class KafkaSpoutConfig:
     key_format: RecordFormat = BYTES  # how keys and values decode (spouts.kafka.formats)
     value_format: RecordFormat = BYTES
     schema_registry: RegistrySettings | None = None  # for the avro, protobuf and json_schema formats
+    reader: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topics", tuple(self.topics))
@@ -104,6 +109,9 @@ class KafkaSpoutConfig:
             raise ValueError(msg)
         if self.first_poll.position == "timestamp" and self.first_poll_timestamp_ms is None:
             msg = f"first_poll {self.first_poll.name} needs first_poll_timestamp_ms"
+            raise ValueError(msg)
+        if self.reader not in READERS:
+            msg = f"reader must be one of {READERS}, not {self.reader!r}"
             raise ValueError(msg)
         if self.isolation_level not in ISOLATION_LEVELS:
             msg = f"isolation_level must be one of {ISOLATION_LEVELS}, not {self.isolation_level!r}"

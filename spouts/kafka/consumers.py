@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaException
 
@@ -25,16 +26,35 @@ _MAX_IDLE_PER_CONFIG = 4
 ConfigKey = tuple[tuple[str, str], ...]
 
 
+class PooledClient(Protocol):
+    """What the pool needs of a client: serve its callbacks, close it."""
+
+    def poll(self, timeout: float) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+C = TypeVar("C", bound=PooledClient)
+
+
+def open_consumer(conf: dict[str, str]) -> tuple[Consumer, AccessWatch]:
+    """A confluent-kafka consumer for ``conf`` and the watch its error callback reports to."""
+    watched_conf, watch = watched(conf)
+    return Consumer(watched_conf), watch
+
+
 def config_key(conf: Mapping[str, object]) -> ConfigKey:
     return tuple(sorted((str(k), str(v)) for k, v in conf.items()))
 
 
-class ConsumerPool:
-    """Idle consumers by frozen configuration; a lease is exclusive, so threads never share one."""
+class ConsumerPool(Generic[C]):
+    """Idle consumers by frozen configuration; a lease is exclusive, so threads never share one. ``open_client``
+    makes one (confluent-kafka's by default)."""
 
-    def __init__(self) -> None:
+    def __init__(self, open_client: Callable[[dict[str, str]], tuple[C, AccessWatch]]) -> None:
+        self._open = open_client
         self._lock = threading.Lock()
-        self._idle: dict[ConfigKey, list[Consumer]] = {}
+        self._idle: dict[ConfigKey, list[C]] = {}
         self._watches: dict[int, AccessWatch] = {}  # id(consumer) -> its error callback
         self._pid = os.getpid()
         self.created = 0
@@ -44,7 +64,7 @@ class ConsumerPool:
             self._idle, self._watches, self._pid, self.created = {}, {}, os.getpid(), 0
 
     @contextmanager
-    def lease(self, conf: Mapping[str, object]) -> Iterator[Consumer]:
+    def lease(self, conf: Mapping[str, object]) -> Iterator[C]:
         """A consumer for ``conf``, returned to the pool afterwards (closed instead if the body raised)."""
         key = config_key(conf)
         with self._lock:
@@ -52,8 +72,7 @@ class ConsumerPool:
             idle = self._idle.get(key)
             consumer = idle.pop() if idle else None
         if consumer is None:
-            watched_conf, new_watch = watched(dict(key))
-            consumer = Consumer(watched_conf)
+            consumer, new_watch = self._open(dict(key))
             with self._lock:
                 self.created += 1
                 self._watches[id(consumer)] = new_watch
@@ -82,7 +101,7 @@ class ConsumerPool:
         if consumer is not None:
             self._forget(consumer)
 
-    def _refusal(self, consumer: Consumer) -> AccessRefusedError | None:
+    def _refusal(self, consumer: C) -> AccessRefusedError | None:
         """The refusal ``consumer`` was told of (its queued callbacks served first)."""
         with self._lock:
             watch = self._watches.get(id(consumer))
@@ -91,7 +110,7 @@ class ConsumerPool:
         serve(consumer)
         return watch.refusal
 
-    def _forget(self, consumer: Consumer) -> None:
+    def _forget(self, consumer: C) -> None:
         with self._lock:
             self._watches.pop(id(consumer), None)
         _close_quietly(consumer)
@@ -112,10 +131,10 @@ class ConsumerPool:
             self._forget(c)
 
 
-def _close_quietly(consumer: Consumer) -> None:
+def _close_quietly(consumer: PooledClient) -> None:
     with contextlib.suppress(RuntimeError, KafkaException):  # already closed, or the cluster is gone: nothing to release
         consumer.close()
 
 
 #: The process-wide pool used by the spouts and the Arrow reader.
-POOL = ConsumerPool()
+POOL: ConsumerPool[Consumer] = ConsumerPool(open_consumer)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from confluent_kafka import (
     Consumer,
@@ -87,15 +87,17 @@ def _sift(consumer: Consumer, meta: PartitionMetadata, msgs: list[Message], pos:
         elif err.code() == KafkaError._PARTITION_EOF:  # librdkafka's local error codes are public, named with a leading underscore
             pos = max(pos, offset)  # everything before the end was delivered or was a gap
         else:
-            _raise_unmended(consumer, meta, pos, err)
+            raise_unmended(err, meta, pos, lambda: consumer.get_watermark_offsets(
+                TopicPartition(meta.topic, meta.partition), timeout=5.0, cached=False))
     return out, pos
 
 
-def _raise_unmended(consumer: Consumer, meta: PartitionMetadata, pos: int, err: KafkaError) -> None:
+def raise_unmended(err: KafkaError, meta: PartitionMetadata, pos: int,
+                   watermarks: Callable[[], tuple[int, int] | None]) -> None:
     """Raise for a range that is gone, a refusal or a fatal error; anything else is transient (broker down,
-    leader moving) and retried by librdkafka."""
+    leader moving) and retried by librdkafka. ``watermarks`` asks the broker for the partition's (low, high)."""
     if err.code() in _OUT_OF_RANGE:
-        raise _range_error(consumer, meta, pos, err)
+        raise _range_error(meta, pos, err, watermarks)
     if err.code() in REFUSALS:  # e.g. no Read ACL on the topic: never mended by waiting
         raise KafkaException(KafkaError(err.code(), f"topic {meta.topic}: {err.str()}"))
     if err.fatal():
@@ -114,10 +116,11 @@ def _last_offset_within(msgs: list[Message], pos: int, end: int) -> int | None:
     return last if all(m.error() is None for m in msgs) else None
 
 
-def _range_error(consumer: Consumer, meta: PartitionMetadata, pos: int, err: KafkaError) -> Exception:
+def _range_error(meta: PartitionMetadata, pos: int, err: KafkaError,
+                 watermarks: Callable[[], tuple[int, int] | None]) -> Exception:
     """Why a fetch was out of range: offsets gone below the log start, or the log end moved back."""
     try:
-        wm = consumer.get_watermark_offsets(TopicPartition(meta.topic, meta.partition), timeout=5.0, cached=False)
+        wm = watermarks()
     except KafkaException:
         wm = None
     if wm is not None and pos < wm[0]:

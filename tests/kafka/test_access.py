@@ -118,7 +118,7 @@ def test_a_refusal_while_publishing_offsets_stops_the_next_discovery() -> None:
 
 def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consumers, "Consumer", lambda conf: RefusingClient(conf, told=TLS))
-    pool = consumers.ConsumerPool()
+    pool = consumers.ConsumerPool(consumers.open_consumer)
     with pytest.raises(AccessRefusedError, match="TLS refused by Kafka at b:9093") as raised:  # noqa: PT012, SIM117  the block is the step under test; the nesting shows which context raises
         with pool.lease(spout_config().consumer_config("topo")) as consumer:
             try:
@@ -132,7 +132,7 @@ def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest
 
 def test_a_read_refused_by_an_acl_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consumers, "Consumer", lambda conf: RefusingClient(conf, told=None))
-    pool = consumers.ConsumerPool()
+    pool = consumers.ConsumerPool(consumers.open_consumer)
     with pytest.raises(AccessRefusedError, match=r"authorization refused .*topic words"):  # noqa: SIM117  the nesting shows which context raises
         with pool.lease(spout_config().consumer_config("topo")):
             raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "topic words: not authorized"))
@@ -252,7 +252,7 @@ class RefusedOnceClient(RefusingClient):
 def test_a_pooled_reader_forgets_a_refusal_once_a_read_went_through(monkeypatch: pytest.MonkeyPatch) -> None:
     """A refusal told before a successful read is no verdict on a later outage: the outage stays transient."""
     monkeypatch.setattr(consumers, "Consumer", lambda conf: RefusedOnceClient(conf, told=SASL))
-    pool = consumers.ConsumerPool()
+    pool = consumers.ConsumerPool(consumers.open_consumer)
     conf = spout_config().consumer_config("topo")
     with pool.lease(conf) as first:
         first.poll(0)  # the refusal reaches the error callback; the read itself then goes through

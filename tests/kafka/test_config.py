@@ -16,6 +16,7 @@ from spouts.kafka import (
     KafkaSpoutConfig,
     TransactionalKafkaSpout,
 )
+from spouts.kafka.consumers import open_consumer
 from spouts.protocols import (
     ArrowSpout,
     PartitionedCoordinator,
@@ -128,7 +129,7 @@ def test_secrets_never_reach_log_lines(caplog: pytest.LogCaptureFixture) -> None
 
 def test_pool_starts_empty_after_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pool used from a new pid (a forked Spark worker) drops inherited consumers instead of reusing them."""
-    pool = ConsumerPool()
+    pool = ConsumerPool(open_consumer)
     conf = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
     with pool.lease(conf) as parent_consumer:
         pass
@@ -146,7 +147,7 @@ def test_pool_starts_empty_after_fork(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_pool_reuses_idle_consumers_and_closes_a_failed_one() -> None:
     """A returned consumer is leased again; one whose lease raised is closed, not returned."""
-    pool = ConsumerPool()
+    pool = ConsumerPool(open_consumer)
     conf = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
     with pool.lease(conf) as first:
         pass

@@ -1,0 +1,217 @@
+"""The native range reader against confluent-kafka's: the same batches for any range, batch size and chunk size,
+and the same failures (an unreachable range, a down broker, records deleted before they were read), on any Kafka peer.
+
+The Python reader is the reference: both read one topic that holds every kind of record (null and empty keys
+and values, headers, explicit timestamps, committed and aborted transactions and their markers).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spouts.errors import DataLossError, PartitionUnavailableError
+from spouts.kafka import native as native_module
+from spouts.kafka import read_arrow
+from spouts.kafka.arrow import SCHEMA, native
+from spouts.kafka.config import KafkaSpoutConfig
+from spouts.kafka.native import NATIVE_POOL, NativeReaderUnavailableError
+from spouts.kafka.native.batches import read_native
+from spouts.metadata import PartitionMetadata
+from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, unique_topic
+from tests.kafka.helpers import config, produce, spread
+
+COLUMNS = [f.name for f in SCHEMA if f.name != "headers"]
+T0 = 1_700_000_000_000
+
+
+def _fill(bootstrap: str, topic: str) -> int:
+    """Every kind of record on partition 0; returns the log end."""
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(40):
+        key = None if i % 5 == 0 else (b"" if i % 7 == 0 else f"k{i}".encode())
+        value = None if i % 6 == 0 else (b"" if i % 11 == 0 else f"value {i} ".encode() * (1 + i % 4))
+        headers: list[tuple[str, str | bytes | None]] | None = [("h", f"{i}".encode())] if i % 3 == 0 else None
+        p.produce(topic, value, key=key, partition=0, timestamp=T0 + i, headers=headers)
+    assert p.flush(30) == 0
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_topic("tx")})
+    tx.init_transactions(30)
+    for n, commit in ((3, True), (2, False), (4, True)):
+        tx.begin_transaction()
+        for j in range(n):
+            tx.produce(topic, f"tx {n} {j} {commit}".encode(), key=b"t", partition=0)
+        tx.flush(30)
+        (tx.commit_transaction if commit else tx.abort_transaction)(30)
+    for i in range(10):
+        p.produce(topic, f"after {i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    return 40 + 3 + 1 + 2 + 1 + 4 + 1 + 10
+
+
+def _read(cfg: KafkaSpoutConfig, meta: PartitionMetadata, batch_size: int, columns: list[str]) -> list[pa.RecordBatch]:
+    return list(read_arrow(cfg, "topo", meta, batch_size=batch_size, columns=columns))
+
+
+@pytest.fixture(scope="module")
+def mixed_topic(kafka_peer: KafkaPeer) -> tuple[KafkaPeer, str, int]:
+    topic = unique_topic("mixed")
+    kafka_peer.create_topic(topic, 1)
+    return kafka_peer, topic, _fill(kafka_peer.bootstrap_servers(), topic)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_both_readers_read_the_same_batches(mixed_topic: tuple[KafkaPeer, str, int], data: st.DataObject) -> None:
+    """Any range, batch size, chunk size (in bytes, down to one record a chunk) and columns: the native reader's
+    batches hold exactly the Python reader's rows, at most ``batch_size`` each."""
+    peer, topic, end = mixed_topic
+    first = data.draw(st.integers(0, end), label="first")
+    last = data.draw(st.integers(first, end), label="next")
+    batch_size = data.draw(st.integers(1, 80), label="batch_size")
+    max_bytes = data.draw(st.sampled_from([1, 20, 200, native_module.CHUNK_BYTES]), label="max_bytes")
+    columns = data.draw(st.lists(st.sampled_from(COLUMNS), min_size=1, unique=True), label="columns")
+    base = config(peer.bootstrap_servers(), topics=[topic], read_timeout_s=5.0)
+    meta = PartitionMetadata(topic, 0, first, last, last - first, "topo")
+    expected = pa.Table.from_batches(_read(replace(base, reader="python"), meta, batch_size, columns),
+                                     schema=pa.schema([f for f in SCHEMA if f.name in columns]))
+    with NATIVE_POOL.lease(base.consumer_config("topo")) as reader:
+        got = list(read_native(reader, meta, expected.schema, batch_size=batch_size, read_timeout_s=5.0,
+                               max_bytes=max_bytes))
+    assert all(0 < b.num_rows <= batch_size for b in got)
+    assert pa.Table.from_batches(got, schema=expected.schema).equals(expected)
+
+
+def test_the_native_reader_reads_what_the_producer_acknowledged(kafka_peer: KafkaPeer) -> None:
+    """Checked against the producer, not the other reader: offsets, keys, values and timestamps of a range."""
+    topic = unique_topic()
+    kafka_peer.create_topic(topic, 2)
+    acked = produce(kafka_peer.bootstrap_servers(), topic, spread(60, 2), key=b"k",
+                    timestamps=[T0 + i for i in range(60)])
+    cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], reader="native")
+    batches = _read(cfg, PartitionMetadata(topic, 1, 4, 25, 21, "topo"), 8, COLUMNS)
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert [(r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["timestamp"].timestamp() * 1000)
+            for r in rows] == [(a.topic, a.partition, a.offset, a.key, a.value, a.timestamp)
+                               for a in acked if a.partition == 1 and 4 <= a.offset < 25]
+    assert [b.num_rows for b in batches] == [8, 8, 5]
+
+
+def test_a_range_ending_on_a_transaction_marker_reads_without_waiting(kafka_peer: KafkaPeer) -> None:
+    """A committed transaction's marker occupies the range's last offset: the read stops on position (a read
+    that waited for a record there would raise after read_timeout_s)."""
+    topic = unique_topic()
+    kafka_peer.create_topic(topic, 1)
+    tx = Producer({"bootstrap.servers": kafka_peer.bootstrap_servers(), "transactional.id": unique_topic("tx")})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for v in (b"a", b"b"):
+        tx.produce(topic, v, partition=0)
+    tx.flush(30)
+    tx.commit_transaction(30)  # offsets 0, 1; the marker at 2
+    cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], reader="native", read_timeout_s=0.5)
+    assert _read(cfg, PartitionMetadata(topic, 0, 2, 3, 0, "topo"), 10, ["value"]) == []
+    assert pa.Table.from_batches(_read(cfg, PartitionMetadata(topic, 0, 0, 3, 2, "topo"), 10, ["value"])) \
+        .column("value").to_pylist() == [b"a", b"b"]
+
+
+@pytest.mark.timeout(120)
+def test_a_range_past_the_log_end_times_out_as_unavailable(kafka_peer: KafkaPeer) -> None:
+    topic = unique_topic()
+    kafka_peer.create_topic(topic, 1)
+    produce(kafka_peer.bootstrap_servers(), topic, spread(5, 1))
+    cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], reader="native", read_timeout_s=0.5)
+    start = time.monotonic()
+    with pytest.raises(PartitionUnavailableError, match="no progress at offset 5"):
+        _read(cfg, PartitionMetadata(topic, 0, 2, 9, 7, "topo"), 100, ["value"])
+    assert time.monotonic() - start >= 0.5
+
+
+def test_a_down_broker_makes_the_read_unavailable_then_it_reads_the_same(kafka_cluster: MockKafkaCluster) -> None:
+    topic = unique_topic()
+    kafka_cluster.create_topic(topic, 1)
+    kafka_cluster.set_leader(topic, 0, 2)
+    produce(kafka_cluster.bootstrap_servers(), topic, spread(12, 1))
+    cfg = config(kafka_cluster.bootstrap_servers(), topics=[topic], reader="native", read_timeout_s=1.0)
+    meta = PartitionMetadata(topic, 0, 2, 8, 6, "topo")
+    before = pa.Table.from_batches(_read(cfg, meta, 100, ["offset", "value"]))
+    kafka_cluster.broker_down(2)
+    with pytest.raises(PartitionUnavailableError):
+        _read(cfg, meta, 100, ["offset", "value"])
+    kafka_cluster.broker_up(2)
+    assert pa.Table.from_batches(_read(cfg, meta, 100, ["offset", "value"])).equals(before)
+    assert before.column("offset").to_pylist() == list(range(2, 8))
+
+
+def test_records_deleted_before_they_were_read_are_data_loss(kafka_peer: KafkaPeer) -> None:
+    """A range whose start is below the log start raises DataLossError naming both offsets, never reads on."""
+    topic = unique_topic()
+    kafka_peer.create_topic(topic, 1)
+    produce(kafka_peer.bootstrap_servers(), topic, spread(10, 1))
+    kafka_peer.delete_records(topic, 0, 6)
+    cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], reader="native", read_timeout_s=5.0)
+    with pytest.raises(DataLossError) as info:
+        _read(cfg, PartitionMetadata(topic, 0, 2, 10, 8, "topo"), 100, ["value"])
+    assert (info.value.next_offset, info.value.log_start) == (2, 6)
+
+
+def test_librdkafka_log_lines_reach_the_product_logger(caplog: pytest.LogCaptureFixture) -> None:
+    """The native reader's librdkafka logs (here: a broker that refuses connections) go where confluent-kafka's do."""
+    cfg = KafkaSpoutConfig("127.0.0.1:9", topics=("t",), reader="native", read_timeout_s=0.5)
+    with caplog.at_level(logging.INFO, logger="spouts.kafka.librdkafka"), pytest.raises(PartitionUnavailableError):
+        _read(cfg, PartitionMetadata("t", 0, 0, 5, 5, "topo"), 100, ["value"])
+    assert any("127.0.0.1:9" in r.getMessage() and "trident-topo" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+
+
+def test_the_reader_setting_picks_the_reader(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    """``native`` where it is not built raises why; ``auto`` warns once and reads through confluent-kafka; a read
+    of headers always takes confluent-kafka's; a wrong value is refused."""
+    assert native("native")
+    assert native("auto")
+    assert not native("python")
+    monkeypatch.setattr(native_module, "LIBRARY", tmp_path / "missing.so")
+    native_module.load.cache_clear()
+    monkeypatch.setattr("spouts.kafka.arrow._native_here", _uncached_native_here())
+    try:
+        with pytest.raises(NativeReaderUnavailableError, match=r"missing\.so is not built \(make venv builds it"):
+            native("native")
+        with caplog.at_level(logging.WARNING, logger="spouts.kafka.arrow"):
+            assert not native("auto")
+        assert "reading Kafka through confluent-kafka's messages (more CPU per record)" in caplog.text
+    finally:
+        native_module.load.cache_clear()
+    with pytest.raises(ValueError, match="reader must be one of"):
+        KafkaSpoutConfig("b:9092", topics=("t",), reader="jvm")
+
+
+def _uncached_native_here() -> Any:
+    from spouts.kafka import arrow
+
+    return arrow._native_here.__wrapped__
+
+
+def test_a_read_that_reached_its_end_asks_for_nothing_more(kafka_peer: KafkaPeer,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A range ending at the log end returns once its last record is read: with a 10 s wait per consume, a read that
+    asked librdkafka for more after its last record would wait there (it did, 50 ms a range, before)."""
+    from spouts.kafka.native import batches
+
+    topic = unique_topic()
+    kafka_peer.create_topic(topic, 1)
+    produce(kafka_peer.bootstrap_servers(), topic, spread(30, 1))
+    cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], reader="native", read_timeout_s=30.0)
+    assert len(pa.Table.from_batches(_read(cfg, PartitionMetadata(topic, 0, 0, 30, 30, "topo"), 100, ["value"]))) == 30
+    monkeypatch.setattr(batches, "POLL_S", 10.0)
+    start = time.monotonic()
+    rows = pa.Table.from_batches(_read(cfg, PartitionMetadata(topic, 0, 10, 30, 20, "topo"), 100, ["offset"]))
+    assert rows.column("offset").to_pylist() == list(range(10, 30))
+    assert time.monotonic() - start < 5.0
