@@ -46,6 +46,17 @@ def _read_per_core(executor: SparkExecutor) -> None:
     executor.reads.records_per_task = 1  # one read task per core, whatever the txid's records
 
 
+def _python_reader(executor: SparkExecutor) -> None:
+    """Read tasks build batches from confluent-kafka's messages (``kafka.reader: python``)."""
+    spout: Any = executor.reads.spout
+    spout.config = replace(spout.config, reader="python")
+
+
+def _native_reader(executor: SparkExecutor) -> None:
+    spout: Any = executor.reads.spout
+    spout.config = replace(spout.config, reader="native")
+
+
 def _before(executor: SparkExecutor) -> None:
     """Commit tasks and a read task per core: the executor before the driver-side commit and the packed reads."""
     _tasks_only(executor)
@@ -99,6 +110,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
     "key-check": {"keys checked per row": _keys_checked_per_row, "keys checked per key": _as_configured},
     "collect": {"results cached": _results_cached, "results of few keys collected by the process job": _as_configured},
     "columns": {"every record column read": _every_column, "the used columns read": _as_configured},
+    "reader": {"confluent-kafka's messages": _python_reader, "the native reader": _native_reader},
     "unsure-keys": {"unsure keys cached": _unsure_cached, "unsure keys cached and collected": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)

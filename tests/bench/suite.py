@@ -252,7 +252,10 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
                         "micro-batches of Structured Streaming) run once before the measured rows, so that they "
                         "measure a settled JIT (0: none; each row still warms up on 2)")
     parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
+    parser.add_argument("--reader", choices=("auto", "native", "python"), default="auto",
+                        help="kafka.reader of the product's pipelines")
     args = parser.parse_args(argv)
+    runs.READER = args.reader
     args.run_id = f"{int(time.time())}-" if args.bootstrap else ""
     if not args.no_quix and not runs.PEER_PYTHON.exists():
         parser.error(f"{runs.PEER_PYTHON} is missing: `make bench` makes it (or pass --no-quix)")
@@ -273,7 +276,8 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
         spark.stop()
         cluster.close()
     print(f"\nword count over {args.records:,} sentences, {args.partitions} partitions, "
-          f"{'Kafka at ' + args.bootstrap if args.bootstrap else 'librdkafka mock cluster'}, Spark local[*]; "
+          f"{'Kafka at ' + args.bootstrap if args.bootstrap else 'librdkafka mock cluster'}, Spark local[*], "
+          f"kafka.reader {args.reader}; "
           f"medians of {args.repeat}; {time.perf_counter() - started:.0f} s; end: {load()}")
     print("\n".join(table(reps)))
     try:
