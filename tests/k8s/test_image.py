@@ -74,6 +74,8 @@ def test_the_image_runs_non_root_on_a_read_only_root_and_exits_0_on_sigterm(
             java = exec_("java", "-version")
             assert java[0] == 0, java
             assert 'version "17.' in java[1], java
+            reader = exec_("python", "-c", "from spouts.kafka.native import available; print(available() or 'loads')")
+            assert reader == (0, "loads"), reader  # the native Kafka reader was built into the image
             ip = cluster.json("get", "pod", "-n", NS, "service")["status"]["podIP"]
             wait_for("/healthz of the pod", lambda: http_json(f"http://{ip}:9400/healthz")[0] == 200, 120)
             wait_for("a first commit", lambda: (http_json(f"http://{ip}:9400/readyz")[1]["pipelines"]["words"]
@@ -90,5 +92,7 @@ def test_the_image_runs_non_root_on_a_read_only_root_and_exits_0_on_sigterm(
             assert state["exitCode"] == 0, logs[-2000:]
             assert pod["status"]["phase"] == "Succeeded", logs[-2000:]
             assert "SIGTERM: finishing the current txid" in logs
+            assert "reading Kafka through confluent-kafka's messages" not in logs
+            fig["Kafka reader"] = "native (kafka.reader auto; the image's spouts/kafka/native/_rangeread.so loads)"
         finally:
             cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
