@@ -96,14 +96,22 @@ def build_stage(name: str = "build") -> list[tuple[str, str]]:
 
 
 def test_dependencies_are_a_layer_of_their_own() -> None:
-    """The build stage sees pyproject.toml alone (a code change never re-installs a dependency); the final
-    stage copies the virtualenv, then the code."""
-    copies = [a for k, a in build_stage() if k == "COPY"]
-    assert copies == ["pyproject.toml ./"]
+    """The build stage installs the dependencies from pyproject.toml alone (a code change never re-installs one),
+    then builds the native Kafka reader from its two files; the final stage copies the virtualenv, then the
+    code and the reader's library."""
+    build = build_stage()
+    copies = [a for k, a in build if k == "COPY"]
+    assert copies == ["pyproject.toml ./", "spouts/kafka/native/rangeread.c spouts/kafka/native/build.sh /src/native/"]
+    steps = [(k, a) for k, a in build if k in ("COPY", "RUN")]
+    install = next(i for i, (_, a) in enumerate(steps) if "pip install" in a)
+    native = next(i for i, (_, a) in enumerate(steps) if a.startswith("spouts/kafka/native/"))
+    assert install < native, steps  # the reader's source comes after the dependency layer
+    assert "build.sh" in steps[-1][1], steps
     stage = final_stage()
     copied = [a for k, a in stage if k == "COPY"]
     assert copied == ["--from=build /opt/venv /opt/venv", "app /opt/trident/app", "spouts /opt/trident/spouts",
-                      "states /opt/trident/states"]
+                      "states /opt/trident/states",
+                      "--from=build /src/native/_rangeread.so /opt/trident/spouts/kafka/native/_rangeread.so"]
     env = " ".join(a for k, a in stage if k == "ENV")
     assert "PYTHONPATH=/opt/trident" in env
 
