@@ -109,6 +109,7 @@ class NativeReader:
         if not handle:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, err.value.decode(errors="replace")))  # librdkafka's local error codes are public, named with a leading underscore
         self._lib, self._handle, self._watch = lib, handle, watch
+        self._log_capacity = int(lib.rr_log_capacity())  # rr_logs fills up to this many lines
         self._name = str(conf.get("client.id", "rdkafka"))
         self._pid = os.getpid()
         self._lock = threading.Lock()
@@ -153,7 +154,7 @@ class NativeReader:
         code = self._lib.rr_told(self._handle, text, TEXT)
         if code:
             self._watch(KafkaError(code, text.value.decode(errors="replace")))
-        lines, dropped = (_LogLine * 32)(), ctypes.c_int()
+        lines, dropped = (_LogLine * self._log_capacity)(), ctypes.c_int()
         for line in lines[:self._lib.rr_logs(self._handle, lines, ctypes.byref(dropped))]:
             LIBRDKAFKA_LOG.log(_LEVELS.get(line.level, logging.INFO), "%s [%s] %s", line.fac.decode(errors="replace"),
                                self._name, line.text.decode(errors="replace"))
