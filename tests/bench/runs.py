@@ -340,6 +340,37 @@ def jit_warm_up(spark: Any, topic: Topic, factory: StateFactory, txids: int, *, 
                   done * per_txid, time.perf_counter() - start, per_txid, done, throughput=False, extra=extra)
 
 
+def size_warm_up(spark: Any, topic: Topic, factory: StateFactory, caps: Caps,
+                 sink: Callable[[str], Sink] | None = None) -> Figure:
+    """Run the product over all of ``topic`` at ``caps`` (the service's ``max_pending``) and, with ``sink``,
+    Structured Streaming at as many records per micro-batch, each checked against the producer's truth.
+
+    Once per process, after :func:`jit_warm_up`: a txid of hundreds of thousands of records takes code paths
+    (loops over whole read and aggregation tasks) that txids of 1,000 leave cold, so the first rows at these
+    caps measured the JIT compiling them (a first pass of 6 txids of 400,000: 0.55 CPU-s per million records
+    in the compiler threads, the passes after it 0.15-0.18). The figure: each side's CPU per txid and JIT
+    milliseconds per txid (micro-batch) of this pass."""
+    n = per_txid(caps, topic.partitions)
+    cpu0, jit0, start = tree_cpu_s(), jit_ms(spark), time.perf_counter()
+    p = Pipeline(spark, topic, factory, n, max_pending=SERVICE_MAX_PENDING, caps=caps)
+    try:
+        done = p.coordinator.run(max_batches=-(-topic.records // n) + 1, until_idle=True)
+    finally:
+        p.close()
+    p.check()
+    extra = {"cpu_s_per_txid": (tree_cpu_s() - cpu0) / max(1, done), "jit_ms_per_txid": (jit_ms(spark) - jit0) / max(1, done)}
+    if sink is not None:
+        counts = sink("size_warm")
+        cpu0, jit0 = tree_cpu_s(), jit_ms(spark)
+        run = sss.available_now(spark, topic.bootstrap, topic.name, n, counts)
+        check_counts("Structured Streaming's JIT warm-up at the measured caps", counts.read(), topic.truth())
+        batches = max(1, len(run.batches))
+        extra |= {"sss_cpu_s_per_batch": (tree_cpu_s() - cpu0) / batches,
+                  "sss_jit_ms_per_batch": (jit_ms(spark) - jit0) / batches}
+    return Figure(f"JIT warm-up at {n:,} per txid ({done} txids{' and as many micro-batches' if sink else ''})",
+                  topic.records, time.perf_counter() - start, n, done, throughput=False, extra=extra)
+
+
 def tree_cpu_s() -> float:
     """CPU seconds (user + system) of this process and every live descendant (the JVM, PySpark's daemon and
     workers), from ``/proc``; a descendant that exited since the last call takes its seconds with it."""

@@ -3,7 +3,10 @@
     python -m tests.bench suite [--records 200000] [--sizes 1000,10000,50000,100000] [--cql-sizes 50000]
                                 [--cql-shards 0,16] [--repeat 3]
 
-Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, or the real Kafka of
+Once per process, before the rows: 600 txids of 1,000 records and as many micro-batches of Structured
+Streaming (``--warmup-txids``), then, when a row is at the default caps, 6 txids at those caps and as many
+micro-batches (``--settle-txids``), so that the rows measure both sides' JIT settled, as in a long-running
+service. Per repetition, on one topic of ``records`` sentences (librdkafka's mock cluster, or the real Kafka of
 ``--bootstrap``; ``--partitions``, 4 by default):
 raw ``Consumer.consume``; ``read_arrow``'s CPU per record; Quix Streams' word count at-least-once
 and exactly-once; the product's word count at 50k per txid with ``max_pending`` 1 and 2 (rotated);
@@ -65,10 +68,14 @@ def repetition(spark: Any, cluster: KafkaPeer, rep: int, args: argparse.Namespac
     if not args.no_quix:  # on a topic of its own: Quix Streams is slow enough that the whole topic would take minutes
         quix_rows(cluster, rep, args, add)
     sqlite = StateFactory(backend="sqlite", sqlite_path=str(tmp / f"bench-{rep}.db"))
+    sss_sink = None if args.no_sss else lambda what: SqliteCounts(tmp / "sss-jit.db", sss.unique(f"sss_{what}"))
     if rep == 0 and args.warmup_txids:  # once per process: the rows after it measure a settled JIT
         jit = Topic.filled(cluster, f"jit-warm-{run}", runs.JIT_WINDOW * 1_000, partitions=args.partitions)
-        sss_sink = None if args.no_sss else lambda what: SqliteCounts(tmp / "sss-jit.db", sss.unique(f"sss_{what}"))
         add(runs.jit_warm_up(spark, jit, sqlite, args.warmup_txids, sink=sss_sink))
+    if rep == 0 and args.settle_txids and (0 in args.sizes or 0 in args.cql_sizes):  # rows at the default caps
+        n = runs.per_txid(Caps(), args.partitions)
+        large = Topic.filled(cluster, f"jit-large-{run}", args.settle_txids * n, partitions=args.partitions)
+        add(runs.size_warm_up(spark, large, sqlite, Caps(), sink=sss_sink))
     sizes = args.sizes[rep % len(args.sizes):] + args.sizes[:rep % len(args.sizes)]
     budget = {s: s * max(2, min(MAX_TXIDS, args.budget // s)) if s else args.budget for s in sizes}
     if args.pending:
@@ -251,6 +258,9 @@ def main(argv: list[str] | None = None) -> list[list[Figure]]:
     parser.add_argument("--warmup-txids", type=int, default=600, help="txids of 1,000 records (and as many "
                         "micro-batches of Structured Streaming) run once before the measured rows, so that they "
                         "measure a settled JIT (0: none; each row still warms up on 2)")
+    parser.add_argument("--settle-txids", type=int, default=6, help="txids at the default caps (and as many "
+                        "micro-batches) run once before the measured rows when a row is at the default caps: a "
+                        "large txid's code paths are compiled there, not in the first row (0: none)")
     parser.add_argument("--bootstrap", help="a real Kafka's bootstrap servers (default: librdkafka's mock cluster)")
     parser.add_argument("--reader", choices=("auto", "native", "python"), default="auto",
                         help="kafka.reader of the product's pipelines")

@@ -1,4 +1,4 @@
-"""The bench's JIT warm-up: windows of new pipelines over one topic, each checked, the JIT's time reported."""
+"""The bench's JIT warm-ups: windows of new pipelines over one topic, and a pass at the measured caps; each checked."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
+from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.bench import runs
 from tests.bench.runs import TruthMismatch
@@ -37,3 +38,25 @@ def test_the_warm_up_fails_when_a_window_counted_wrong(
 
     with pytest.raises(TruthMismatch):
         runs.jit_warm_up(spark, topic, factory, 1, per_txid=100, window=1)
+
+
+def test_the_size_warm_up_runs_the_whole_topic_at_the_caps_and_checks_it(
+        spark: Any, spark_kafka: MockKafkaCluster, tmp_path: Path) -> None:
+    topic = Topic.filled(spark_kafka, "jit-warm-size", 600, partitions=2)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "warm.db"))
+
+    fig = runs.size_warm_up(spark, topic, factory, Caps(per_partition=100, per_batch=200))
+
+    assert (fig.txids, fig.records, fig.per_txid) == (3, 600, 200)  # the whole topic, 200 records a txid
+    assert set(fig.extra) == {"cpu_s_per_txid", "jit_ms_per_txid"}
+    assert fig.extra["cpu_s_per_txid"] > 0
+
+
+def test_the_size_warm_up_fails_when_it_counted_wrong(
+        spark: Any, spark_kafka: MockKafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    topic = Topic.filled(spark_kafka, "jit-warm-size-wrong", 100, partitions=1)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "warm.db"))
+    monkeypatch.setattr(Topic, "truth", lambda self, *a, **k: {"w0": -1})
+
+    with pytest.raises(TruthMismatch):
+        runs.size_warm_up(spark, topic, factory, Caps(per_partition=50, per_batch=50))
