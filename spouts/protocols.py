@@ -106,6 +106,13 @@ class ReportsDataLoss(Protocol):
 
 
 @runtime_checkable
+class DescribesRead(Protocol):
+    """A spout that says, for people, how its read tasks read a range of ``columns`` (a pipeline's start-up line)."""
+
+    def describe_read(self, columns: Sequence[str] | None = None) -> str: ...
+
+
+@runtime_checkable
 class PlansInBulk(Protocol):
     """An emitter that fetches what a whole plan needs at once (Kafka: the watermarks, one request per broker)."""
 

@@ -253,7 +253,8 @@ class KafkaModel(Section):
             "how Spark's read tasks read a range: `native` copies librdkafka's records into Arrow buffers in C (about "
             "0.4 CPU-µs less per record; built by `make venv` and in the image), `python` builds them from "
             "confluent-kafka's messages, `auto` is `native` where it is built (else a warning and `python`). A read "
-            "of the `headers` column always takes `python`"))
+            "of the `headers` column always takes `python`. Each pipeline logs at start-up which one its reads "
+            "take, and why not the native reader"))
     schema_registry: RegistryModel | None = Field(default=None, description=(
         "the Schema Registry of the `avro`, `protobuf` and `json_schema` formats: see "
         "[Record formats](#record-formats)"))

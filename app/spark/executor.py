@@ -51,6 +51,7 @@ the coordinator processes N+1 in a worker thread while committing N, and both sh
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,8 +78,10 @@ from app.spark.tasks import STATS_SCHEMA, TaskFaults, spark_arrow_schema
 from app.topology import Topology
 from spouts.bad_records import BadRecord
 from spouts.metadata import BatchPlan
-from spouts.protocols import ArrowSpout
+from spouts.protocols import ArrowSpout, DescribesRead
 from states.spec import MapSpec, StateKind
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,8 @@ class SparkExecutor:
             self.records_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
         self.reads = Reads(spark, spout, arrow_schema, self.records_schema, faults, columns=columns)
         self.reads.tasks = chosen.read_tasks
+        if isinstance(spout, DescribesRead):
+            log.info("topology %s: read tasks read through %s", topology.name, spout.describe_read(columns))
         self.isolation = RecordIsolation(spark, topology, self.runs, self.reads, metrics)
         self.tables = StateTables(self.sinks)  # which tables a txid may create, which must be there
         self.commits = Commits(self.tables, from_arrow_schema(STATS_SCHEMA), faults, metrics,

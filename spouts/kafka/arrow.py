@@ -77,7 +77,7 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
     if meta.empty:
         return
     conf = config.consumer_config(topology_id, range_records=meta.next_offset - meta.first_offset)
-    if "headers" not in schema.names and native(config.reader):
+    if reads_natively(config.reader, schema.names):
         with NATIVE_POOL.lease(conf) as reader:
             yield from read_native(reader, meta, schema, batch_size=batch_size, read_timeout_s=config.read_timeout_s)
         return
@@ -99,6 +99,24 @@ def read_arrow(config: KafkaSpoutConfig, topology_id: str, meta: PartitionMetada
                         ready.append(to_batch(meta.topic, meta.partition, pending[:batch_size], schema))
                         del pending[:batch_size]
             yield from ready
+
+
+def reads_natively(reader: str, columns: Sequence[str]) -> bool:
+    """Whether a read of ``columns`` takes the native reader: ``reader`` allows it here and no header is asked
+    for (the native reader does not build headers)."""
+    return "headers" not in columns and native(reader)
+
+
+def read_path(reader: str, columns: Sequence[str] | None = None) -> str:
+    """How a read of ``columns`` (None: all) reads its range, for people: the start-up line of a pipeline."""
+    names = schema_of(columns).names
+    if reads_natively(reader, names):
+        return "the native reader (librdkafka's message batches copied into Arrow columns in C)"
+    if reader == "python":
+        return "confluent-kafka's messages (kafka.reader: python)"
+    if "headers" in names:
+        return "confluent-kafka's messages (the plan reads headers, which the native reader does not build)"
+    return f"confluent-kafka's messages (the native reader is unavailable: {available()})"
 
 
 def native(reader: str) -> bool:

@@ -49,7 +49,7 @@ def config_key(conf: Mapping[str, object]) -> ConfigKey:
 
 class ConsumerPool(Generic[C]):
     """Idle consumers by frozen configuration; a lease is exclusive, so threads never share one. ``open_client``
-    makes one (confluent-kafka's by default)."""
+    makes one (:func:`open_consumer` for confluent-kafka's, ``NativeReader.open`` for the native reader's)."""
 
     def __init__(self, open_client: Callable[[dict[str, str]], tuple[C, AccessWatch]]) -> None:
         self._open = open_client

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 
 from spouts.bad_records import OnBad
-from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, SCHEMA
+from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, SCHEMA, read_path
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.discovery import KafkaCoordinator
 from spouts.kafka.emitter import KafkaEmitter
@@ -77,6 +77,12 @@ class KafkaSpout:
             return self.emitter().read_arrow(meta, batch_size, columns)
         raw = self.emitter().read_arrow(meta, batch_size, decoder.raw_columns(columns))
         return (b for b in (decoder.decode(r, on_bad, columns) for r in raw) if b.num_rows)
+
+    def describe_read(self, columns: Sequence[str] | None = None) -> str:
+        """How a read of ``columns`` (None: all) reads its range: the native reader, or confluent-kafka's
+        messages and why (:func:`spouts.kafka.arrow.read_path`)."""
+        decoder = self.decoder
+        return read_path(self.config.reader, columns if decoder is None else decoder.raw_columns(columns))
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "metrics": None, "_decoder": self._decoder}

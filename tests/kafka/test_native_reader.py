@@ -215,3 +215,23 @@ def test_a_read_that_reached_its_end_asks_for_nothing_more(kafka_peer: KafkaPeer
     rows = pa.Table.from_batches(_read(cfg, PartitionMetadata(topic, 0, 10, 30, 20, "topo"), 100, ["offset"]))
     assert rows.column("offset").to_pylist() == list(range(10, 30))
     assert time.monotonic() - start < 5.0
+
+
+def test_a_spout_says_how_its_reads_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The line a pipeline logs at start-up: the native reader, or confluent-kafka's messages and why."""
+    from spouts.kafka import KafkaSpout
+
+    spout = KafkaSpout(KafkaSpoutConfig("b:9092", topics=("t",)), "topo")
+    assert spout.describe_read(["topic", "partition", "offset", "value"]).startswith("the native reader")
+    assert "headers, which the native reader does not build" in spout.describe_read(None)
+    python = KafkaSpout(KafkaSpoutConfig("b:9092", topics=("t",), reader="python"), "topo")
+    assert python.describe_read(["value"]) == "confluent-kafka's messages (kafka.reader: python)"
+    monkeypatch.setattr(native_module, "LIBRARY", tmp_path / "missing.so")
+    native_module.load.cache_clear()
+    monkeypatch.setattr("spouts.kafka.arrow._native_here", _uncached_native_here())
+    try:
+        why = spout.describe_read(["value"])
+        assert why.startswith("confluent-kafka's messages (the native reader is unavailable: "), why
+        assert "missing.so is not built" in why
+    finally:
+        native_module.load.cache_clear()

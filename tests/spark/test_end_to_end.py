@@ -161,3 +161,18 @@ def test_a_plan_without_records_runs_no_spark_job(spark: Any, spark_kafka: Any, 
     stats = executor.commit(batch, processed)
     assert (processed.records, stats.records, stats.keys_updated) == (0, 0, 0)
     assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs
+
+
+def test_the_executor_says_how_its_read_tasks_read(spark: Any, spark_kafka: Any, tmp_path: Path,
+                                                   caplog: Any) -> None:
+    """At start-up, once, on the driver: the reader the read tasks take for the columns the plans use (the word
+    count never asks for headers, so the native reader where it is built)."""
+    topic = Topic(spark_kafka, partitions=1)
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    topology = Topology("e2e-reader")
+    word_counts(lines(topology, topic.spout(topology.name)), factory)
+    with caplog.at_level("INFO", logger="app.spark.executor"):
+        SparkExecutor(spark, topology)
+    said = [r.getMessage() for r in caplog.records if "read through" in r.getMessage()]
+    assert said == [("topology e2e-reader: read tasks read through the native reader (librdkafka's message "
+                     "batches copied into Arrow columns in C)")], said
