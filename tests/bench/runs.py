@@ -347,8 +347,8 @@ def size_warm_up(spark: Any, topic: Topic, factory: StateFactory, caps: Caps,
 
     Once per process, after :func:`jit_warm_up`: a txid of hundreds of thousands of records takes code paths
     (loops over whole read and aggregation tasks) that txids of 1,000 leave cold, so the first rows at these
-    caps measured the JIT compiling them (a first pass of 6 txids of 400,000: 0.55 CPU-s per million records
-    in the compiler threads, the passes after it 0.15-0.18). The figure: each side's CPU per txid and JIT
+    caps measured the JIT compiling them (a first pass of 6 txids of 400,000: 0.43-0.55 CPU-s per million
+    records in the compiler threads, the passes after it 0.15-0.26). The figure: each side's CPU per txid and JIT
     milliseconds per txid (micro-batch) of this pass."""
     n = per_txid(caps, topic.partitions)
     cpu0, jit0, start = tree_cpu_s(), jit_ms(spark), time.perf_counter()

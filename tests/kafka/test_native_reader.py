@@ -23,7 +23,7 @@ from spouts.kafka import native as native_module
 from spouts.kafka import read_arrow
 from spouts.kafka.arrow import SCHEMA, native
 from spouts.kafka.config import KafkaSpoutConfig
-from spouts.kafka.native import NATIVE_POOL, NativeReaderUnavailableError
+from spouts.kafka.native import NATIVE_POOL, NativeReader, NativeReaderUnavailableError
 from spouts.kafka.native.batches import read_native
 from spouts.metadata import PartitionMetadata
 from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, unique_topic
@@ -235,3 +235,21 @@ def test_a_spout_says_how_its_reads_read(monkeypatch: pytest.MonkeyPatch, tmp_pa
         assert "missing.so is not built" in why
     finally:
         native_module.load.cache_clear()
+
+
+def test_polling_reuses_the_readers_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``poll`` runs after every chunk, so after every record at batch size 1 (a txid's bad records): it hands the
+    library the buffers the reader made once, and allocates none."""
+    cfg = KafkaSpoutConfig("127.0.0.1:9", topics=("t",))
+    reader, _ = NativeReader.open(cfg.consumer_config("topo", range_records=5))
+    try:
+        def refuse(*_: Any) -> None:
+            msg = "poll allocated a buffer"
+            raise AssertionError(msg)
+
+        monkeypatch.setattr("spouts.kafka.native.ctypes.create_string_buffer", refuse)
+        for _ in range(3):
+            reader.poll(0)
+    finally:
+        monkeypatch.undo()
+        reader.close()

@@ -109,7 +109,9 @@ class NativeReader:
         if not handle:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, err.value.decode(errors="replace")))  # librdkafka's local error codes are public, named with a leading underscore
         self._lib, self._handle, self._watch = lib, handle, watch
-        self._log_capacity = int(lib.rr_log_capacity())  # rr_logs fills up to this many lines
+        # what poll hands the library to fill, made once: a chunk of one record (batch_size 1) polls too
+        self._told, self._lines = ctypes.create_string_buffer(TEXT), (_LogLine * int(lib.rr_log_capacity()))()
+        self._dropped = ctypes.c_int()
         self._name = str(conf.get("client.id", "rdkafka"))
         self._pid = os.getpid()
         self._lock = threading.Lock()
@@ -150,11 +152,10 @@ class NativeReader:
 
     def poll(self, _timeout: float = 0) -> None:
         """Serve what librdkafka told the callbacks: errors to the watch, log lines to :data:`LIBRDKAFKA_LOG`."""
-        text = ctypes.create_string_buffer(TEXT)
+        text, lines, dropped = self._told, self._lines, self._dropped
         code = self._lib.rr_told(self._handle, text, TEXT)
         if code:
             self._watch(KafkaError(code, text.value.decode(errors="replace")))
-        lines, dropped = (_LogLine * self._log_capacity)(), ctypes.c_int()
         for line in lines[:self._lib.rr_logs(self._handle, lines, ctypes.byref(dropped))]:
             LIBRDKAFKA_LOG.log(_LEVELS.get(line.level, logging.INFO), "%s [%s] %s", line.fac.decode(errors="replace"),
                                self._name, line.text.decode(errors="replace"))
