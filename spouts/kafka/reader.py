@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Generator
+from typing import TypeVar
 
 from confluent_kafka import (
     Consumer,
@@ -23,6 +24,8 @@ from confluent_kafka import (
 from spouts.errors import DataLossError, PartitionUnavailableError
 from spouts.kafka.access import REFUSALS
 from spouts.metadata import PartitionMetadata
+
+T = TypeVar("T")
 
 #: How long one ``consume`` call may wait; progress is checked between calls.
 POLL_S = 0.05
@@ -39,34 +42,43 @@ def read_range(consumer: Consumer, meta: PartitionMetadata, *, read_timeout_s: f
     """
     if meta.empty:
         return
-    p = meta.partition_id
+
+    def step(pos: int) -> tuple[list[Message], int]:
+        end = meta.next_offset
+        msgs = consumer.consume(num_messages=max(1, min(chunk, end - pos)), timeout=POLL_S)
+        if msgs and (msgs[0].partition() != meta.partition or msgs[0].topic() != meta.topic):
+            # librdkafka drops messages of an earlier assignment (fetch versions); never trust it blindly
+            msgs = [m for m in msgs if m.partition() == meta.partition and m.topic() == meta.topic]
+        last = _last_offset_within(msgs, pos, end)
+        if last is not None:  # the common chunk: one check per record, no loop
+            return msgs, last + 1
+        return _sift(consumer, meta, msgs, pos)
+
     consumer.assign([TopicPartition(meta.topic, meta.partition, meta.first_offset)])
     try:
-        pos, end = meta.first_offset, meta.next_offset
-        deadline = time.monotonic() + read_timeout_s
-        while pos < end:
-            before = pos
-            msgs = consumer.consume(num_messages=max(1, min(chunk, end - pos)), timeout=POLL_S)
-            if msgs and (msgs[0].partition() != meta.partition or msgs[0].topic() != meta.topic):
-                # librdkafka drops messages of an earlier assignment (fetch versions); never trust it blindly
-                msgs = [m for m in msgs if m.partition() == meta.partition and m.topic() == meta.topic]
-            last = _last_offset_within(msgs, pos, end)
-            if last is not None:  # the common chunk: one check per record, no loop
-                pos = last + 1
-                yield msgs
-                deadline = time.monotonic() + read_timeout_s
-                continue
-            out, pos = _sift(consumer, meta, msgs, pos)
-            if out:
-                yield out
-            if pos > before:
-                deadline = time.monotonic() + read_timeout_s
-            elif time.monotonic() > deadline:
-                raise PartitionUnavailableError(
-                    p, f"no progress at offset {pos} for {read_timeout_s}s (range ends at {end})")
+        yield from follow_range(meta, step, read_timeout_s)
     finally:
         with contextlib.suppress(KafkaException):
             consumer.unassign()  # stop prefetching past the range
+
+
+def follow_range(meta: PartitionMetadata, step: Callable[[int], tuple[T | None, int]],
+                 read_timeout_s: float) -> Generator[T]:
+    """Yield what ``step(position)`` read (nothing for an empty or None read) until the position it returns
+    reaches the range's end: a range ends on position, never on a count of records. No progress for
+    ``read_timeout_s`` raises :class:`PartitionUnavailableError`. Both readers (confluent-kafka's messages and the
+    native reader's chunks) read a range by this loop."""
+    pos, end = meta.first_offset, meta.next_offset
+    deadline = time.monotonic() + read_timeout_s
+    while pos < end:
+        out, after = step(pos)
+        if out:
+            yield out
+        if after > pos:
+            pos, deadline = after, time.monotonic() + read_timeout_s
+        elif time.monotonic() > deadline:
+            raise PartitionUnavailableError(
+                meta.partition_id, f"no progress at offset {pos} for {read_timeout_s}s (range ends at {end})")
 
 
 def _sift(consumer: Consumer, meta: PartitionMetadata, msgs: list[Message], pos: int) -> tuple[list[Message], int]:

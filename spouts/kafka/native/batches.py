@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import time
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
-from spouts.errors import PartitionUnavailableError
 from spouts.kafka.native import CHUNK_BYTES, Chunk, NativeReader
-from spouts.kafka.reader import POLL_S, raise_unmended
+from spouts.kafka.reader import POLL_S, follow_range, raise_unmended
 from spouts.metadata import PartitionMetadata
 
 
@@ -26,27 +24,19 @@ def read_native(reader: NativeReader, meta: PartitionMetadata, schema: pa.Schema
     values (and keys) of ``schema`` (columns of :data:`spouts.kafka.arrow.SCHEMA` but ``headers``)."""
     if meta.empty:
         return
+    keys = "key" in schema.names
+
+    def step(pos: int) -> tuple[pa.RecordBatch | None, int]:
+        chunk = reader.read(pos, meta.next_offset, batch_size, POLL_S, keys=keys, max_bytes=max_bytes)
+        batch = to_batch(meta, chunk, schema) if chunk.count else None  # before the next read reuses the buffers
+        if chunk.err:
+            err = KafkaError(chunk.err, chunk.err_str.decode(errors="replace"), fatal=bool(chunk.fatal))
+            raise_unmended(err, meta, chunk.pos, lambda: reader.watermarks(meta.topic, meta.partition, timeout_s=5.0))
+        return batch, chunk.pos
+
     reader.assign(meta.topic, meta.partition, meta.first_offset)
     try:
-        pos, end = meta.first_offset, meta.next_offset
-        keys = "key" in schema.names
-        deadline = time.monotonic() + read_timeout_s
-        while pos < end:
-            before = pos
-            chunk = reader.read(pos, end, batch_size, POLL_S, keys=keys, max_bytes=max_bytes)
-            batch = to_batch(meta, chunk, schema) if chunk.count else None  # before the next read reuses the buffers
-            if chunk.err:
-                err = KafkaError(chunk.err, chunk.err_str.decode(errors="replace"), fatal=bool(chunk.fatal))
-                raise_unmended(err, meta, chunk.pos,
-                               lambda: reader.watermarks(meta.topic, meta.partition, timeout_s=5.0))
-            pos = chunk.pos
-            if batch is not None:
-                yield batch
-            if pos > before:
-                deadline = time.monotonic() + read_timeout_s
-            elif time.monotonic() > deadline:
-                raise PartitionUnavailableError(
-                    meta.partition_id, f"no progress at offset {pos} for {read_timeout_s}s (range ends at {end})")
+        yield from follow_range(meta, step, read_timeout_s)
     finally:
         with contextlib.suppress(KafkaException):
             reader.unassign()  # stop prefetching past the range
