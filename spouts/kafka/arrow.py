@@ -108,15 +108,20 @@ def reads_natively(reader: str, columns: Sequence[str]) -> bool:
 
 
 def read_path(reader: str, columns: Sequence[str] | None = None) -> str:
-    """How a read of ``columns`` (None: all) reads its range, for people: the start-up line of a pipeline."""
+    """How a read of ``columns`` (None: all) reads its range, for people: the start-up line of a pipeline. Never
+    raises: with ``native`` and no library here the line says so, and the read tasks raise why."""
     names = schema_of(columns).names
-    if reads_natively(reader, names):
-        return "the native reader (librdkafka's message batches copied into Arrow columns in C)"
     if reader == "python":
         return "confluent-kafka's messages (kafka.reader: python)"
     if "headers" in names:
         return "confluent-kafka's messages (the plan reads headers, which the native reader does not build)"
-    return f"confluent-kafka's messages (the native reader is unavailable: {available()})"
+    why = available()
+    if why is None:
+        return "the native reader (librdkafka's message batches copied into Arrow columns in C)"
+    if reader == "native":
+        return f"the native reader (kafka.reader: native), which does not load on the driver: {why}"
+    native(reader)  # auto: the one warning, on the driver
+    return f"confluent-kafka's messages (the native reader is unavailable: {why})"
 
 
 def native(reader: str) -> bool:

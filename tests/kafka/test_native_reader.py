@@ -233,6 +233,9 @@ def test_a_spout_says_how_its_reads_read(monkeypatch: pytest.MonkeyPatch, tmp_pa
         why = spout.describe_read(["value"])
         assert why.startswith("confluent-kafka's messages (the native reader is unavailable: "), why
         assert "missing.so is not built" in why
+        demanded = KafkaSpout(KafkaSpoutConfig("b:9092", topics=("t",), reader="native"), "topo")
+        said = demanded.describe_read(["value"])  # a line, not the start-up's failure: the read tasks raise why
+        assert said.startswith("the native reader (kafka.reader: native), which does not load on the driver: "), said
     finally:
         native_module.load.cache_clear()
 
