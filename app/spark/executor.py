@@ -71,7 +71,7 @@ from app.spark.parallelism import Parallelism
 from app.spark.plan import CompiledSink, compile_sink, register_spec
 from app.spark.processing import SinkResult, SinkRuns, unpersist
 from app.spark.reading import Reads
-from app.spark.record_columns import used_columns
+from app.spark.record_columns import read_columns
 from app.spark.record_isolation import Isolated, RecordIsolation
 from app.spark.state_tables import StateTables
 from app.spark.tasks import STATS_SCHEMA, TaskFaults, spark_arrow_schema
@@ -145,12 +145,13 @@ class SparkExecutor:
         self.records_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
         self.sinks = self._compile()
         self.runs = SinkRuns(self.sinks)
-        used = used_columns(spark, self.records_schema, self.runs, self.commit_partitions)
-        columns = used if len(used) < len(arrow_schema) else None  # the read tasks build only the used columns
+        used = read_columns(spark, self.records_schema, self.runs, self.commit_partitions)
+        columns = used.named if len(used.named) < len(arrow_schema) else None  # the read tasks build only those
         if columns is not None:
             arrow_schema = pa.schema([f for f in arrow_schema if f.name in columns])
             self.records_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
-        self.reads = Reads(spark, spout, arrow_schema, self.records_schema, faults, columns=columns)
+        self.reads = Reads(spark, spout, arrow_schema, self.records_schema, faults, columns=columns,
+                           planned=used.planned if used.planned != used.named else None)
         self.reads.tasks = chosen.read_tasks
         if isinstance(spout, DescribesRead):
             log.info("topology %s: read tasks read through %s", topology.name, spout.describe_read(columns))
@@ -239,9 +240,13 @@ class SparkExecutor:
             if not failing and self.runs.capturable():
                 # a record the transforms fail on is a row marked in the same job, never a failed task
                 return self.isolation.captured(batch, ranges, partitions, collect=collect)
-            # a function transform, or a replay without the known bad records: the plain form
+            # a function transform, or a replay without the known bad records: the plain form; in the planned
+            # forms it reads the columns their plans use (a job naming bad-key records reads the coordinates)
+            planned = not self.runs.checks_rows()
             results, left_out = self.runs.results(
-                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions, collect=collect)
+                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing), planned=planned),
+                partitions, collect=collect,
+                named=(lambda: self.reads.records(batch, ranges, counted=False)) if planned else None)
         except Exception as e:
             if failing or self.runs.capturable() or bad_records_.record_error(e) is None:
                 raise  # transient, or not a record's fault (the capturing form found none): retried whole

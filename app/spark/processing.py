@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,21 +88,22 @@ class SinkRuns:
         self.rows_checked_txids = ROWS_CHECKED_TXIDS
         self._rows_checked = 0  # clean txids left before the sinks check per key again
 
-    def results(self, records: Any, partitions: int, *, capture: bool = False,
-                collect: int = 0) -> tuple[list[SinkResult], LeftOutRows]:
+    def results(self, records: Any, partitions: int, *, capture: bool = False, collect: int = 0,
+                named: Callable[[], Any] | None = None) -> tuple[list[SinkResult], LeftOutRows]:
         """Each sink's result, and the records left out of them (found in the same jobs): rows with a null
         group-by key, and (``capture``: the transforms in the error-capturing form) rows they fail on.
         ``collect``: a keyed aggregate of fewer rows is collected to the driver by its job (a txid of few keys: its
         commit then needs no job); :data:`COLLECT_ALL`: collected whatever its rows, and not cached; 0: cached where
-        its rows ran."""
+        its rows ran. ``named``: the same records with their coordinates, for the job that names bad-key records
+        when ``records`` lack them (None: ``records``)."""
         several = len(self.sinks) > 1
         if several:
             records = records.persist()
         results: list[SinkResult] = []
         left_out = LeftOutRows()
         try:
-            results.extend(self._sink(c, records, partitions, left_out, capture=capture, collect=collect)
-                           for c in self.sinks)
+            results.extend(self._sink(c, records, partitions, left_out, capture=capture, collect=collect,
+                                      named=named) for c in self.sinks)
             if not self.sinks:
                 materialise(records)
         except BaseException:
@@ -143,15 +144,20 @@ class SinkRuns:
         return c.transform(records), None
 
     def _sink(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
-              capture: bool = False, collect: int = 0) -> SinkResult:
+              capture: bool = False, collect: int = 0, named: Callable[[], Any] | None = None) -> SinkResult:
         if self.per_key(c):
-            return self.checked_per_key(c, records, partitions, left_out, capture=capture, collect=collect)
+            return self.checked_per_key(c, records, partitions, left_out, capture=capture, collect=collect,
+                                        named=named)
         return self.checked_per_row(c, records, partitions, left_out, capture=capture, collect=collect)
 
     def txid_done(self, *, bad_keys: bool) -> None:
         """A txid's processing ended, having met keys the state cannot store or not (counted per txid, not per
         run: a txid may run again without its bad records)."""
         self._rows_checked = self.rows_checked_txids if bad_keys else max(0, self._rows_checked - 1)
+
+    def checks_rows(self) -> bool:
+        """Whether the sinks check every row now (a recent txid met a bad key), not in their planned forms."""
+        return self._rows_checked > 0
 
     def per_key(self, c: CompiledSink) -> bool:
         """Whether ``c``'s keys are checked on the aggregate's rows now: a keyed sink of Spark's own aggregates
@@ -194,15 +200,17 @@ class SinkRuns:
         return done
 
     def checked_per_key(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
-                        capture: bool = False, collect: int = 0) -> SinkResult:
+                        capture: bool = False, collect: int = 0, named: Callable[[], Any] | None = None) -> SinkResult:
         """A keyed sink of Spark's own aggregates: keys the state cannot store are found among the aggregate's
         rows, one check per key instead of one per row; their records, only when there are any, by a job over
-        the rows."""
+        the rows (of ``named``'s records, when given: ``records`` lack the coordinates)."""
         rows, errors = self._transformed(c, records, capture)
         result, name = self._keys_split(c, rows, partitions)
         with _released_on_error(_computed(c, result, collect)) as done:
             left_out.add(c, result, ObservationNames(None, errors))
             if bad_records_.observed_count(result, name):
+                if named is not None:
+                    rows = self._transformed(c, named(), capture)[0]
                 left_out.null_keys.extend(bad_records_.bad_key_records(rows, c.keys, c.sink.name, SOURCE_COLUMN,
                                                                        c.sink.factory.key_limits(c.spec)))
         return done

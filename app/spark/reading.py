@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
 from app.batch import Batch
 from app.spark import bad_records as bad_records_
+from app.spark.record_columns import padded
 from app.spark.tasks import ReadRanges, TaskFaults
 from spouts.bad_records import BadRecord
 from spouts.metadata import PartitionMetadata
@@ -35,35 +37,50 @@ class Reads:
     """Reads a txid's ranges as a DataFrame of records; counts the records read and the undecodable ones.
 
     ``records_per_task``: a txid reads in one task per this many planned records, up to ``tasks``.
-    ``columns``: the fields of ``arrow_schema`` when it has fewer than the spout's (``app.spark.record_columns``).
+    ``columns``: the fields of ``arrow_schema`` when it has fewer than the spout's; ``planned``: the fewer fields
+    a run of the sinks' planned forms reads, the others null (:mod:`app.spark.record_columns`).
     """
 
     def __init__(self, spark: Any, spout: ArrowSpout, arrow_schema: Any, records_schema: Any,
-                 faults: TaskFaults | None, *, columns: tuple[str, ...] | None = None) -> None:
+                 faults: TaskFaults | None, *, columns: tuple[str, ...] | None = None,
+                 planned: tuple[str, ...] | None = None) -> None:
+        from pyspark.sql.types import StructType
+
         self.spark, self.spout, self.faults = spark, spout, faults
         self.arrow_schema, self.records_schema = arrow_schema, records_schema
         self.columns = columns  # the columns read when the sinks use fewer than the spout has (None: all)
+        self.planned = planned  # the columns a planned run reads when fewer than ``columns`` (None: the same)
+        if planned is not None:
+            self._planned_arrow = pa.schema([f for f in arrow_schema if f.name in planned])
+            self._planned_records = StructType([f for f in records_schema.fields if f.name in planned])
+            self._padding = padded(records_schema, planned)  # Columns: resolved anew by each txid's select
         self.tasks = 1  # read tasks per txid at most: chosen from the executors before every txid
         self.records_per_task = READ_TASK_RECORDS
         self.counts = spark.sparkContext.accumulator({}, RangeCounts())
         self.bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
 
     def records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True,
-                spread: bool = False) -> Any:
+                spread: bool = False, planned: bool = False) -> Any:
         """The records of ``ranges``: one Spark partition per group of :func:`pack_ranges`, each range read once.
+        ``planned``: for a run of the sinks' planned forms, which reads only the columns those plans use (unless
+        ``rows`` filters the records: a filter finds them by offset).
 
         A task per range would cost a Python task each (a round trip to a worker, tens of ms) for no
         more parallelism than the executors' cores give: a txid of 32 partitions on 4 cores reads in 4,
         and a txid of fewer than :data:`READ_TASK_RECORDS` planned records in one. ``spread``: a task per core
         whatever the records (the result is then shuffled into every commit partition).
         """
-        planned = sum(max(1, m.record_count) for m in ranges)
+        fewer = planned and rows is None and self.planned is not None
+        records = sum(max(1, m.record_count) for m in ranges)
         per_task = 1 if spread else max(1, self.records_per_task)
-        groups = pack_ranges(ranges, min(self.tasks, -(-planned // per_task)))
-        read = ReadRanges(self.spout, self.arrow_schema, groups, batch.txid, batch.attempt,
-                          self.counts if counted else None, self.faults, self.bad if counted else None, rows,
-                          self.columns)
-        return self.spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, self.records_schema)
+        groups = pack_ranges(ranges, min(self.tasks, -(-records // per_task)))
+        read = ReadRanges(self.spout, self._planned_arrow if fewer else self.arrow_schema, groups, batch.txid,
+                          batch.attempt, self.counts if counted else None, self.faults, self.bad if counted else None,
+                          rows, self.planned if fewer else self.columns)
+        tasks = self.spark.range(0, len(groups), 1, len(groups))
+        if not fewer:
+            return tasks.mapInArrow(read, self.records_schema)
+        return tasks.mapInArrow(read, self._planned_records).select(*self._padding)
 
     def take_counts(self, batch: Batch) -> int:
         """Records read by ``batch`` (and forget older entries of the accumulator)."""

@@ -61,7 +61,8 @@ def warm_up(executor: SparkExecutor, plan: BatchPlan) -> int:
     ranges = [m for m in plan if not m.empty]
     batch = Batch(plan.txid, 0, plan, frozen=True)  # attempt 0 is never a real attempt
     # a task per core: the result is shuffled into every commit partition, so every commit task opens the state
-    records = (executor.reads.records(batch, ranges, counted=False, spread=True) if ranges
+    records = (executor.reads.records(batch, ranges, counted=False, spread=True,
+                                       planned=not executor.runs.checks_rows()) if ranges
                else executor.spark.createDataFrame([], executor.records_schema))
     opened = 0
     for c in executor.sinks:

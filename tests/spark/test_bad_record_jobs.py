@@ -209,6 +209,7 @@ def test_a_sink_that_met_bad_keys_checks_every_row_until_its_txids_are_clean(
     name = f"rows-checked-{uuid.uuid4().hex[:6]}"
     t = exploded_sales_by_store(name, data, spark_kafka, factory)
     executor = SparkExecutor(spark, t, metrics=metrics, driver_keys=0)  # results cached: their plans are kept
+    assert executor.reads.planned == ("value",)  # the first txid's process job reads no coordinates
     executor.runs.rows_checked_txids = 1
     processed = _keeping(executor)
     coord = coordinator(t, executor, factory.txstate_store(t.name), caps=Caps(per_partition=100, per_batch=200),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as sf
 
-from app.spark import SparkExecutor
+from app.spark import GLOBAL_KEY_COLUMN, SparkExecutor
 from app.spark.record_columns import referenced_columns
 from app.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
@@ -50,17 +50,25 @@ def looks_at_its_columns(topology: Topology, spout: KafkaSpout, factory: StateFa
     return counted.group_by("width").persistent_aggregate(factory, Count(), output="n")
 
 
-@pytest.mark.parametrize(("sink", "read"), [
-    (lambda t, s, f: word_counts(lines(t, s), f), (*COORDINATES, "value")),
-    (by_key, (*COORDINATES, "key")),
-    (latest_text, (*COORDINATES, "timestamp", "value")),  # a latest value is placed by its record's timestamp
-    (folded, (*COORDINATES, "value")),
-    (whole_record, ALL),
-    (looks_at_its_columns, ALL),
-], ids=["word-count", "by-key", "latest", "fold", "whole-record", "looks-at-columns"])
+def one_per_record(topology: Topology, spout: KafkaSpout, factory: StateFactory) -> Any:
+    """A global count of one constant row per record (through a generator): its plans use no record column."""
+    return (topology.new_stream(spout).map("explode(array(1)) AS one")
+            .persistent_aggregate(factory, Count(), output="n", name="records"))
+
+
+@pytest.mark.parametrize(("sink", "read", "planned"), [
+    # a generator's keys are checked on its aggregate: the planned run names no record
+    (lambda t, s, f: word_counts(lines(t, s), f), (*COORDINATES, "value"), ("value",)),
+    (by_key, (*COORDINATES, "key"), None),  # one row per record: the run captures errors, naming records
+    (latest_text, (*COORDINATES, "timestamp", "value"), None),  # a latest value is placed by its record's timestamp
+    (folded, (*COORDINATES, "value"), None),
+    (whole_record, ALL, None),
+    (looks_at_its_columns, ALL, ("offset",)),  # it is given every column still (null): its plan uses none
+    (one_per_record, COORDINATES, ("offset",)),  # a record batch of no columns would have no rows
+], ids=["word-count", "by-key", "latest", "fold", "whole-record", "looks-at-columns", "no-column"])
 def test_the_reads_build_only_the_columns_the_sinks_use(spark: Any, spark_kafka: Any, tmp_path: Path,
                                                        sink: Callable[[Topology, KafkaSpout, StateFactory], Any],
-                                                       read: tuple[str, ...]) -> None:
+                                                       read: tuple[str, ...], planned: tuple[str, ...] | None) -> None:
     topic = Topic(spark_kafka, partitions=1)
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
     topology = Topology("record-columns")
@@ -69,6 +77,7 @@ def test_the_reads_build_only_the_columns_the_sinks_use(spark: Any, spark_kafka:
     try:
         assert tuple(executor.records_schema.names) == read
         assert executor.reads.columns == (None if read == ALL else read)
+        assert executor.reads.planned == planned
     finally:
         executor.close()
 
@@ -101,7 +110,27 @@ def test_a_word_count_of_records_with_keys_headers_and_timestamps_reads_values_o
     coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=Caps(per_partition=25, per_batch=40))
     try:
         assert executor.reads.columns == (*COORDINATES, "value")
+        assert executor.reads.planned == ("value",)
         assert coord.run_until_idle() >= 3
     finally:
         coord.close()
     assert sqlite_table(tmp_path / "state.db", "word_counts", ["word"], ["count"]) == expected_words(topic.produced)
+
+
+def test_a_run_that_uses_no_record_column_reads_offsets_and_counts_every_record_once(
+        spark: Any, spark_kafka: Any, tmp_path: Path) -> None:
+    """A global count whose plans use no record column reads the offsets alone (a batch of no columns has no
+    rows); over several txids the count equals the records produced."""
+    topic = Topic(spark_kafka, partitions=2)
+    topic.produced += produce(spark_kafka.bootstrap_servers(), topic.name, [(i % 2, b"x") for i in range(150)])
+    factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
+    topology = Topology("no-column")
+    one_per_record(topology, topic.spout(topology.name), factory)
+    executor = SparkExecutor(spark, topology)
+    coord = coordinator(topology, executor, factory.txstate_store(topology.name), caps=Caps(per_partition=25, per_batch=40))
+    try:
+        assert executor.reads.planned == ("offset",)
+        assert coord.run_until_idle() >= 3
+    finally:
+        coord.close()
+    assert sqlite_table(tmp_path / "state.db", "records", [GLOBAL_KEY_COLUMN], ["n"]) == {"$global": len(topic.produced)}
