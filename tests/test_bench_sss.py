@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import cast
@@ -10,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from tests.bench import sss_peer, suite
+from tests.bench import runs, sss_peer, suite
 from tests.bench.runs import Figure, TruthMismatch, check_counts
 from tests.bench.workload import Topic
 
@@ -99,3 +101,26 @@ def test_make_bench_gives_the_bad_records_rows_the_suites_kafka_and_a_named_cass
     assert badrecords_args(["--repeat", "3"]) == []
     monkeypatch.setenv("CASSANDRA_CONTACT_POINTS", "127.0.0.1")
     assert badrecords_args([]) == ["--state", "cassandra"]
+
+
+def test_the_process_trees_cpu_keeps_the_seconds_of_a_worker_that_exited() -> None:
+    """A child process burns CPU in a grandchild it then reaps (as PySpark's daemon ends a worker): the tree's
+    CPU seconds keep the grandchild's after it exited (they were lost, and a figure came out negative)."""
+    burn = ("import os, time\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    end = time.process_time() + 0.5\n"
+            "    while time.process_time() < end: pass\n"
+            "    os._exit(0)\n"
+            "os.waitpid(pid, 0)\n"
+            "print('reaped', flush=True)\n"
+            "time.sleep(30)\n")
+    before = runs.tree_cpu_s()
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "reaped\n"
+        assert runs.tree_cpu_s() - before >= 0.45
+    finally:
+        child.kill()
+        child.wait()

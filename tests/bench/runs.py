@@ -373,7 +373,8 @@ def size_warm_up(spark: Any, topic: Topic, factory: StateFactory, caps: Caps,
 
 def tree_cpu_s() -> float:
     """CPU seconds (user + system) of this process and every live descendant (the JVM, PySpark's daemon and
-    workers), from ``/proc``; a descendant that exited since the last call takes its seconds with it."""
+    workers), from ``/proc``, and of the descendants they reaped (a worker the daemon ended: its seconds are
+    its parent's ``cutime``/``cstime``, or they would leave the sum and a figure could come out negative)."""
 
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
@@ -387,7 +388,7 @@ def tree_cpu_s() -> float:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: the parent's pid
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        times[int(entry)] = sum(int(f) for f in fields[11:15]) / tick  # utime, stime, cutime, cstime
     total, todo = 0.0, [os.getpid()]
     while todo:
         pid = todo.pop()
