@@ -64,8 +64,15 @@ def _before(executor: SparkExecutor) -> None:
 
 
 def _keys_checked_per_row(executor: SparkExecutor) -> None:
-    """Keys the state cannot store checked by an observation on every row (before the per-key check)."""
-    executor.runs.checked_per_key = executor.runs.checked_per_row  # type: ignore[method-assign]  # the old path
+    """Keys the state cannot store checked by an observation on every row (before the per-key check), which
+    names records by their coordinates, so every run reads them."""
+    per_row = executor.runs.checked_per_row
+
+    def checked(c: Any, records: Any, partitions: int, left_out: Any, *, named: Any = None, **how: Any) -> Any:
+        return per_row(c, records, partitions, left_out, **how)
+
+    executor.runs.checked_per_key = checked  # type: ignore[method-assign]  # the old path
+    executor.reads.planned = None
 
 
 def _results_cached(executor: SparkExecutor) -> None:
@@ -94,8 +101,13 @@ def _every_column(executor: SparkExecutor) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = spark_arrow_schema(executor.spout.arrow_schema)
-    executor.reads.arrow_schema, executor.reads.columns = schema, None
+    executor.reads.arrow_schema, executor.reads.columns, executor.reads.planned = schema, None, None
     executor.reads.records_schema = executor.records_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
+def _coordinates_read(executor: SparkExecutor) -> None:
+    """Every run reads the coordinates (before a planned run that names no record read only what its plans use)."""
+    executor.reads.planned = None
 
 
 def _as_configured(executor: SparkExecutor) -> None:
@@ -111,6 +123,7 @@ VARIANTS: dict[str, dict[str, Variant]] = {
     "collect": {"results cached": _results_cached, "results of few keys collected by the process job": _as_configured},
     "columns": {"every record column read": _every_column, "the used columns read": _as_configured},
     "reader": {"confluent-kafka's messages": _python_reader, "the native reader": _native_reader},
+    "coordinates": {"the coordinates read": _coordinates_read, "the planned columns read": _as_configured},
     "unsure-keys": {"unsure keys cached": _unsure_cached, "unsure keys cached and collected": _as_configured},
 }
 WARM_TXIDS = 3  # each variant's own warm-up txids (its Python workers' caches, its state's tables)
