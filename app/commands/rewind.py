@@ -13,6 +13,10 @@ A partition whose topic is missing, deleted or no longer in the config keeps its
 positions leave the plan, and the topic, if it is read again, starts from the first-poll strategy.
 This is the only way a position is forgotten.
 
+A txid frozen but not committed (a service stopped mid-commit) may already count in some keys; only its replay
+finishes it exactly, so a rewind without ``--reset-state`` is refused (exit 3) until the service has run once
+and committed it. With ``--reset-state`` the tables it wrote into are emptied, and the rewind commits above it.
+
 A rewind interrupted after its first write (an error or a crash) keeps the lease for its TTL, so no
 service can start on a half-done rewind; run the same rewind again (as the same owner it takes over
 at once).
@@ -165,6 +169,8 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
     started = done = False
     try:
         prog = read_progress(store)
+        if prog.frozen_txids and not reset_state:
+            _refuse_frozen(compiled.id, prog.frozen_txids)
         before = {} if prog.committed_plan is None else \
             {m.partition_id: m.next_offset for m in prog.committed_plan.partitions.values()}
         _refuse_unknown_forget(forget, before)
@@ -212,6 +218,20 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
     finally:
         if done or not started:
             _release(store, owner, epoch, compiled.id)
+
+
+def _refuse_frozen(pipeline_id: str, frozen: Sequence[int]) -> None:
+    """A frozen, uncommitted txid F may already have written some keys (a service killed mid-commit): only its
+    replay finishes it exactly. A rewind without a reset would plan from the last committed txid, read F's ranges
+    again as a newer txid and count F's records twice in every key F wrote: refused (exit 3), nothing written."""
+    named = ", ".join(str(t) for t in frozen)
+    msg = (
+        f"pipeline {pipeline_id!r}: refused: txid {named} is frozen but not committed (a service stopped "
+        "mid-commit; some keys may already count it), and a rewind without --reset-state would count its records "
+        "twice: run the service once so it replays and commits the txid, then rewind; or rewind with "
+        "--reset-state --yes-i-know for a full recount"
+    )
+    raise CommandError(msg, REFUSED)
 
 
 def _refuse_unknown_forget(forget: Sequence[str], before: Mapping[Partition, int]) -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.config import compile_pipeline, load
+from app.local import LocalExecutor
 from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states.errors import LeaseHeldError
@@ -153,7 +156,8 @@ def test_without_reset_the_rewind_counts_again_and_says_so(kafka_cluster: MockKa
 
 
 def test_rewind_txid_is_above_a_frozen_uncommitted_one(kafka_cluster: MockKafkaCluster, tmp_path: Path) -> None:
-    """A frozen txid N+1 may have written some keys: the rewind commits N+2, so every stored txid stays below."""
+    """A frozen txid N+1 may have written some keys: a rewind (with --reset-state: without, it is refused, see
+    below) commits N+2, so every stored txid stays below."""
     topic = unique_topic("rw")
     kafka_cluster.create_topic(topic, 1)
     produce(kafka_cluster.bootstrap_servers(), topic, [(0, b"x")] * 3)
@@ -165,6 +169,9 @@ def test_rewind_txid_is_above_a_frozen_uncommitted_one(kafka_cluster: MockKafkaC
     frozen = BatchPlan(2, {Partition(topic, 0): PartitionMetadata(topic, 0, 3, 3, 0, "wc")})
     ProgressLog(store, epoch=epoch).store_batch(StoredBatch(frozen, 1))
     r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", f"offsets:{topic}:0=1")
+    assert r.code == 3, r.err
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", f"offsets:{topic}:0=1", "--reset-state",
+            "--yes-i-know")
     assert r.code == 0, r.err
     assert "rewound as txid 3" in r.out
     assert read_progress(_store(path)).committed_txid == 3
@@ -309,3 +316,115 @@ def test_a_release_the_store_cannot_decide_is_told_and_the_rewind_stands(
     assert r.code == 0, r.err
     assert any("may still be held" in m and "ops-1" in m for m in caplog.messages), caplog.messages
     assert [a["done"] for a in read_rewinds(_store(path))] == [True]
+
+
+class _Killed(BaseException):
+    """The process dies here: not an Exception, so the coordinator neither retries nor marks anything."""
+
+
+class _DiesAfterFirstWrite:
+    """A map state whose process is killed after its first multi_update is stored: a commit cut in the middle."""
+
+    def __init__(self, state: Any) -> None:
+        self._state, self.writes = state, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+    def multi_update(self, keys: Any, updaters: Any) -> Any:
+        if self.writes:
+            raise _Killed
+        self.writes += 1
+        return self._state.multi_update(keys, updaters)
+
+
+def _killed_mid_commit(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the pipeline until its next txid F has frozen its plan and stored its first key, then 'kill' it: F stays
+    frozen, not committed, with one key holding F. The lease is given up as its expiry would."""
+    import app.local
+
+    monkeypatch.setattr(app.local, "CHUNK", 1)  # one key per write, so the kill lands between two keys
+    coordinator = pipeline_coordinator(path, owner="killed-pod")
+    executor = coordinator.executor
+    assert isinstance(executor, LocalExecutor)
+    dying = _DiesAfterFirstWrite(executor.sinks[0].state)
+    executor.sinks = [replace(executor.sinks[0], state=dying)]
+    try:
+        with pytest.raises(_Killed):
+            coordinator.run_until_idle()
+    finally:
+        coordinator.close()
+        forget_opened()
+    monkeypatch.undo()
+    assert dying.writes == 1
+
+
+def _with_frozen_partly_committed_txid(kafka_cluster: MockKafkaCluster, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, list[bytes]]:
+    """Txid 1 committed (x y three times), txid 2 frozen over two more records and killed after writing key x."""
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 1)
+    bootstrap = kafka_cluster.bootstrap_servers()
+    path = write_config(tmp_path / "c.yaml", bootstrap=bootstrap, topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    values = [b"x y"] * 3
+    produce(bootstrap, topic, [(0, v) for v in values])
+    assert run_pipeline(path) == 1
+    produce(bootstrap, topic, [(0, b"x y")] * 2)
+    values += [b"x y"] * 2
+    _killed_mid_commit(path, monkeypatch)
+    prog = read_progress(_store(path))
+    assert (prog.committed_txid, prog.frozen_txids) == (1, (2,))
+    assert _counts(path) == {"x": 5, "y": 3}  # x holds txid 2 already, y not yet
+    return path, topic, values
+
+
+@pytest.mark.parametrize("form", ["offsets", "forget", "earliest", "latest"])
+def test_rewind_without_reset_is_refused_while_a_txid_is_frozen_uncommitted(
+        kafka_cluster: MockKafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str) -> None:
+    """A frozen txid F may have written some keys: a rewind planning from the last committed plan would read F's
+    records again as a newer txid, counting them twice in every key F wrote. Refused (exit 3), nothing written;
+    running the service once commits F, and then the same rewind goes through."""
+    path, topic, values = _with_frozen_partly_committed_txid(kafka_cluster, tmp_path, monkeypatch)
+    args = {"offsets": ("--to", f"offsets:{topic}:0=3"), "forget": ("--forget", topic),
+            "earliest": ("--to", "earliest"), "latest": ("--to", "latest")}[form]
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", *args)
+    assert r.code == 3, (r.out, r.err)
+    [line] = r.err.strip().splitlines()
+    assert "txid 2 is frozen but not committed" in line
+    assert "run the service once" in line
+    assert "--reset-state" in line
+    store = _store(path)
+    assert read_rewinds(store) == []
+    assert store.lease_info() is None
+    prog = read_progress(store)
+    assert (prog.committed_txid, prog.frozen_txids) == (1, (2,))
+
+    assert run_pipeline(path) == 1  # the replay of txid 2, exactly
+    assert _counts(path) == words_of(values)
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", *args)
+    assert r.code == 0, r.err
+    assert "rewound as txid 3" in r.out
+
+
+def test_a_rewind_to_the_committed_position_never_counts_a_frozen_txid_twice(
+        kafka_cluster: MockKafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The double count the refusal prevents: rewinding to where the last committed txid ended (nothing read
+    again, as the operator sees it) and running on must leave every key counted once."""
+    path, topic, values = _with_frozen_partly_committed_txid(kafka_cluster, tmp_path, monkeypatch)
+    cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", f"offsets:{topic}:0=3")
+    run_pipeline(path)
+    assert _counts(path) == words_of(values)
+
+
+def test_a_rewind_with_reset_state_recounts_over_a_frozen_uncommitted_txid(
+        kafka_cluster: MockKafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--reset-state empties the tables F wrote into: allowed, above F, and the recount is exact."""
+    path, _, values = _with_frozen_partly_committed_txid(kafka_cluster, tmp_path, monkeypatch)
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", "earliest", "--reset-state", "--yes-i-know")
+    assert r.code == 0, r.err
+    assert "rewound as txid 3" in r.out
+    assert _counts(path) == {}
+    run_pipeline(path)
+    assert _counts(path) == words_of(values)
+    assert read_progress(_store(path)).committed_txid == 4
