@@ -3,11 +3,16 @@ and the same failures (an unreachable range, a down broker, records deleted befo
 
 The Python reader is the reference: both read one topic that holds every kind of record (null and empty keys
 and values, headers, explicit timestamps, committed and aborted transactions and their markers).
+
+Where the library is not built (no C compiler or librdkafka's headers: ``make`` says so and goes on), every test
+here is skipped with the reason; in CI (``CI`` set) the Makefile fails when the build fails, so a library missing
+there fails these tests instead of skipping them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import replace
 from typing import Any
@@ -30,6 +35,21 @@ from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, unique_topic
 from tests.kafka.helpers import config, produce, spread
 
 COLUMNS = [f.name for f in SCHEMA if f.name != "headers"]
+
+
+@pytest.fixture(scope="module")
+def native_built() -> None:
+    """The native library loads here. Not built: skipped with why, except in CI, where the Makefile fails a failed
+    build (its ``test -z "$CI"``), so there it fails. Built but not loading (a stale or broken build) always fails."""
+    why = native_module.available()
+    if why is not None:
+        if not native_module.LIBRARY.exists() and not os.environ.get("CI"):
+            pytest.skip(f"the native Kafka reader is not built here: {why}")
+        pytest.fail(f"the native Kafka reader does not load{' (CI must build it)' if os.environ.get('CI') else ''}: "
+                    f"{why}")
+
+
+pytestmark = pytest.mark.usefixtures("native_built")
 T0 = 1_700_000_000_000
 
 
@@ -256,3 +276,38 @@ def test_polling_reuses_the_readers_buffers(monkeypatch: pytest.MonkeyPatch) -> 
     finally:
         monkeypatch.undo()
         reader.close()
+
+
+_AFTER_CLOSE = """
+import sys
+from spouts.kafka.config import KafkaSpoutConfig
+from spouts.kafka.native import NativeReader
+
+reader, _ = NativeReader.open(KafkaSpoutConfig("127.0.0.1:9", topics=("t",)).consumer_config("topo"))
+reader.close()
+calls = {"read": lambda: reader.read(0, 5, 5, 0.1, keys=True), "assign": lambda: reader.assign("t", 0, 0),
+         "unassign": reader.unassign, "watermarks": lambda: reader.watermarks("t", 0, 0.1),
+         "poll": lambda: reader.poll(0), "close": reader.close}
+try:
+    calls[sys.argv[1]]()
+except Exception as e:
+    print(type(e).__name__, isinstance(e, RuntimeError), e)
+else:
+    print("no error")
+"""
+
+
+@pytest.mark.parametrize("method", ["read", "assign", "unassign", "watermarks", "poll", "close"])
+def test_every_method_of_a_closed_reader_raises_saying_so(method: str) -> None:
+    """After ``close()`` the C handle is gone: each method raises a RuntimeError that names the reader and the
+    call, never hands NULL to the library (run in a child process: a NULL handle there is a SIGSEGV)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _AFTER_CLOSE, method], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, f"the child died with {done.returncode}: {done.stderr[-2000:]}"
+    said = done.stdout.strip()
+    assert said.startswith("NativeReaderClosedError True "), said
+    assert f"{method}() after close()" in said, said
+    assert "trident-topo" in said, said

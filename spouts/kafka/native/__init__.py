@@ -53,6 +53,10 @@ class NativeReaderUnavailableError(RuntimeError):
     """The native reader is not built, or does not load here."""
 
 
+class NativeReaderClosedError(RuntimeError):
+    """A method of a :class:`NativeReader` called after its ``close()`` (the C handle is gone)."""
+
+
 @cache
 def load() -> ctypes.CDLL:
     """The native library; raises :class:`NativeReaderUnavailableError` with the reason."""
@@ -97,7 +101,12 @@ _LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: log
 
 
 class NativeReader:
-    """One librdkafka consumer, assign-only, read in chunks. Not thread-safe: the pool leases it to one reader."""
+    """One librdkafka consumer, assign-only, read in chunks. Not thread-safe: the pool leases it to one reader.
+
+    After :meth:`close` every method raises :class:`NativeReaderClosedError` (a RuntimeError, as confluent-kafka's
+    closed consumer raises): the library is never handed the NULL handle. Each call holds the reader's lock while
+    it uses the handle, so a ``close`` from another thread waits for it instead of freeing the handle under it.
+    """
 
     def __init__(self, conf: Mapping[str, str], watch: AccessWatch) -> None:
         lib = load()
@@ -123,19 +132,23 @@ class NativeReader:
         return cls(conf, watch), watch
 
     def assign(self, topic: str, partition: int, offset: int) -> None:
-        self._check(self._lib.rr_assign(self._handle, topic.encode(), partition, offset))
+        with self._lock:
+            self._check(self._lib.rr_assign(self._live("assign"), topic.encode(), partition, offset))
 
     def unassign(self) -> None:
-        self._check(self._lib.rr_unassign(self._handle))
+        with self._lock:
+            self._check(self._lib.rr_unassign(self._live("unassign")))
 
     def read(self, pos: int, end: int, max_records: int, timeout_s: float, *, keys: bool,
              max_bytes: int = CHUNK_BYTES) -> Chunk:
         """The records of the assigned partition at offsets ``[pos, end)``, at most ``max_records`` and (past the
         first) ``max_bytes`` of values and of keys: see ``rr_read``. The chunk is valid until the next call."""
         out = ctypes.POINTER(Chunk)()
-        rc = self._lib.rr_read(self._handle, pos, end, max_records, max_bytes, int(timeout_s * 1000), int(keys),
-                               ctypes.byref(out))
-        self.poll(0)
+        with self._lock:
+            handle = self._live("read")
+            rc = self._lib.rr_read(handle, pos, end, max_records, max_bytes, int(timeout_s * 1000), int(keys),
+                                   ctypes.byref(out))
+            self._serve(handle)
         if rc == -2:
             msg = f"a record at offset {pos} or later is larger than 2 GiB, more than an Arrow batch holds"
             raise ValueError(msg)
@@ -146,31 +159,44 @@ class NativeReader:
 
     def watermarks(self, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
         low, high = ctypes.c_int64(), ctypes.c_int64()
-        self._check(self._lib.rr_watermarks(self._handle, topic.encode(), partition, ctypes.byref(low),
-                                            ctypes.byref(high), int(timeout_s * 1000)))
+        with self._lock:
+            self._check(self._lib.rr_watermarks(self._live("watermarks"), topic.encode(), partition,
+                                                ctypes.byref(low), ctypes.byref(high), int(timeout_s * 1000)))
         return low.value, high.value
 
     def poll(self, _timeout: float = 0) -> None:
         """Serve what librdkafka told the callbacks: errors to the watch, log lines to :data:`LIBRDKAFKA_LOG`."""
+        with self._lock:
+            self._serve(self._live("poll"))
+
+    def _serve(self, handle: int) -> None:
+        """:meth:`poll`'s work on a live ``handle`` (the caller holds the lock)."""
         text, lines, dropped = self._told, self._lines, self._dropped
-        code = self._lib.rr_told(self._handle, text, TEXT)
+        code = self._lib.rr_told(handle, text, TEXT)
         if code:
             self._watch(KafkaError(code, text.value.decode(errors="replace")))
-        for line in lines[:self._lib.rr_logs(self._handle, lines, ctypes.byref(dropped))]:
+        for line in lines[:self._lib.rr_logs(handle, lines, ctypes.byref(dropped))]:
             LIBRDKAFKA_LOG.log(_LEVELS.get(line.level, logging.INFO), "%s [%s] %s", line.fac.decode(errors="replace"),
                                self._name, line.text.decode(errors="replace"))
         if dropped.value:
             LIBRDKAFKA_LOG.warning("[%s] %d librdkafka log lines not shown", self._name, dropped.value)
 
     def close(self) -> None:
-        """Close the consumer (a no-op in a forked child: the parent's threads are not there)."""
+        """Close the consumer (in a forked child only forgotten: the parent's threads are not there); a second
+        close raises :class:`NativeReaderClosedError`."""
         with self._lock:
-            handle, self._handle = self._handle, None
+            handle = self._live("close")
+            self._handle = None
+            if os.getpid() == self._pid:
+                self._lib.rr_close(handle)
+
+    def _live(self, method: str) -> int:
+        """The C handle, or :class:`NativeReaderClosedError` naming the reader and ``method`` once it is closed."""
+        handle: int | None = self._handle
         if handle is None:
-            msg = "closed"
-            raise RuntimeError(msg)
-        if os.getpid() == self._pid:
-            self._lib.rr_close(handle)
+            msg = f"native Kafka reader {self._name!r} is closed: {method}() after close()"
+            raise NativeReaderClosedError(msg)
+        return handle
 
     def _check(self, err: int) -> None:
         if err:
