@@ -5,8 +5,10 @@ Cassandra grant is told in seconds (exit 2, one line naming the server, the prin
 setting) instead of after Spark's start-up: the tables are claimed here, which creates them (the
 CREATE grant) and writes their owner (MODIFY). So are a ``cassandra.local_dc`` the cluster does not
 have (with the data centres it reports), a keyspace that does not exist while ``create_keyspace`` is
-false, and a SQLite path that cannot be created. A Kafka outage is no verdict here: the pipelines ride
-it out. Cassandra away is waited for here, before Spark, under the pipelines' ``outage_limit_s``.
+false, a ``consistency``/``serial_consistency`` pair that loses exactly-once on the keyspace's
+replication (unless ``accept_weak_consistency``: then one warning), and a SQLite path that cannot be
+created. A Kafka outage is no verdict here: the pipelines ride it out. Cassandra away is waited for
+here, before Spark, under the pipelines' ``outage_limit_s``.
 """
 
 from __future__ import annotations
@@ -93,8 +95,44 @@ def check_access(config: ServiceConfig, metrics: Metrics, stop: threading.Event 
                 "= ...) or set create_keyspace: true"
             )
             raise StartupError(msg)
+        check_consistency(cassandra, client)
         for p in config.pipelines:  # claimed again (a no-op) when the pipelines start
             compile_pipeline(config, p, metrics=metrics).claim_tables()
+
+
+def check_consistency(settings: Any, client: Any) -> None:
+    """Raise :class:`StartupError` when ``consistency`` and ``serial_consistency`` lose exactly-once on the keyspace's
+    replication as the cluster has it (as ``replication`` will create it when the keyspace does not exist yet);
+    with ``accept_weak_consistency`` log one warning saying what is lost instead. ``validate`` judged the config's
+    ``replication``; a keyspace created otherwise, or since, is only known here."""
+    from app.config.schema import consistency_refusal
+    from states.cassandra.guarantees import consistency_gap, live_replication
+
+    keyspace = client.cluster.metadata.keyspaces.get(settings.keyspace)
+    if keyspace is not None:
+        replication: Any = live_replication(keyspace.replication_strategy)
+        source = f"keyspace {settings.keyspace} on the cluster"
+    else:  # created from the settings by the first claim below
+        replication, source = settings.replication, "from cassandra.replication"
+    gap = consistency_gap(settings.consistency, settings.serial_consistency, replication,
+                          settings.local_dc or driver_local_dc(client), source)
+    if gap is None:
+        return
+    if gap.waivable and settings.accept_weak_consistency:
+        log.warning("cassandra.accept_weak_consistency is true, so exactly-once is not guaranteed: "
+                    "cassandra.%s: %s", gap.setting, gap.reason)
+        return
+    msg = f"cassandra.{gap.setting}: {consistency_refusal(gap)}"
+    raise StartupError(msg)
+
+
+def driver_local_dc(client: Any) -> str | None:
+    """The data centre the driver routes to (the contact point's when ``local_dc`` is unset); None if not known."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT
+
+    policy = client.cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].load_balancing_policy
+    dc = getattr(getattr(policy, "_child_policy", policy), "local_dc", None)  # TokenAwarePolicy(DCAware...)
+    return dc if isinstance(dc, str) and dc else None
 
 
 def _check_kafka(config: ServiceConfig) -> None:

@@ -158,5 +158,6 @@ def _plain(v: Any) -> Any:
 def _cassandra_summary(s: CassandraSettings) -> dict[str, Any]:
     return {"contact_points": list(s.contact_points), "port": s.port, "keyspace": s.keyspace,
             "local_dc": s.local_dc, "consistency": s.consistency, "serial_consistency": s.serial_consistency,
-            "username": s.username, "password": None if s.password is None else "***", "tls": s.tls.enabled}
+            "accept_weak_consistency": s.accept_weak_consistency, "username": s.username,
+            "password": None if s.password is None else "***", "tls": s.tls.enabled}
 

@@ -42,6 +42,7 @@ from spouts.kafka.config import FirstPoll, redact
 from spouts.kafka.formats import FormatType, RecordFormat, RegistrySettings
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
+from states.cassandra.guarantees import ConsistencyGap, consistency_gap
 from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
 from states.cassandra.shards import MAX_SHARDS
 from states.ownership import check_claimable
@@ -401,10 +402,19 @@ class CassandraModel(Section):
                                                             "have stops `run` and the commands with exit 2, naming "
                                                             "the data centres it reports")
     consistency: _choice(*sorted(CONSISTENCY_LEVELS), upper=True) = Field(  # type: ignore[valid-type]
-        default=_C.consistency, description="reads, plain writes and the commit phase of LWTs")
+        default=_C.consistency, description=(
+            "reads, plain writes and the commit phase of LWTs; a level below a majority of the keyspace's replicas "
+            "is refused (see `accept_weak_consistency`), `ANY` always"))
     serial_consistency: _choice(*sorted(SERIAL_LEVELS), upper=True) = Field(  # type: ignore[valid-type]
-        default=_C.serial_consistency, description="the Paxos phase of LWTs and the reads that resolve unknown "
-                                                   "outcomes")
+        default=_C.serial_consistency, description=(
+            "the Paxos phase of LWTs and the reads that resolve unknown outcomes; `LOCAL_SERIAL` on a keyspace "
+            "replicated in several data centres is refused (see `accept_weak_consistency`)"))
+    accept_weak_consistency: Bool = Field(default=_C.accept_weak_consistency, description=(
+        "run a `consistency` and `serial_consistency` that lose exactly-once on the keyspace's replication (below a "
+        "majority of its replicas; `LOCAL_*` levels on a keyspace in several data centres) with one warning at "
+        "start-up, instead of refusing them with exit 2 (`validate` judges `replication` when `create_keyspace` is "
+        'true, `run` the keyspace on the cluster): see "What each consistency pair guarantees" in '
+        "[configuration.md](configuration.md). `ANY` and levels the replication can never meet stay refused"))
     username: Text | None = Field(default=None, description="password authentication, with `password`; better "
                                                             "from `TRIDENT_CASSANDRA_USERNAME`")
     password: SecretStr | None = Field(default=None, description="required with `username`; better from "
@@ -452,8 +462,27 @@ class CassandraModel(Section):
             raise ValueError(str(e)) from None
         return self
 
+    @model_validator(mode="after")
+    def _guarantees(self) -> CassandraModel:
+        """A pair that loses exactly-once on the replication ``create_keyspace`` creates the keyspace with
+        (``run`` checks the keyspace the cluster has, :mod:`app.access`)."""
+        replication = self.settings().replication if self.create_keyspace else None
+        gap = consistency_gap(self.consistency, self.serial_consistency, replication, self.local_dc,
+                              "from cassandra.replication")
+        if gap is not None and not (gap.waivable and self.accept_weak_consistency):
+            raise at(gap.setting, consistency_refusal(gap))
+        return self
+
     def settings(self) -> CassandraSettings:
         return build(CassandraSettings, self)
+
+
+def consistency_refusal(gap: ConsistencyGap) -> str:
+    """The one line refusing ``gap``, with the opt-in when there is one."""
+    line = gap.reason
+    if gap.waivable:
+        line += "; or set cassandra.accept_weak_consistency: true to run without this guarantee"
+    return line
 
 
 # -- pipelines ----------------------------------------------------------------------------------------

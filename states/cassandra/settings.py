@@ -49,6 +49,8 @@ class CassandraSettings:
 
     ``consistency`` is used for reads and plain writes, and for the commit phase of lightweight
     transactions; ``serial_consistency`` for their Paxos phase and for resolving unknown outcomes.
+    Which pairs keep exactly-once on which replication: :mod:`states.cassandra.guarantees` (the
+    service refuses the others unless ``accept_weak_consistency``).
     ``max_concurrency`` caps the requests in flight per call. Reads and plain writes that fail
     with Unavailable, Overloaded or a timeout are retried up to ``max_retries`` times with
     exponential backoff from ``backoff_initial_s`` to ``backoff_max_s``; a lightweight transaction
@@ -77,6 +79,9 @@ class CassandraSettings:
     create_keyspace: bool = True  # CREATE KEYSPACE IF NOT EXISTS with ``replication`` below
     replication: tuple[tuple[str, str], ...] = (("class", "SimpleStrategy"), ("replication_factor", "1"))
     shards: int = 0  # 0: a partition per key
+    # A consistency pair that loses exactly-once on the keyspace's replication (states.cassandra.guarantees)
+    # runs with a warning instead of being refused.
+    accept_weak_consistency: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.contact_points, str):
