@@ -28,7 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from app.error_text import describe
 from app.failures import Decision, Failure, FailurePolicy
-from states.errors import LeaseHeldError, LeaseLostError
+from states.errors import LeaseHeldError, LeaseLostError, LeaseNotRenewedError
 from states.protocols import CoordinatorStore, LeaseInfo
 
 log = logging.getLogger(__name__)
@@ -219,10 +219,10 @@ class LeaseKeeper:
             self._renewed_at = max(self._renewed_at, started)
         return True
 
-    def _not_renewed(self, why: str | None = None) -> LeaseLostError:
+    def _not_renewed(self, why: str | None = None) -> LeaseNotRenewedError:
         since = self._clock() - self._renewed_at
         why = why or self._last_error or "no attempt finished"
-        return LeaseLostError(self.store.topology_id, self.epoch, reason=(
+        return LeaseNotRenewedError(self.store.topology_id, self.epoch, reason=(
             f"no renewal succeeded for {since:.1f} s of its {self.ttl_s:g} s TTL ({why}); stopping before "
             f"it could expire (another instance may take over)"))
 

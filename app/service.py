@@ -28,7 +28,10 @@ default) lets the other pipelines go on and the process exits once every pipelin
 code is the failed pipelines' highest (1, or 2 for configuration), also after a later signal, so
 the orchestrator restarts the pod; a start-up error (e.g. the HTTP port in use) exits 2, any other
 error at start 1, each in one line (its traceback at DEBUG: ``run --debug``). Transient
-failures keep the process alive and ``/readyz`` says ``degraded`` (:mod:`app.health`).
+failures keep the process alive and ``/readyz`` says ``degraded`` (:mod:`app.health`). So does a lease
+that could not be renewed because the store did not answer (a quorum of Cassandra replicas away): the
+pipeline steps down, drops what it held in memory, contends for the lease again and resumes from what is
+committed once the store answers, without a process restart; a lease another instance took stays permanent.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from app.config import CompiledPipeline, ServiceConfig, compile_pipeline, spout_
 from app.coordinator import FATAL, Coordinator
 from app.error_text import describe
 from app.failures import BAD_INPUT, FAILED, fatal_cause
-from app.health import Health, assess
+from app.health import Health, PipelineState, assess
 from app.kafka_watch import KafkaWatch
 from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
@@ -54,6 +57,7 @@ from app.pod_resources import sized_spark
 from app.progress import read_progress
 from app.refusals import refusal
 from app.topology import Topology
+from states.errors import LeaseNotRenewedError
 from states.protocols import LeaseInfo
 
 if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts Spark
@@ -81,15 +85,14 @@ class PipelineRunner:
         self.compiled, self._clock = compiled, clock
         self.kafka_watch = kafka_watch  # asks Kafka on its own: an outage shows while a txid still waits on it
         self.id = compiled.id
-        cfg = compiled.coordinator
-        self.coordinator = Coordinator(self.id, compiled.topology.source(), executor, compiled.store(), cfg,
-                                       metrics=metrics)
+        self._executor, self._metrics = executor, metrics
+        self.coordinator = self._new_coordinator()
         self.leased = False
         self.standby_since: float | None = None  # waiting for the lease held by another instance
         self.last_progress: float | None = None  # a commit or an idle poll
         self.last_step: float | None = None  # the end of the last step (a commit, an idle poll, a failed attempt)
         self.error: BaseException | None = None
-        self._metrics = metrics
+        self.stepped_down: tuple[str, float] | None = None  # why the lease was given up, and when (wall clock)
         self._wall_clock = time.time
         self._problem_since: float | None = None  # when the current source problem was first seen
         self._bad_seen: dict[str, int] = {}  # bad records by action at the last commit line
@@ -99,6 +102,11 @@ class PipelineRunner:
         self.thread = threading.Thread(target=self._main, name=f"pipeline-{self.id}", daemon=True)
         self._stop = threading.Event()  # the service's, from start
         self._on_fatal: Callable[[], None] = lambda: None
+
+    def _new_coordinator(self) -> Coordinator:
+        c = self.compiled
+        return Coordinator(self.id, c.topology.source(), self._executor, c.store(), c.coordinator,
+                           metrics=self._metrics)
 
     def start(self, stop: threading.Event, on_fatal: Callable[[], None]) -> None:
         """Run the loop until ``stop``; ``on_fatal`` is called (from the loop's thread) if a permanent failure stops it."""
@@ -149,9 +157,12 @@ class PipelineRunner:
             self._problem_since = None
         elif self._problem_since is None:
             self._problem_since = since or self._wall_clock()  # first seen now: /readyz says since when
-        h = assess(active=self.role == "active", error=error, failing=failing, source_problem=problem,
-                   progress_age_s=age, window_s=window_s, now=self._wall_clock(),
-                   source_problem_since=self._problem_since)
+        if error is None and not self.leased and self.stepped_down is not None:
+            h = Health(PipelineState.DEGRADED, *self.stepped_down)  # no lease, but not a standby: the store is away
+        else:
+            h = assess(active=self.role == "active", error=error, failing=failing, source_problem=problem,
+                       progress_age_s=age, window_s=window_s, now=self._wall_clock(),
+                       source_problem_since=self._problem_since)
         self._metrics.set_pipeline_state(self.id, h.state.value)
         return h
 
@@ -171,15 +182,8 @@ class PipelineRunner:
 
     def _main(self) -> None:
         try:
-            if self._stop.is_set():
-                return  # stopped before the first lease attempt: no lease is taken
-            if not self.coordinator.start(self._stop, on_standby=self._standby):
-                return  # stopped while in standby
-            self.leased, self.standby_since = True, None
-            self.last_step = self._clock()  # a stall is counted from the lease on
-            self._metrics.set_pipeline_state(self.id, "degraded")  # until the first step finishes
-            self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed, on_idle=self._progressed,
-                                                                 on_failure=self._failed_step))
+            while self._lead():
+                self._step_down()
         except BaseException as e:
             self.error = e
             stopped = self.coordinator.stopped_by
@@ -197,6 +201,39 @@ class PipelineRunner:
                 log.info("pipeline %s stopped in standby (it never held the lease)", self.id)
             else:
                 log.info("pipeline %s closed at committed txid %d", self.id, self.coordinator.committed_txid)
+
+    def _lead(self) -> bool:
+        """Take the lease (or wait for it as a standby) and commit until stopped. True when the lease could not be
+        renewed because the store did not answer (:class:`LeaseNotRenewedError`): the caller steps down."""
+        if self._stop.is_set():
+            return False  # stopped before the lease attempt: no lease is taken
+        if not self.coordinator.start(self._stop, on_standby=self._standby):
+            return False  # stopped while in standby
+        self.leased, self.standby_since, self.stepped_down = True, None, None
+        self.last_step = self._clock()  # a stall is counted from the lease on
+        self._metrics.set_pipeline_state(self.id, "degraded")  # until the first step finishes
+        try:
+            self.coordinator.run(self._stop, callbacks=Callbacks(on_commit=self._committed,
+                                                                 on_idle=self._progressed,
+                                                                 on_failure=self._failed_step))
+        except LeaseNotRenewedError as e:
+            if self._stop.is_set():
+                raise
+            why = e.reason.split(";")[0]
+            reason = (f"stepped down: the lease could not be renewed ({why}); it takes the lease again and resumes "
+                      "from what is committed once the state store answers")
+            log.error("pipeline %s %s", self.id, reason)
+            self.stepped_down = (reason, self._wall_clock())
+            return True
+        return False
+
+    def _step_down(self) -> None:
+        """After a lease that could not be renewed: drop everything the coordinator held in memory (in-flight
+        txids, caches, clients) and start over with a new one, as a process restart would, without Spark's start."""
+        self.coordinator.close(release=False)  # the store did not answer: the lease expires by itself
+        self.leased, self.standby_since = False, self._clock()
+        self._metrics.set_pipeline_state(self.id, "standby")
+        self.coordinator = self._new_coordinator()
 
     def _standby(self, holder: LeaseInfo | None) -> None:
         if self.standby_since is None:

@@ -52,6 +52,14 @@ class LeaseLostError(StateError):
         super().__init__(f"lease of topology {topology_id!r} (epoch {epoch}) lost: {reason}")
 
 
+class LeaseNotRenewedError(LeaseLostError):
+    """The lease could not be renewed in time because the store did not answer (no other coordinator took it): the
+    holder stops its work before the lease can expire, and may contend for it again once the store answers."""
+
+    def __init__(self, topology_id: str, epoch: int, *, reason: str) -> None:
+        super().__init__(topology_id, epoch, reason=reason)
+
+
 class UnknownOutcomeError(StateError):
     """A compare-and-set's outcome could not be resolved: even the serial read kept failing."""
 

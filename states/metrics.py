@@ -13,7 +13,9 @@ import copy
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-RESOLUTIONS = ("applied", "not_applied")  # how a serial read resolved an unknown compare-and-set outcome
+#: How a serial read resolved an unknown compare-and-set outcome; ``unresolved``: the serial read kept failing too
+#: (the batch fails and its txid is replayed from the frozen plan, which settles the key).
+RESOLUTIONS = ("applied", "not_applied", "unresolved")
 
 
 class StateMetricFamilies:
@@ -24,7 +26,7 @@ class StateMetricFamilies:
                                      "Compare-and-set writes refused because the stored value changed.",
                                      ["pipeline"], registry=registry)
         self.cas_unknown = Counter("trident_cas_unknown_outcomes_total",
-                                   "Timed-out compare-and-set writes, by how the serial read resolved them.",
+                                   "Compare-and-set writes of unknown outcome, by how the serial read resolved them (unresolved: the read failed too; the txid is replayed).",
                                    ["pipeline", "resolution"], registry=registry)
         self.state_requests = Counter("trident_state_requests_total", "Requests sent to the state store.",
                                       ["pipeline", "backend", "kind"], registry=registry)

@@ -108,6 +108,7 @@ class CassandraPipe:
             return None
         if attempt >= self.client.settings.max_retries:
             if kind == "serial_read":
+                self.backing.metrics.cas_unknown.labels(resolution="unresolved").inc()
                 raise UnknownOutcomeError(self._lwts[i][0], value) from value
             raise value
         s = self.client.settings

@@ -48,6 +48,7 @@ def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequen
     out: list[tuple[bool, Row | None]] = []
     for kr, want, rs in zip(key_rows, wanted, results, strict=True):
         if isinstance(rs, BaseException):
+            metrics.cas_unknown.labels(resolution="unresolved").inc()
             raise UnknownOutcomeError(kr, rs) from rs
         row = rs.one()
         current = None if row is None else tuple(row[c] for c in columns)

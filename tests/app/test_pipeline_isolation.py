@@ -21,7 +21,13 @@ from app.service import Service
 from app.spark import fatal
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster
-from states.errors import CommitProtocolError, InvalidIdentifierError, LeaseLostError, SchemaMismatchError
+from states.errors import (
+    CommitProtocolError,
+    InvalidIdentifierError,
+    LeaseLostError,
+    LeaseNotRenewedError,
+    SchemaMismatchError,
+)
 from tests.app.test_health import ScriptedExecutor, wait_for
 from tests.kafka.helpers import produce, spread
 
@@ -129,6 +135,27 @@ def test_a_lost_lease_stops_its_pipeline_only_and_the_other_goes_on(
         running.thread.join(30)
     assert running.exit_code == FAILED
     assert running.spark.stopped
+
+
+def test_a_lease_the_store_did_not_renew_steps_down_and_takes_it_again_without_a_restart(
+        cluster: MockKafkaCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A lease lost because the store did not answer (two replicas of three down) is no permanent failure: the
+    pipeline drops what it held, contends for the lease again, and commits on under a new epoch."""
+    not_renewed = LeaseNotRenewedError("a", 1, reason="no renewal succeeded for 24.0 s of its 30 s TTL (the last "
+                                                      "attempt has not answered); stopping before it could expire")
+    with RunningService(cluster, tmp_path, {"a": [not_renewed]}) as running:
+        wait_for(lambda: running.runner("a").coordinator.epoch == 2)
+        a = running.runner("a")
+        before = a.coordinator.committed_txid
+        produce(cluster.bootstrap_servers(), "a", spread(5, 1, tag="after"))
+        wait_for(lambda: a.coordinator.committed_txid > before)
+        assert running.state("a") == "active"
+        assert a.error is None
+        assert running.metrics.value("trident_pipeline_failures_total", pipeline="a", reason="lease_lost") == 0
+        running.service.stop.set()
+        running.thread.join(30)
+    assert running.exit_code == 0
+    assert "pipeline a stepped down: the lease could not be renewed (no renewal succeeded" in caplog.text
 
 
 def test_the_process_exits_once_every_pipeline_has_stopped_with_the_highest_code(

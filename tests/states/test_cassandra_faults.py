@@ -164,6 +164,7 @@ class TestUnknownOutcomes:
         assert stored(server, settings) == truth(2)
         serial_reads = m.value("trident_state_requests_total", backend="cassandra", kind="serial_read")
         assert serial_reads == 1 + settings.max_retries  # retried with backoff, then given up
+        assert unknown(m, "unresolved") == 1  # told apart from the resolved ones: its txid is replayed
 
 
 class TestZombies:
