@@ -38,6 +38,7 @@ from cassandra.policies import (
 from cassandra.query import PreparedStatement, dict_factory, tuple_factory
 
 from states.cassandra.retry import Decision, backoff_s, decide
+from states.cassandra.routing import AvoidUnanswering, Unanswering
 from states.cassandra.settings import CassandraSettings, TlsSettings
 from states.cassandra.window import AsyncWindow
 
@@ -52,6 +53,7 @@ TUPLES = "tuples"  # the execution profile with tuple rows: the hot path's cheap
 # segments that the Python driver encodes and checks in Python, about a third of its CPU per LWT (measured in
 # docs/performance.md, "The Cassandra commit"); every Cassandra since 2.2 speaks v4.
 NEGOTIATE_FROM = 4
+UNANSWERED_PENALTY_S = 30.0  # at least: a host that left a request unanswered goes last in the query plans this long
 
 
 def ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
@@ -71,11 +73,12 @@ class CassandraClient:
     def __init__(self, settings: CassandraSettings) -> None:
         self.settings = settings
         s = settings
+        self.unanswering = Unanswering(penalty_s=max(UNANSWERED_PENALTY_S, 3 * s.request_timeout_s))
         auth = PlainTextAuthProvider(s.username, s.password.get()) if s.username and s.password else None
         kwargs: dict[str, Any] = {"protocol_version": s.protocol_version} if s.protocol_version else {}
         self.cluster = Cluster(list(s.contact_points), port=s.port, auth_provider=auth, ssl_context=ssl_context(s.tls),
-                               execution_profiles={EXEC_PROFILE_DEFAULT: _profile(s, dict_factory),
-                                                   TUPLES: _profile(s, tuple_factory)},
+                               execution_profiles={EXEC_PROFILE_DEFAULT: _profile(s, dict_factory, self.unanswering),
+                                                   TUPLES: _profile(s, tuple_factory, self.unanswering)},
                                connect_timeout=s.connect_timeout_s,
                                reconnection_policy=ExponentialReconnectionPolicy(s.reconnect_base_s, s.reconnect_max_s),
                                # A node coming back up would otherwise get every statement this process ever
@@ -158,10 +161,12 @@ class CassandraClient:
         self.cluster.shutdown()
 
 
-def _profile(s: CassandraSettings, row_factory: Any) -> ExecutionProfile:
-    """Routing, consistency and timeouts from ``s`` (each profile gets its own routing policy)."""
+def _profile(s: CassandraSettings, row_factory: Any, unanswering: Unanswering) -> ExecutionProfile:
+    """Routing, consistency and timeouts from ``s`` (each profile gets its own routing policy; a host that left a
+    request unanswered goes last in both: :mod:`states.cassandra.routing`)."""
     return ExecutionProfile(
-        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
+        load_balancing_policy=AvoidUnanswering(TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
+                                               unanswering),
         retry_policy=FallthroughRetryPolicy(),
         consistency_level=ConsistencyLevel.name_to_value[s.consistency],
         serial_consistency_level=ConsistencyLevel.name_to_value[s.serial_consistency],

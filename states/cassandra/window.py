@@ -1,6 +1,8 @@
 """Bounded windows of ``execute_async`` calls: :class:`RequestStream` and :class:`AsyncWindow` over it.
 
-Each answer's callback records it and sends the next queued request at once, on the driver's
+A request its coordinator left unanswered until the client's timeout puts that host last in the profile's
+query plans for a while (:mod:`states.cassandra.routing`: a hung node). Each answer's callback records it and
+sends the next queued request at once, on the driver's
 event loop thread: the window stays full without a barrier between groups of requests and
 without a hand-off to the calling thread per request. The calling thread queues requests when it
 likes (:meth:`RequestStream.send`) and takes answers in completion order
@@ -17,6 +19,7 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from cassandra import OperationTimedOut
 from cassandra.cluster import ResponseFuture, ResultSet, Session
 
 MAX_DEPTH = 100
@@ -102,7 +105,18 @@ class RequestStream:
         self._finish(tag, outcome)
 
     def _failed(self, error: BaseException, tag: Hashable) -> None:
+        if isinstance(error, OperationTimedOut) and error.last_host is not None:
+            self._unanswered(error.last_host)
         self._finish(tag, (False, error))
+
+    def _unanswered(self, host: Any) -> None:
+        """A coordinator that did not answer within the client's timeout: its routing puts it last for a while
+        (:mod:`states.cassandra.routing`), when the profile's policy does that."""
+        profiles = getattr(self._session.cluster.profile_manager, "profiles", {})
+        policy = getattr(profiles.get(self._profile), "load_balancing_policy", None)
+        unanswering = getattr(policy, "unanswering", None)
+        if unanswering is not None:
+            unanswering.mark(host)
 
     def _finish(self, tag: Hashable, outcome: Outcome) -> None:
         with self._lock:
