@@ -131,7 +131,9 @@ def driver_local_dc(client: Any) -> str | None:
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
     policy = client.cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].load_balancing_policy
-    dc = getattr(getattr(policy, "_child_policy", policy), "local_dc", None)  # TokenAwarePolicy(DCAware...)
+    while policy is not None and getattr(policy, "local_dc", None) is None:  # down the wrappers to DCAware...
+        policy = getattr(policy, "_child_policy", None)
+    dc = getattr(policy, "local_dc", None)
     return dc if isinstance(dc, str) and dc else None
 
 

@@ -33,7 +33,10 @@ def _client(keyspaces: dict[str, Any], local_dc: str | None = "datacenter1") -> 
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
-    policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
+    from states.cassandra.routing import AvoidUnanswering, Unanswering
+
+    # the session's routing, wrappers and all (states.cassandra.session._profile)
+    policy = AvoidUnanswering(TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)), Unanswering(30.0))
     profile = SimpleNamespace(load_balancing_policy=policy)
     cluster = SimpleNamespace(metadata=SimpleNamespace(keyspaces={
                                   name: SimpleNamespace(replication_strategy=s) for name, s in keyspaces.items()}),
