@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: venv tools docs demo test test-real test-compat test-fast fuzz bench lint coverage clean chaos chaos-short \
-	chaos-short-real image test-k8s
+	chaos-short-real image test-k8s test-replicas test-replicas-short
 
 NATIVE := spouts/kafka/native/_rangeread.so
 
@@ -96,6 +96,21 @@ COVERAGE_TESTS := tests/states tests/app tests/config tests/spouts
 coverage: venv
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow" --cov --cov-report=term:skip-covered \
 		--cov-fail-under=$(COVERAGE_FLOOR) $(COVERAGE_TESTS)
+
+# The replica lane (tests/replicas): a cluster of 3 Cassandra nodes and 3 Kafka brokers started from realstack-next
+# on loopback (keyspace RF 3, topics RF 3 with min.insync.replicas 2), nodes SIGKILLed, hung and restarted under a
+# running pipeline, every scenario compared key by key with the producer's truth; about 25 minutes.
+# REPLICA_SCENARIOS=a,c selects scenarios (a-g: docs/reliability.md), REPLICA_ROUNDS the faults per scenario.
+# The short form CI runs: scenarios a, b and d, one round each, a and b on one table layout each (about 8 minutes).
+REPLICA_SCENARIOS ?= a,b,c,d,e,f,g
+REPLICA_ROUNDS    ?= 3
+test-replicas: venv
+	REPLICA_LANE=1 REPLICA_SCENARIOS=$(REPLICA_SCENARIOS) REPLICA_ROUNDS=$(REPLICA_ROUNDS) \
+		$(PY) -m pytest tests/replicas -s -v --durations=0
+
+test-replicas-short: venv
+	REPLICA_LANE=1 REPLICA_SHORT=1 REPLICA_SCENARIOS=a,b,d REPLICA_ROUNDS=1 $(PY) -m pytest tests/replicas -s -v \
+		--durations=0
 
 PEER       := .venv-peer
 PEER_STAMP := $(PEER)/.installed

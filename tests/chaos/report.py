@@ -290,8 +290,9 @@ def write_report(path: Path, runs: list[tuple[list[Any], dict[str, Any]]]) -> No
     path.write_text("\n".join(lines))
 
 
-# Behaviour tests, not chaos runs: sections written by hand beside the plots, appended as they are.
-KEPT_BY_HAND = ("positions.md", "odd-records.md", "state-and-keys.md")
+# Behaviour tests, not chaos runs: sections beside the plots, appended as they are (written by hand, or by their
+# lane: replicas.md by tests/replicas/record.py).
+KEPT_BY_HAND = ("positions.md", "odd-records.md", "state-and-keys.md", "replicas.md")
 
 
 CLUSTER_RECORD = "spark-cluster.json"  # beside the plots: the last recorded run of the cluster kill test
