@@ -4,7 +4,8 @@
     python -m tests.bench commit --small 1000,10000 [--windows 16,32,64,128,256] [--repeat 5]
 
 Against the CQL test server (its own process, so it does not share the client's interpreter) or,
-when ``CASSANDRA_CONTACT_POINTS`` is set (``host[:port],...``), a real Cassandra:
+when ``CASSANDRA_CONTACT_POINTS`` is set (``host[:port],...``), a real Cassandra (the bench keyspace with
+``CASSANDRA_REPLICATION_FACTOR`` replicas, 1 by default):
 
 * **raw ceiling**: the bare driver, ``UPDATE ... IF`` on existing rows: an async window
   (``execute_async``, each callback sending the next, tuple rows), ``execute_concurrent`` with
@@ -54,6 +55,7 @@ from prometheus_client import CollectorRegistry
 from states import CasCachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
+from states.cassandra.schema import replication_cql
 from states.cassandra.session import NEGOTIATE_FROM
 from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
@@ -84,13 +86,20 @@ class Row:
         return self.lwts / self.keys
 
 
+def bench_replication() -> tuple[tuple[str, str], ...]:
+    """The bench keyspace's replication: ``CASSANDRA_REPLICATION_FACTOR`` replicas (1 by default; 3 on a replicated
+    cluster, where each LWT's Paxos rounds go to three replicas)."""
+    rf = os.environ.get("CASSANDRA_REPLICATION_FACTOR", "1")
+    return (("class", "SimpleStrategy"), ("replication_factor", str(int(rf))))
+
+
 @contextmanager
 def cassandra() -> Iterator[CassandraSettings]:
     """Settings of the peer: CASSANDRA_CONTACT_POINTS, else a CQL test server in a child process."""
     if (named := cassandra_from_env()) is not None:
         hosts, port = named
         yield CassandraSettings(contact_points=hosts, port=port, keyspace="bench",
-                                local_dc=os.environ.get("CASSANDRA_LOCAL_DC"))
+                                local_dc=os.environ.get("CASSANDRA_LOCAL_DC"), replication=bench_replication())
         return
     proc = subprocess.Popen([sys.executable, "-m", "tests.cqlserver", "--port", "0"], stdout=subprocess.PIPE,
                             text=True)
@@ -180,7 +189,7 @@ def raw(settings: CassandraSettings, keys: int, window: int) -> list[Row]:
     table = f"{settings.keyspace}.raw_{uuid.uuid4().hex[:8]}"
     try:
         session.execute(f"CREATE KEYSPACE IF NOT EXISTS {settings.keyspace} WITH replication = "
-                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+                        f"{replication_cql(settings.replication)}")
         # The product's table and statement shape: an opaque value (txid, count, prev_count), every column compared.
         session.execute(f"CREATE TABLE {table} (word text PRIMARY KEY, txid bigint, count bigint, prev_count bigint)")
         put = session.prepare(f"INSERT INTO {table} (word, txid, count, prev_count) VALUES (?, 0, 0, 0)")
@@ -393,7 +402,8 @@ def main(argv: list[str] | None = None, *, per_key: bool = False) -> dict[str, l
     print(f"{load()}; peer: {os.environ.get('CASSANDRA_CONTACT_POINTS') or 'CQL test server'}")
     try:
         with cassandra() as base, tempfile.TemporaryDirectory(prefix="bench-commit-") as workdir:
-            settings = CassandraSettings(**{**{f: getattr(base, f) for f in ("contact_points", "port", "local_dc")},
+            settings = CassandraSettings(**{**{f: getattr(base, f) for f in ("contact_points", "port", "local_dc",
+                                                                               "replication")},
                                             "keyspace": "bench", "max_concurrency": args.window})
             client = CassandraClient(settings)
             try:
