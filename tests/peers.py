@@ -44,6 +44,12 @@ def cassandra_from_env() -> tuple[tuple[str, ...], int] | None:
     return tuple(h for h, _ in split), int(split[0][1])
 
 
+def replication_from_env() -> tuple[tuple[str, str], ...]:
+    """A bench keyspace's replication: ``CASSANDRA_REPLICATION_FACTOR`` replicas (1 by default; 3 on a replicated
+    cluster, where each LWT's Paxos rounds go to three replicas)."""
+    return (("class", "SimpleStrategy"), ("replication_factor", str(int(os.environ.get("CASSANDRA_REPLICATION_FACTOR", "1")))))
+
+
 def real_peers_required() -> bool:
     """True when ``REQUIRE_REAL_PEERS`` is set to anything but empty or ``0``."""
     return os.environ.get(REQUIRE_REAL_PEERS, "").strip() not in ("", "0")

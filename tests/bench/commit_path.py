@@ -60,7 +60,7 @@ from states.cassandra.session import NEGOTIATE_FROM
 from states.metrics import StateMetrics
 from states.spec import Column, MapSpec, StateKind
 from tests.bench.spark_commit import ServiceCommit, requests
-from tests.peers import cassandra_from_env
+from tests.peers import cassandra_from_env, replication_from_env
 
 PROCESSES = 2  # client processes of the parallel raw style: Spark local[2]'s concurrent commit tasks
 
@@ -86,20 +86,13 @@ class Row:
         return self.lwts / self.keys
 
 
-def bench_replication() -> tuple[tuple[str, str], ...]:
-    """The bench keyspace's replication: ``CASSANDRA_REPLICATION_FACTOR`` replicas (1 by default; 3 on a replicated
-    cluster, where each LWT's Paxos rounds go to three replicas)."""
-    rf = os.environ.get("CASSANDRA_REPLICATION_FACTOR", "1")
-    return (("class", "SimpleStrategy"), ("replication_factor", str(int(rf))))
-
-
 @contextmanager
 def cassandra() -> Iterator[CassandraSettings]:
     """Settings of the peer: CASSANDRA_CONTACT_POINTS, else a CQL test server in a child process."""
     if (named := cassandra_from_env()) is not None:
         hosts, port = named
         yield CassandraSettings(contact_points=hosts, port=port, keyspace="bench",
-                                local_dc=os.environ.get("CASSANDRA_LOCAL_DC"), replication=bench_replication())
+                                local_dc=os.environ.get("CASSANDRA_LOCAL_DC"), replication=replication_from_env())
         return
     proc = subprocess.Popen([sys.executable, "-m", "tests.cqlserver", "--port", "0"], stdout=subprocess.PIPE,
                             text=True)

@@ -1,6 +1,6 @@
 """``python -m tests.bench servercost``: the Cassandra server's CPU per 1,000 keys written six ways.
 
-    CASSANDRA_CONTACT_POINTS=HOST CASSANDRA_PORT=PORT python -m tests.bench servercost [--keys 1000] [--repeat 5]
+    CASSANDRA_CONTACT_POINTS=HOST[,HOST...] CASSANDRA_PORT=PORT python -m tests.bench servercost [--keys 1000] [--repeat 5]
 
 Why a commit of lightweight transactions costs what it does next to Structured Streaming's counters:
 the same keys written by the bare driver as one LWT per key (the opaque commit's compare-and-set),
@@ -10,7 +10,9 @@ commit of the same keys (``OpaqueMap(CasCachedMap(CassandraBackingMap))``, warm 
 into a table of a partition per key and into one of ``--buckets`` shards (``cassandra.shards``), with
 the CPU of this process (the commit's Python and the driver's threads) beside. The server's CPU is read
 from ``/proc`` of its process (``CassandraDaemon`` on this machine), its idle CPU subtracted; so it needs
-a Cassandra started on the same machine.
+a Cassandra started on the same machine (every ``CassandraDaemon`` on it: all the nodes of a replicated cluster
+on loopback, whose keyspaces get ``CASSANDRA_REPLICATION_FACTOR`` replicas). Each row is also given per key and as
+a ratio to the bare driver's LWT per key (time and server CPU), the ceiling the product's commit is held to.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.peers import replication_from_env
+
+
+def contact_points() -> tuple[str, ...]:
+    """``CASSANDRA_CONTACT_POINTS`` (comma separated hosts), else 127.0.0.1."""
+    return tuple(h.strip() for h in os.environ.get("CASSANDRA_CONTACT_POINTS", "127.0.0.1").split(",") if h.strip())
+
+
+BARE_LWT = "lightweight transactions, one per key"  # the bare driver's: the ceiling the product's commit is held to
 SETTLE_S = 1.0  # after each round: the server's asynchronous work (Paxos commits, memtable) lands in it
 
 
@@ -78,7 +89,7 @@ def styles(session: Any, ks: str, keys: list[str], buckets: int) -> dict[str, Ca
             raise RuntimeError(msg)
 
     return {
-        "lightweight transactions, one per key": each_lwt,
+        BARE_LWT: each_lwt,
         "counter updates (128 in flight)": lambda r: execute_concurrent_with_args(
             session, counter, [(1, k) for k in keys], concurrency=128, raise_on_first_error=True),
         "plain writes": lambda r: execute_concurrent_with_args(
@@ -99,8 +110,9 @@ def product_styles(keys: list[str], shards: int, keyspaces: list[str]) -> dict[s
     from states.spec import Column, MapSpec, StateKind
 
     spec = MapSpec("word_counts", StateKind.OPAQUE, (Column("word", "text"),), (Column("count", "bigint"),))
-    base = CassandraSettings(contact_points=(os.environ.get("CASSANDRA_CONTACT_POINTS", "127.0.0.1"),),
-                             port=int(os.environ.get("CASSANDRA_PORT", "9042")), keyspace="servercost")
+    base = CassandraSettings(contact_points=contact_points(), port=int(os.environ.get("CASSANDRA_PORT", "9042")),
+                             keyspace="servercost", replication=replication_from_env(),
+                             local_dc=os.environ.get("CASSANDRA_LOCAL_DC"))
     rows = [(k,) for k in keys]
     out: dict[str, Callable[[int], None]] = {}
     for n, name in ((0, "the product's commit, a partition per key"), (shards, f"the product's commit, {shards} shards")):
@@ -126,11 +138,13 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
     args = parser.parse_args(argv)
     from cassandra.cluster import Cluster
 
-    cluster = Cluster([os.environ.get("CASSANDRA_CONTACT_POINTS", "127.0.0.1")],
-                      port=int(os.environ.get("CASSANDRA_PORT", "9042")), protocol_version=4)
+    from states.cassandra.schema import replication_cql
+
+    cluster = Cluster(list(contact_points()), port=int(os.environ.get("CASSANDRA_PORT", "9042")), protocol_version=4)
     session = cluster.connect()
+    session.default_timeout = 60
     ks = f"servercost_{uuid.uuid4().hex[:8]}"
-    session.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+    session.execute(f"CREATE KEYSPACE {ks} WITH replication = {replication_cql(replication_from_env())}")
     keys, keyspaces = [f"w{i}" for i in range(args.keys)], [ks]
     try:
         ways = styles(session, ks, keys, args.buckets) | product_styles(keys, args.buckets, keyspaces)
@@ -156,7 +170,13 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
         cpu_s = statistics.median(c for c, _, _ in xs) - idle * (SETTLE_S + wall)
         out[name] = (cpu_s, wall)
         print(f"| {name} | {cpu_s:.3f} | {wall:.3f} | {statistics.median(c for _, _, c in xs):.3f} |")
-    print(f"(medians of {args.repeat}; the server's idle CPU, {idle:.3f} CPU-s per second, subtracted)")
+    print(f"(medians of {args.repeat}; the server's idle CPU, {idle:.3f} CPU-s per second, subtracted; keyspaces "
+          f"{dict(replication_from_env())})")
+    bare_cpu, bare_wall = out[BARE_LWT]
+    print("| per key | ms (the writes) | server CPU-ms | x the bare LWT's time | x its server CPU |\n|---|---|---|---|---|")
+    for name, (cpu_s, wall) in out.items():
+        print(f"| {name} | {1000 * wall / args.keys:.3f} | {1000 * cpu_s / args.keys:.3f} | {wall / bare_wall:.2f} | "
+              f"{cpu_s / bare_cpu:.2f} |")
     return out
 
 
