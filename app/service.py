@@ -230,10 +230,12 @@ class PipelineRunner:
     def _step_down(self) -> None:
         """After a lease that could not be renewed: drop everything the coordinator held in memory (in-flight
         txids, caches, clients) and start over with a new one, as a process restart would, without Spark's start."""
-        self.coordinator.close(release=False)  # the store did not answer: the lease expires by itself
+        old = self.coordinator
+        old.close(release=False)  # the store did not answer: the lease expires by itself
         self.leased, self.standby_since = False, self._clock()
         self._metrics.set_pipeline_state(self.id, "standby")
         self.coordinator = self._new_coordinator()
+        self.coordinator.committed_txid = old.committed_txid  # what /readyz shows until the lease is taken again
 
     def _standby(self, holder: LeaseInfo | None) -> None:
         if self.standby_since is None:

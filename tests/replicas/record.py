@@ -27,8 +27,9 @@ INTRO = (
     "*unknown outcomes* are the service's `trident_cas_unknown_outcomes_total` by resolution.")
 
 SCENARIOS = {
-    "a": "one Cassandra node of three SIGKILLed, in turn on each node and aimed at the commit's LWTs, the reads, the "
-         "lease's and the txid store's writes; started again each time",
+    "a": "one Cassandra node of three SIGKILLed, in turn on each node and aimed at the conditional writes (the "
+         "commit's LWTs or batches, the txid store's), the reads, the lease's renewal, plain writes; started again each "
+         "time",
     "b": "two Cassandra nodes of three hung 8 s with the commit's LWTs in flight (outcomes unknown, then resolved), "
          "then hung 20 s and SIGKILLed: commits stop, `/readyz` says why; one node started again, then the other",
     "c": "one Cassandra node hung (SIGSTOP) for 30 s, then resumed",

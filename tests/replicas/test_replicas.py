@@ -23,8 +23,9 @@ pytestmark = pytest.mark.slow
 #: conditional batch per shard).
 LAYOUTS = {"partition-per-key": 0, "sharded": 4}
 
-#: What a Cassandra kill is aimed at, in turn: the commit's LWTs (or conditional batches), the process phase's
-#: reads of the stored values, the txid store's and the lease's writes.
+#: What a Cassandra kill is aimed at, in turn, by the kind of state request seen in flight: ``cas``, the commit's
+#: LWTs (or conditional batches) and the txid store's conditional writes (a plan frozen, a txid marked); ``read``,
+#: the reads of stored values and plans; ``lease``, the lease's renewal; ``write``, plain writes.
 AIMS = ("cas", "read", "lease", "write")
 
 SHORT_HANG_S = 8.0  # two replicas hung past the server's write timeout (5 s at most in the lane's cluster), then back
