@@ -25,13 +25,15 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import yaml
 from confluent_kafka import Producer
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
          "lima", "mike", "november", "oscar", "papa")
 
@@ -136,10 +138,20 @@ class ServiceProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
 
-    def pause(self) -> None:
-        """SIGSTOP the whole process group: nothing it does can land until :meth:`resume` or :meth:`kill`."""
+    def pause(self, timeout: float = 10.0) -> None:
+        """SIGSTOP the whole process group and wait (``timeout`` at most) until each of its threads is stopped.
+
+        A stopped group starts nothing new, but what it already handed on still lands: a request delivered to
+        another process (a CQL server) is executed by it, and an SQLite commit whose commit frame is in the WAL
+        but not yet in the shared wal-index is invisible to readers now and appears once the writer is dead
+        (the next connection rebuilds the index from the WAL). PySpark's worker daemon puts itself and its
+        Python workers in a process group of their own (``os.setpgid(0, 0)``): they are neither stopped nor
+        killed with this group, and exit when the JVM's sockets close."""
         assert self.proc is not None
         os.killpg(self.proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout  # SIGSTOP is delivered asynchronously (a thread in a syscall first
+        while not group_stopped(self.proc.pid) and time.monotonic() < deadline:  # finishes it)
+            time.sleep(0.001)
 
     def resume(self) -> None:
         assert self.proc is not None
@@ -287,6 +299,70 @@ def state_documents(db: Path, topology: str) -> dict[str, str]:
         raise
     finally:
         conn.close()
+
+
+def _stat_fields(stat: Path) -> list[str]:
+    """The fields of a ``/proc/.../stat`` file after the command name (state first), [] when it is gone."""
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def group_stopped(pgid: int) -> bool:
+    """Whether every thread of every process in process group ``pgid`` is stopped (or dead)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        fields = _stat_fields(proc / "stat")
+        if len(fields) < 3 or int(fields[2]) != pgid:
+            continue
+        for task in (proc / "task").glob("[0-9]*"):
+            state = (_stat_fields(task / "stat") or ["X"])[0]
+            if state not in ("T", "t", "Z", "X"):
+                return False
+    return True
+
+
+def sqlite_files(db: Path) -> tuple[Path, ...]:
+    """An SQLite database in WAL mode and its two side files."""
+    return db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")
+
+
+def holders(files: Collection[Path]) -> dict[int, str]:
+    """The processes other than this one that have any of ``files`` open: ``{pid: command line}``."""
+    wanted = {str(f.resolve()) for f in files}
+    found: dict[int, str] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        if int(proc.name) == os.getpid():
+            continue
+        try:
+            if any(str(fd.readlink()) in wanted for fd in (proc / "fd").iterdir()):
+                found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours
+            continue
+    return found
+
+
+def settled(read: Callable[[], T], *, files: Collection[Path] = (), quiet_s: float = 1.0,
+            timeout: float = 60.0) -> T:
+    """What ``read()`` returns once a killed writer's last writes have landed, for reads taken after the SIGKILL.
+
+    With ``files`` (an SQLite database's, :func:`sqlite_files`): first wait until no other process has them
+    open (PySpark's Python workers outlive the group for a moment); the next connection then finds the WAL as
+    the dead writer left it and every commit frame in it counts. Then read until two reads ``quiet_s`` apart
+    agree: a request the dead process had delivered to a server in another process (the CQL test server
+    executes it on its worker pool within milliseconds) has been executed by then."""
+    deadline = time.monotonic() + timeout
+    while found := holders(files):
+        assert time.monotonic() < deadline, f"{files} still open after {timeout} s by {found}"
+        time.sleep(0.05)
+    last = read()
+    while True:
+        time.sleep(quiet_s)
+        now = read()
+        if now == last:
+            return now
+        assert time.monotonic() < deadline, f"the store still changing {timeout} s after the kill"
+        last = now
 
 
 def frozen_uncommitted(documents: dict[str, str]) -> int | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from tests.service.helpers import (
     ServiceProcess,
     free_port,
     frozen_uncommitted,
+    settled,
+    sqlite_files,
     state_documents,
     word_count_config,
     word_counts,
@@ -31,6 +33,8 @@ KILLS = int(os.environ.get("TRIDENT_KILL_TEST_KILLS", "6"))
 CQL_KILLS = int(os.environ.get("TRIDENT_KILL_TEST_CQL_KILLS", "4"))
 SEED = int(os.environ.get("TRIDENT_KILL_TEST_SEED", str(int(time.time()))))
 KILL_POINTS = ("in the freeze window", "start-up", "after a commit")
+#: Starts per freeze-window kill: one whose txid turns out committed after the kill is tried again.
+FREEZE_ATTEMPTS = 4
 
 
 def kill_schedule(rng: random.Random, kills: int) -> list[str]:
@@ -43,8 +47,8 @@ def kill_schedule(rng: random.Random, kills: int) -> list[str]:
 
 
 def kill_at_random_moments(service: ServiceProcess, documents: Callable[[], dict[str, str]], rng: random.Random,
-                           kills: int) -> dict[str, int]:
-    """Start, pick a moment, SIGKILL the process group; ``kills`` times.
+                           kills: int, *, files: Collection[Path] = ()) -> dict[str, int]:
+    """Start, pick a moment, SIGKILL the process group; ``kills`` times (and again for a freeze-window miss).
 
     The points come from :func:`kill_schedule` (each of the three within every three kills); the moment within
     a point is random. Start-up kills land 0.5-6 s after the start (Spark starting, lease being taken);
@@ -52,30 +56,44 @@ def kill_at_random_moments(service: ServiceProcess, documents: Callable[[], dict
     freezing, committing the state, marking the txid committed); freeze-window kills are steered into the window
     the freeze exists for: a txid's plan stored, its state being written, the txid not yet marked committed.
     Those poll the coordinator's ``documents()`` until they see that window, stop the whole process group
-    (SIGSTOP), check again, and SIGKILL it there. ``frozen, uncommitted`` counts, from the store after each
-    kill, the kills that left a txid frozen but not committed (the next run must replay exactly it).
+    (SIGSTOP), check again, and SIGKILL it there.
+
+    Where a kill landed is read from the store after the kill, :func:`settled` (``files``: the SQLite
+    database's), never from the look taken while the group was stopped: a stopped group still has its
+    last write land (a commit frame already in the SQLite WAL, a request already delivered to the CQL server),
+    so a txid seen frozen then can be committed after the kill (seed 1796520874 on a loaded CI machine). A
+    freeze-window kill counts as one only when the settled store holds a txid frozen but not committed (the next
+    run must replay exactly it); otherwise it counts under ``commit landed after the stop`` and the point is
+    tried again, :data:`FREEZE_ATTEMPTS` starts at most. ``frozen, uncommitted`` counts every kill that left such
+    a txid.
     """
-    landed = dict.fromkeys(KILL_POINTS, 0) | {"frozen, uncommitted": 0}
+    landed = dict.fromkeys(KILL_POINTS, 0) | {"frozen, uncommitted": 0, "commit landed after the stop": 0}
     for point in kill_schedule(rng, kills):
-        service.start()
-        if point == "in the freeze window":
-            wait_for_first_commit(service)
-            stop_in_freeze_window(service, documents)
-        elif point == "start-up":
-            time.sleep(rng.uniform(0.5, 6.0))
-            service.check_alive()
-        else:
-            wait_for_first_commit(service)
-            time.sleep(rng.uniform(0.0, 3.0))
-            service.check_alive()
-        landed[point] += 1
-        service.kill()
-        if frozen_uncommitted(documents()) is not None:
-            landed["frozen, uncommitted"] += 1
+        for _ in range(FREEZE_ATTEMPTS if point == "in the freeze window" else 1):
+            service.start()
+            if point == "in the freeze window":
+                wait_for_first_commit(service)
+                stop_in_freeze_window(service, documents)
+            elif point == "start-up":
+                time.sleep(rng.uniform(0.5, 6.0))
+                service.check_alive()
+            else:
+                wait_for_first_commit(service)
+                time.sleep(rng.uniform(0.0, 3.0))
+                service.check_alive()
+            service.kill()
+            left_frozen = frozen_uncommitted(settled(documents, files=files)) is not None
+            landed["frozen, uncommitted"] += left_frozen
+            if point != "in the freeze window" or left_frozen:
+                landed[point] += 1
+                break
+            landed["commit landed after the stop"] += 1
     return landed
 
 
-def wait_for_first_commit(service: ServiceProcess, timeout: float = 90) -> None:
+def wait_for_first_commit(service: ServiceProcess, timeout: float = 360) -> None:
+    """Wait for this run's first committed txid. The bound is for a loaded machine, not a goal: at load 27 Spark's
+    start-up alone took 62 s and a first txid 35 s (90 s failed the CQL kill test there with nothing wrong)."""
     deadline = time.monotonic() + timeout
     while service.commits_this_run() == 0:
         service.check_alive()
@@ -114,7 +132,8 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
     producer = SentenceProducer(kafka.bootstrap_servers(), "sentences", 4, rate=300, seed=SEED)
     producer.start()
     try:
-        landed = kill_at_random_moments(service, lambda: state_documents(db, "kill-test"), random.Random(SEED), KILLS)
+        landed = kill_at_random_moments(service, lambda: state_documents(db, "kill-test"), random.Random(SEED), KILLS,
+                                        files=sqlite_files(db))
         truth = producer.stop()
 
         drain_then_terminate(service, lambda: word_counts(db), truth, poll_s=0.5)
@@ -129,8 +148,7 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
                f"{log.count('failed (')} failed attempts, {time.monotonic() - started:.0f} s")
     print(summary)
     assert stored == dict(truth), summary
-    assert all(landed[point] > 0 for point in KILL_POINTS), summary
-    assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
+    assert all(landed[point] > 0 for point in KILL_POINTS), summary  # a freeze-window kill read after the kill
 
 
 @pytest.mark.slow
@@ -164,8 +182,7 @@ def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_p
                f"{log.count('committed txid')} txid commits logged, {time.monotonic() - started:.0f} s")
     print(summary)
     assert stored == dict(truth), summary
-    assert all(landed[point] > 0 for point in KILL_POINTS), summary
-    assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
+    assert all(landed[point] > 0 for point in KILL_POINTS), summary  # a freeze-window kill read after the kill
 
 
 def drain_then_terminate(service: Any, stored: Callable[[], Any], truth: Any, *, poll_s: float) -> None:

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.service import test_kill
-from tests.service.helpers import ServiceProcess, free_port, state_documents, word_count_config
+from tests.service.helpers import ServiceProcess, free_port, sqlite_files, state_documents, word_count_config
 from tests.service.test_kill import KILL_POINTS, SEED, drain_then_terminate, kill_at_random_moments
 
 KILLS = int(os.environ.get("TRIDENT_UPSERT_KILL_TEST_KILLS", "4"))
@@ -131,7 +131,8 @@ def test_sigkill_at_random_moments_keeps_the_last_record_per_key(kafka: MockKafk
     producer = UpsertProducer(kafka.bootstrap_servers(), "accounts", rate=40, seed=SEED)
     producer.start()
     try:
-        landed = kill_at_random_moments(service, lambda: state_documents(db, PIPELINE), random.Random(SEED), KILLS)
+        landed = kill_at_random_moments(service, lambda: state_documents(db, PIPELINE), random.Random(SEED), KILLS,
+                                        files=sqlite_files(db))
         truth = producer.stop()
         drain_then_terminate(service, lambda: stored_accounts(db), truth, poll_s=0.5)
     finally:
@@ -148,5 +149,4 @@ def test_sigkill_at_random_moments_keeps_the_last_record_per_key(kafka: MockKafk
     print(summary)
     assert stored_accounts(db) == truth, summary
     assert tombstoned == deleted, summary
-    assert all(landed[point] > 0 for point in KILL_POINTS), summary
-    assert landed["frozen, uncommitted"] >= landed["in the freeze window"] > 0, summary
+    assert all(landed[point] > 0 for point in KILL_POINTS), summary  # a freeze-window kill read after the kill
