@@ -48,6 +48,67 @@ def sample(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: s
     return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
 
 
+class KeyedTruthProducer(TruthProducer):
+    """The chaos lanes' producer with a sequence number as each record's Kafka key, so a record whose delivery
+    report was an error can still be found in the log: with brokers restarting, a produce request can be written
+    and replicated while the producer only sees its error (a broker gone before it answered). Such a record is in
+    the log, so the service counts it, but not in the delivery reports' truth. :meth:`settle_uncertain` reads the
+    log with a plain consumer (``read_committed``, nothing of the product's) and adds exactly the records of failed
+    deliveries it finds there."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.uncertain: dict[bytes, tuple[str, ...]] = {}  # key -> words of a record whose delivery report failed
+        self.landed_uncertain = 0
+
+    def _produce(self, partition: int, sink: Any) -> None:
+        words, key = self._words(), str(self.sent).encode()
+
+        def report(err: Any, msg: Any, words: tuple[str, ...] = words, key: bytes = key) -> None:
+            if err is not None:
+                with self._lock:
+                    self.uncertain[key] = words
+            sink(err, msg, words)
+
+        self._producer.produce(self.topic, " ".join(words).encode(), key=key, partition=partition, on_delivery=report)
+        self.sent += 1
+
+    def settle_uncertain(self, bootstrap: str) -> int:
+        """Add to the truth every record of a failed delivery that is in the log (committed); how many."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        if not self.uncertain:
+            return 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"truth-{self.topic}",
+                             "isolation.level": "read_committed", "enable.auto.commit": False})
+        try:
+            ends = {}
+            for p in range(self.partitions):
+                low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=60)
+                if high > low:
+                    ends[p] = high
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in ends])
+            deadline = time.monotonic() + 300
+            while ends and time.monotonic() < deadline:
+                m = consumer.poll(1.0)
+                if m is None or m.error():
+                    continue
+                key, partition, offset = m.key(), m.partition(), m.offset()
+                assert isinstance(key, bytes) and partition is not None and offset is not None
+                if key in self.uncertain:
+                    with self._lock:
+                        if (partition, offset) not in self.records:
+                            self._accept(partition, offset, self.uncertain[key])
+                            self.landed_uncertain += 1
+                if offset + 1 >= ends.get(partition, 0):
+                    ends.pop(partition, None)
+            if ends:
+                raise AssertionError(f"the log of {self.topic} was not read to its end: partitions {sorted(ends)} left")
+        finally:
+            consumer.close()
+        return self.landed_uncertain
+
+
 @dataclass
 class Outcome:
     """What one scenario's run came to."""
@@ -60,6 +121,8 @@ class Outcome:
     twice: int = 0
     differing: int = 0
     duplicated_rows: int = 0  # a key stored in two rows (two shards)
+    failed_deliveries: int = 0  # records whose delivery report was an error
+    landed_anyway: int = 0  # of those, found in the log (so in the truth)
     unknown: Counter[str] = field(default_factory=Counter)  # resolution -> count
     stalls: list[tuple[str, float]] = field(default_factory=list)  # (fault, longest commit gap around it)
     exit_code: int | None = None
@@ -69,7 +132,8 @@ class Outcome:
 
     def line(self) -> str:
         stalls = ", ".join(f"{f}: {s:.1f} s" for f, s in self.stalls) or "none"
-        return (f"{self.records} records ({self.aborted_transactions} transactions aborted), {self.keys} keys, "
+        return (f"{self.records} records ({self.aborted_transactions} transactions aborted; {self.failed_deliveries} "
+                f"failed deliveries, {self.landed_anyway} of them in the log all the same), {self.keys} keys, "
                 f"{self.words} words: lost {self.lost}, twice {self.twice}, keys differing {self.differing}, "
                 f"rows duplicated {self.duplicated_rows}; unknown LWT outcomes {dict(self.unknown) or 0}; "
                 f"longest commit stall per fault: {stalls}; exit {self.exit_code}")
@@ -86,7 +150,7 @@ class ReplicaRun:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic, self.table = name, f"wc_{name.replace('-', '_')}"
         cluster.create_topic(self.topic, partitions)
-        self.producer = TruthProducer(cluster.bootstrap, self.topic, partitions, rate=rate, seed=len(name),
+        self.producer = KeyedTruthProducer(cluster.bootstrap, self.topic, partitions, rate=rate, seed=len(name),
                                       transactional_id=f"{name}-producer" if transactional else None,
                                       abort_ratio=abort_ratio)
         self.services = [self._service(i, points, lease_ttl_s)
@@ -208,6 +272,8 @@ class ReplicaRun:
         then the stored state compared key by key with the producer's truth."""
         self.cluster.heal()
         self.producer.stop()
+        outcome.failed_deliveries = len(self.producer.uncertain)
+        outcome.landed_anyway = self.producer.settle_uncertain(self.cluster.bootstrap)
         truth = self.producer.truth()
         session = self.cluster.session()
         try:

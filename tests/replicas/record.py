@@ -22,7 +22,9 @@ INTRO = (
     "or stopped cleanly, and started again, under the running pipeline; the service process is never restarted "
     "(but in f, where the active one is killed on purpose). Each scenario ends with every node up, the producer "
     "stopped, the service drained and SIGTERMed (exit 0), and the stored counts read at QUORUM and compared key by "
-    "key with the producer's truth (its delivery reports, and for transactions the committed ones only). A *stall* "
+    "key with the producer's truth (its delivery reports, and for transactions the committed ones only; a record "
+    "whose delivery report was an error but which a plain consumer finds in the log, as a broker restart can leave "
+    "one, joins the truth: each record carries a sequence number as its key). A *stall* "
     "is the longest time without a commit around a fault (the commits seen on the service's `/metrics`); "
     "*unknown outcomes* are the service's `trident_cas_unknown_outcomes_total` by resolution.")
 
@@ -53,7 +55,8 @@ def record(name: str, outcome: Outcome, seconds: float) -> None:
                   "seconds": round(seconds), "load": round(os.getloadavg()[0], 1), "records": outcome.records,
                   "aborted_transactions": outcome.aborted_transactions, "keys": outcome.keys, "words": outcome.words,
                   "lost": outcome.lost, "twice": outcome.twice, "differing": outcome.differing,
-                  "duplicated_rows": outcome.duplicated_rows, "unknown": dict(outcome.unknown),
+                  "duplicated_rows": outcome.duplicated_rows, "failed_deliveries": outcome.failed_deliveries,
+                  "landed_anyway": outcome.landed_anyway, "unknown": dict(outcome.unknown),
                   "stalls": [[f, round(s, 1)] for f, s in outcome.stalls], "exit_code": outcome.exit_code}
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
@@ -69,9 +72,11 @@ def render(runs: dict[str, Any]) -> str:
         letter = name.split("-")[0]
         unknown = ", ".join(f"{k} {v}" for k, v in sorted(r["unknown"].items())) or "0"
         stalls = "; ".join(f"{f}: {s:.1f} s" for f, s in r["stalls"]) or "-"
+        failed = r.get("failed_deliveries", 0)
+        deliveries = f"; {failed} failed deliveries, {r.get('landed_anyway', 0)} in the log" if failed else ""
         lines.append(f"| {name} | {SCENARIOS.get(letter, '')} | {r['records']} ({r['aborted_transactions']} "
-                     f"transactions aborted), {r['keys']} keys | {r['lost']} | {r['twice']} | {unknown} | {stalls} | "
-                     f"{r['exit_code']} |")
+                     f"transactions aborted{deliveries}), {r['keys']} keys | {r['lost']} | {r['twice']} | {unknown} | "
+                     f"{stalls} | {r['exit_code']} |")
     lines += ["", "Each row is the scenario's last recorded run (`REPLICA_RECORD=docs/reliability/replicas.json "
               "make test-replicas`); when: " + "; ".join(f"{n} {runs[n]['started']} (load {runs[n]['load']})"
                                                       for n in sorted(runs)) + ".", ""]
