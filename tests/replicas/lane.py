@@ -94,7 +94,9 @@ class KeyedTruthProducer(TruthProducer):
                 if m is None or m.error():
                     continue
                 key, partition, offset = m.key(), m.partition(), m.offset()
-                assert isinstance(key, bytes) and partition is not None and offset is not None
+                assert isinstance(key, bytes)
+                assert partition is not None
+                assert offset is not None
                 if key in self.uncertain:
                     with self._lock:
                         if (partition, offset) not in self.records:
