@@ -24,6 +24,7 @@ from tests.chaos.truth import TruthProducer, compare
 from tests.replicas.cluster import DATA_CENTRE, KEYSPACE, REPLICATION, Cluster
 from tests.service.helpers import ServiceProcess, free_port, word_count_config
 
+WARM_COMMITS = 5  # commits a scenario waits for before its first fault
 REQUEST_TIMEOUT_S = 10.0  # the service's cassandra.request_timeout_s: the stall goal is twice this
 _SAMPLE = re.compile(r"^(trident_[a-z_]+)\{([^}]*)\} ([0-9.e+-]+)$", re.MULTILINE)
 
@@ -183,11 +184,13 @@ class ReplicaRun:
     # -- running ---------------------------------------------------------------------------------
 
     def begin(self, first_commit_s: float = 300.0) -> ServiceProcess:
-        """Start the producer and the first service; return it once it committed a txid."""
+        """Start the producer and the first service; return it once it committed :data:`WARM_COMMITS` txids (the
+        faults meet a pipeline in its steady state, not a new cluster's and a new process's first, cold commits)."""
         self.producer.start()
         service = self.services[0].start()
         self._watch.start()
         self.wait_commits(1, first_commit_s)
+        self.wait_commits(WARM_COMMITS, first_commit_s)
         return service
 
     def say(self, line: str) -> None:
@@ -320,3 +323,5 @@ class ReplicaRun:
             s.cleanup()
         if self.producer.is_alive():
             self.producer._stop_event.set()  # a failed scenario: no flush wait
+        # librdkafka's handle goes with its last reference: it would go on reconnecting to a cluster that is stopped
+        self.producer.__dict__.pop("_producer", None)
