@@ -15,7 +15,8 @@ from tests.replicas.lane import Outcome
 INTRO = (
     "`make test-replicas` (tests/replicas; CI runs the short form, `make test-replicas-short`: scenarios a, b and d "
     "once each). A cluster of 3 Apache Cassandra 5.0 nodes (keyspace `NetworkTopologyStrategy` RF 3, the service's "
-    "default `LOCAL_QUORUM` / `LOCAL_SERIAL`, `request_timeout_s` 10, the servers' write timeout 3 s) and 3 Apache "
+    "default `LOCAL_QUORUM` / `LOCAL_SERIAL`, `request_timeout_s` 10, the servers' write timeout 3 s where the lane starts the cluster; the runs below ran on "
+    "one started by hand with the kit's 5 s) and 3 Apache "
     "Kafka 4.4 brokers (topics RF 3, `min.insync.replicas=2`, `acks=all` idempotent producers) on loopback; one "
     "service process (two in f) runs a word count into Cassandra while a producer writes about 150 sentences a "
     "second. Nodes are SIGKILLed (`kill`), SIGSTOPped (`pause`, a hung node: its sockets open, nothing answering) "
