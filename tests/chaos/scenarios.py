@@ -211,7 +211,8 @@ def lease_epoch(lane: Lane) -> int:
 
 def zombie(lane: Lane, active: ServiceProcess, standbys: list[ServiceProcess]) -> None:
     """SIGSTOP the active instance past its lease; the standby takes over and commits; SIGCONT: the old
-    one must find itself fenced and stop without committing anything."""
+    one must find itself fenced and commit nothing: it stops (exit 1, the store told it another coordinator
+    took the lease) or steps down to wait as a standby (its own clock told it the lease ran out first)."""
     epoch = lease_epoch(lane)
     before = active.commits_this_run()
     t0 = time.monotonic()
@@ -228,10 +229,12 @@ def zombie(lane: Lane, active: ServiceProcess, standbys: list[ServiceProcess]) -
         time.sleep(0.2)
     code = active.proc.poll() if active.proc is not None else None
     after = active.commits_this_run() - before
+    stepped = code is None and "stepped down:" in active.run_log()
     detail = (f"stopped {stopped_s:.0f} s (lease TTL {lane.lease_ttl_s:g} s); standby took over: {took}; "
-              f"after SIGCONT it committed {after} txids and exited with {code}")
+              f"after SIGCONT it committed {after} txids and "
+              + ("stepped down to wait as a standby" if stepped else f"exited with {code}"))
     lane.fault("zombie", detail)
-    if after or not took or code in (None, 0):
+    if after or not took or (code in (None, 0) and not stepped):
         lane.outcome.notes.append(f"zombie not fenced as expected: {detail}")
     if code is None:
         lane.kill(active, "zombie (still running after SIGCONT)")
