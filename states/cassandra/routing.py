@@ -36,8 +36,9 @@ class Unanswering:
         if until is None:
             return False
         if until <= self._clock():
-            with self._lock:
-                self._until.pop(host, None)
+            with self._lock:  # forget it, unless a request marked it again meanwhile
+                if self._until.get(host, 0.0) <= self._clock():
+                    self._until.pop(host, None)
             return False
         return True
 
