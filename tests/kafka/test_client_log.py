@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 import re
 import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -191,3 +193,51 @@ def test_real_repeats_are_counted_in_the_next_line(refusing_brokers: list[str]) 
     assert all(3 <= per_broker[b] <= 6 for b in refusing_brokers), per_broker
     counted = [r.getMessage() for r in lines.records if "more like this in the last 1 s" in r.getMessage()]
     assert len(counted) >= 4, [r.getMessage() for r in lines.records]
+
+
+# -- every client the product makes --------------------------------------------------------------------------------
+
+CLIENTS = {"Consumer", "Producer", "AdminClient"}
+ROUTED = {"watched", "logged"}  # spouts.kafka.access.watched, spouts.kafka.client_log.logged
+#: Clients that need no log: the mock cluster's metadata look-up (a test peer's), never polled.
+UNLOGGED = {("spouts/kafka/mock_cluster.py", "leaders")}
+
+
+def _called(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        f = node.func
+        return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    return None
+
+
+def _routed(arg: ast.expr, scope: ast.AST) -> bool:
+    """``arg`` is ``watched(...)``/``logged(...)``, a dict naming its own ``logger``, or a name assigned from either."""
+    if _called(arg) in ROUTED:
+        return True
+    if isinstance(arg, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "logger" for k in arg.keys):
+        return True
+    if isinstance(arg, ast.Subscript):  # watched(...)[0]
+        return _routed(arg.value, scope)
+    if isinstance(arg, ast.Name):
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign) and _called(node.value) in ROUTED:
+                names = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                if arg.id in names:
+                    return True
+    return False
+
+
+def test_every_client_the_product_makes_logs_through_the_product_logger() -> None:
+    """Every ``Consumer(...)``, ``Producer(...)`` and ``AdminClient(...)`` in ``app`` and ``spouts`` is given its
+    config through ``watched``/``logged`` (so repeats are held back per broker), or names its own logger."""
+    root = Path(__file__).resolve().parents[2]
+    unrouted = []
+    for path in sorted([*root.joinpath("app").rglob("*.py"), *root.joinpath("spouts").rglob("*.py")]):
+        tree = ast.parse(path.read_text())
+        for scope in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
+            for call in (n for n in ast.walk(scope) if _called(n) in CLIENTS):
+                assert isinstance(call, ast.Call)
+                where = (str(path.relative_to(root)), scope.name)
+                if where not in UNLOGGED and not (call.args and _routed(call.args[0], scope)):
+                    unrouted.append(f"{where[0]}:{call.lineno} in {where[1]}")
+    assert unrouted == []
