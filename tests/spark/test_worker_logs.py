@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from app.logs import WORKER_LEVEL
 
 #: A driver that logs at WARNING and runs one task in pipeline wc-1's job group; the task logs twice.
@@ -31,6 +33,7 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_workers_line_has_the_drivers_format_level_and_pipeline() -> None:
     """The task's warning reaches stderr (the executor's log; here the driver's process) as
     ``TIME WARNING tests.worker: pipeline wc-1: ...``; its INFO line stays below the driver's level. The whole
