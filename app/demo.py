@@ -65,6 +65,8 @@ def produce(bootstrap: str, records: int, partitions: int, seed: int) -> Counter
     """Produce the sentences; the words of every acknowledged one are the ground truth."""
     from confluent_kafka import Producer
 
+    from spouts.kafka.client_log import logged
+
     rng = random.Random(seed)
     weights = [1 / (i + 1) for i in range(len(WORDS))]  # Zipf-like: a few words are frequent
     truth: Counter[str] = Counter()
@@ -76,8 +78,8 @@ def produce(bootstrap: str, records: int, partitions: int, seed: int) -> Counter
         else:
             failed.append(err)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(logged({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
+                                "queue.buffering.max.messages": 1_000_000}))
     for i in range(records):
         words = rng.choices(WORDS, weights, k=rng.randint(3, 8))
         producer.produce(TOPIC, " ".join(words).encode(), partition=i % partitions,

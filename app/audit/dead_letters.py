@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.dead_letters import Coordinates, coordinates_of
+from spouts.kafka.client_log import logged
 from spouts.metadata import BatchPlan
 
 TIMEOUT_S = 60.0  # to read the topic back to its end (past an open transaction: its last stable offset)
@@ -101,9 +102,9 @@ def read_letters(kafka: Mapping[str, str], topic: str, pipeline: str,
                  timeout_s: float = TIMEOUT_S) -> tuple[Counter[Coordinates], dict[int, int]]:
     """The pipeline's committed dead letters in ``topic`` (copies per source record) and each partition's log
     start; ``kafka``: librdkafka settings of the dead-letter cluster."""
-    consumer = Consumer({**kafka, "group.id": f"trident-{pipeline}-audit", "isolation.level": "read_committed",
-                         "enable.auto.commit": "false", "enable.partition.eof": "true",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(logged({**kafka, "group.id": f"trident-{pipeline}-audit", "isolation.level": "read_committed",
+                                "enable.auto.commit": "false", "enable.partition.eof": "true",
+                                "auto.offset.reset": "earliest"}))
     found: Counter[Coordinates] = Counter()
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)

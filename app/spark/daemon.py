@@ -5,6 +5,7 @@ PySpark's daemon (``pyspark.daemon``) forks the Python workers and, in a reused 
 Cassandra clients and the commit caches, tens of ms of CPU per task and several tasks per txid.
 Python's own collections (by allocation thresholds) still run in the workers, so reference cycles
 are still freed; here the daemon's full collection runs after every :data:`FULL_EVERY` tasks only.
+It also sets up the workers' logging (:func:`app.logs.configure_worker`) once, before it forks them.
 """
 
 from __future__ import annotations
@@ -39,5 +40,8 @@ def install(module: Any, every: int = FULL_EVERY) -> None:
 if __name__ == "__main__":  # Spark starts ``python -m app.spark.daemon`` (the session's daemon module)
     from pyspark import daemon
 
+    from app.logs import configure_worker
+
+    configure_worker()  # the workers it forks log as the driver does
     install(daemon)
     daemon.manager()

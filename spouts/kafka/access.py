@@ -5,22 +5,22 @@ callback (and its log): the requests themselves fail with ``_TRANSPORT`` or time
 like a broker that is away. :class:`AccessWatch` is that callback: it keeps the last refusal, and
 :meth:`AccessWatch.check` turns it into :class:`~spouts.errors.AccessRefusedError`, a permanent
 error, once the client failed. :func:`refused` types a refusal carried by an error code (a missing
-ACL comes back on the request). :data:`LIBRDKAFKA_LOG` takes librdkafka's own log lines, each
-distinct line at most once per :data:`LOG_EVERY_S`.
+ACL comes back on the request). :func:`watched` also gives the client the product's librdkafka logger
+(:mod:`spouts.kafka.client_log`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError
 
 from spouts.errors import AccessRefusedError
+from spouts.kafka.client_log import LIBRDKAFKA_LOG as LIBRDKAFKA_LOG  # noqa: PLC0414  (re-exported: spouts.kafka.native takes it from here)
+from spouts.kafka.client_log import logged
 
 AUTHENTICATION, AUTHORIZATION, TLS = "authentication", "authorization", "TLS"
 
@@ -35,10 +35,6 @@ REFUSALS: dict[int, str] = {
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: AUTHORIZATION,
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: AUTHORIZATION,
 }
-
-#: How often one distinct librdkafka log line may be shown (librdkafka repeats a failure several times a second).
-LOG_EVERY_S = 60.0
-
 
 def principal(conf: Mapping[str, Any]) -> str:
     """The user the client presents: ``User:<sasl.username>``, or what it uses instead (never a secret)."""
@@ -115,40 +111,7 @@ def serve(client: Any) -> None:
         client.poll(0)
 
 
-class _OncePer(logging.Filter):
-    """Lets each distinct message through at most once per ``every_s`` seconds; the next one says how many
-    were held back."""
-
-    def __init__(self, every_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self.every_s, self.clock = every_s, clock
-        self._seen: dict[str, tuple[float, int]] = {}
-        self._lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        # librdkafka's lines differ only in timings ("after 303ms in state AUTH_REQ"): key on what comes before
-        key = text.split(" (after ", 1)[0]
-        now = self.clock()
-        with self._lock:
-            last, held = self._seen.get(key, (float("-inf"), 0))
-            if now - last < self.every_s:
-                self._seen[key] = (last, held + 1)
-                return False
-            self._seen[key] = (now, 0)
-            if len(self._seen) > 1000:
-                self._seen = {key: (now, 0)}
-        if held:
-            record.msg, record.args = f"{text} ({held} identical lines in the last {self.every_s:.0f} s not shown)", ()
-        return True
-
-
-#: The logger every client of the product gives librdkafka (property ``logger``).
-LIBRDKAFKA_LOG = logging.getLogger("spouts.kafka.librdkafka")
-LIBRDKAFKA_LOG.addFilter(_OncePer(LOG_EVERY_S))
-
-
 def watched(conf: Mapping[str, Any]) -> tuple[dict[str, Any], AccessWatch]:
     """``conf`` with an :class:`AccessWatch` as its error callback and :data:`LIBRDKAFKA_LOG` as its logger."""
     watch = AccessWatch(conf)
-    return {**conf, "error_cb": watch, "logger": LIBRDKAFKA_LOG}, watch
+    return logged({**conf, "error_cb": watch}), watch

@@ -7,7 +7,6 @@ itself fails like an outage (``_TRANSPORT``). The fakes here behave that way: a 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -19,7 +18,7 @@ from app.commands.topics.cluster import KafkaTopicCluster
 from app.failures import BAD_INPUT, Failure, FailurePolicy
 from spouts.errors import AccessRefusedError, SourceUnavailableError
 from spouts.kafka import access, consumers, discovery
-from spouts.kafka.access import AccessWatch, _OncePer, refused
+from spouts.kafka.access import AccessWatch, refused
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.metadata import Partition
 
@@ -148,23 +147,6 @@ def test_the_admin_and_ops_clients_raise_the_refusal(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(offsets, "Consumer", lambda conf: RefusingClient(conf, told=TLS))
     with KafkaOffsets(spout_config(), "topo") as ops, pytest.raises(AccessRefusedError, match="TLS refused"):
         ops.watermarks([Partition("words", 0)])
-
-
-def test_librdkafka_repeats_are_shown_once_per_interval() -> None:
-    now = [0.0]
-    once = _OncePer(60.0, clock=lambda: now[0])
-    line = "FAIL [rdkafka#consumer-1] b:9093: SASL authentication error: bad password (after {}ms in state AUTH_REQ)"
-
-    def record(ms: int) -> logging.LogRecord:
-        return logging.LogRecord("x", logging.ERROR, __file__, 1, line.format(ms), (), None)
-
-    shown = [once.filter(record(300 + i)) for i in range(30)]  # 10 s of 3 lines a second
-    assert shown == [True] + [False] * 29
-    now[0] = 61.0
-    late = record(301)
-    assert once.filter(late)
-    assert "29 identical lines in the last 60 s not shown" in late.getMessage()
-    assert once.filter(logging.LogRecord("x", logging.ERROR, __file__, 1, "another line", (), None))
 
 
 def test_every_client_config_gets_the_watch_and_the_rate_limited_logger() -> None:
