@@ -154,15 +154,17 @@ def _seed(settings: Any, shards: int, n: int) -> dict[str, tuple[Any, ...]]:
     return truth
 
 
+@pytest.mark.parametrize(("before", "after"), [(0, 8), (8, 0)])
 def test_a_migration_killed_mid_copy_resumes_and_loses_or_duplicates_nothing(
-        real_cassandra: Any, tmp_path: Path) -> None:
-    """SIGKILL ``python -m app migrate`` after some pages; the service refuses to start meanwhile; run again, it
-    resumes from the recorded token and the copy equals what was written, write times included."""
-    truth = _seed(real_cassandra, 0, 6000)
-    path = _config(tmp_path / "c.yaml", real_cassandra, 0)
+        real_cassandra: Any, tmp_path: Path, before: int, after: int) -> None:
+    """SIGKILL ``python -m app migrate`` after some pages (from 8 shards: inside a partition of 750 rows); the
+    service refuses to start meanwhile; run again, it resumes from the recorded token and the copy equals what was
+    written, write times included."""
+    truth = _seed(real_cassandra, before, 6000)
+    path = _config(tmp_path / "c.yaml", real_cassandra, before)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "app", "migrate", "--config", str(path), "--pipeline", "wc",
-                             "--shards", "8", "--page-size", "100"], cwd=ROOT, env=env,
+                             "--shards", str(after), "--page-size", "100"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     store = compile_pipeline(load(path), "wc").store()
     where = f"{real_cassandra.keyspace}.word_counts"
@@ -170,7 +172,7 @@ def test_a_migration_killed_mid_copy_resumes_and_loses_or_duplicates_nothing(
     doc = None
     while time.monotonic() < deadline and proc.poll() is None:
         doc = read_migration(store, where)
-        if doc is not None and doc["copied"] >= 1000:
+        if doc is not None and doc["copied"] >= 1500:
             break
         time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()
@@ -180,11 +182,11 @@ def test_a_migration_killed_mid_copy_resumes_and_loses_or_duplicates_nothing(
     doc = read_migration(compile_pipeline(load(path), "wc").store(), where)
     assert doc is not None
     assert doc["state"] == COPYING
-    assert 1000 <= doc["copied"] < len(truth)
+    assert 1500 <= doc["copied"] < len(truth)
     with pytest.raises(SchemaMismatchError, match="is being migrated"):
         _service_check(path)  # no service writes into the old table while its copy is unfinished
 
-    r = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", "8", "--page-size", "100")
+    r = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", str(after), "--page-size", "100")
     assert r.code == 0, r.err
     assert f"resuming the copy of {where}" in r.err
     assert f": {len(truth)} rows, checksum" in r.out
@@ -192,12 +194,13 @@ def test_a_migration_killed_mid_copy_resumes_and_loses_or_duplicates_nothing(
     doc = read_migration(compile_pipeline(load(path), "wc").store(), where)
     assert doc is not None
     assert doc["state"] == DONE
-    assert doc["copied"] < 2 * len(truth)  # resumed, not started over
-    assert _rows(real_cassandra, "word_counts_s8") == truth
+    # resumed, not started over: copied again at most a partition (750 rows from 8 shards) and a page
+    assert doc["copied"] <= len(truth) + 1000
+    assert _rows(real_cassandra, f"word_counts_s{after}") == truth
     session = shared_client(real_cassandra).session
     ks = real_cassandra.keyspace
     written = {r["word"]: r["at"] for r in session.execute(f"SELECT word, writetime(txid) AS at FROM {ks}.word_counts")}
-    copied = {r["word"]: r["at"] for r in session.execute(f"SELECT word, writetime(txid) AS at FROM {ks}.word_counts_s8")}
+    copied = {r["word"]: r["at"] for r in session.execute(f"SELECT word, writetime(txid) AS at FROM {ks}.word_counts_s{after}")}
     assert copied == written  # the copy's cells are as old as the originals: a later commit always wins
 
 
@@ -267,3 +270,38 @@ def test_migrate_is_refused_while_a_service_holds_the_lease(real_cassandra: Any,
         real_cassandra.keyspace].tables
     with pytest.raises(LeaseHeldError):
         store.acquire_lease("another", 30.0)
+
+
+def test_a_copy_that_does_not_match_is_never_switched(real_cassandra: Any, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy that lost a row fails its verification (exit 1): the migration stays unfinished (the service still
+    refuses the old table and the new one is not the pipeline's); run again, every row is copied and it switches."""
+    from states.cassandra import migration
+
+    truth = _seed(real_cassandra, 0, 50)
+    path = _config(tmp_path / "c.yaml", real_cassandra, 0)
+    write = migration.TableCopy._write
+
+    def lossy(self: Any, insert: Any, page: list[tuple[Any, ...]]) -> int:
+        return write(self, insert, page[1:])  # the first row of every page goes missing
+
+    monkeypatch.setattr(migration.TableCopy, "_write", lossy)
+    r = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", "2", "--page-size", "20")
+    assert r.code == 1, r.err
+    [line] = r.err.strip().splitlines()[-1:]
+    assert "does not match (47 rows" in line
+    assert "nothing switched" in line
+    store = compile_pipeline(load(path), "wc").store()
+    where = f"{real_cassandra.keyspace}.word_counts"
+    doc = read_migration(store, where)
+    assert doc is not None
+    assert (doc["state"], doc["after_token"]) == (COPYING, None)
+    assert f"{real_cassandra.keyspace}.word_counts_s2" not in ProgressLog(store, epoch=0).tables()
+    with pytest.raises(SchemaMismatchError, match="is being migrated"):
+        _service_check(path)
+
+    monkeypatch.setattr(migration.TableCopy, "_write", write)
+    r = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", "2", "--page-size", "20")
+    assert r.code == 0, r.err
+    assert _rows(real_cassandra, "word_counts_s2") == truth
+    assert f"{real_cassandra.keyspace}.word_counts_s2" in ProgressLog(store, epoch=0).tables()
