@@ -305,3 +305,42 @@ def test_a_copy_that_does_not_match_is_never_switched(real_cassandra: Any, tmp_p
     assert r.code == 0, r.err
     assert _rows(real_cassandra, "word_counts_s2") == truth
     assert f"{real_cassandra.keyspace}.word_counts_s2" in ProgressLog(store, epoch=0).tables()
+
+
+@pytest.mark.slow
+def test_the_service_refuses_the_old_table_and_counts_on_exactly_in_the_new_one(
+        kafka_peer: KafkaPeer, real_cassandra: Any, tmp_path: Path) -> None:
+    """``python -m app run`` (Spark) with the old config stops at once with exit 2 naming what to set; with the
+    config switched to the migrated table (16 shards) it counts on, and the table equals the producer's truth."""
+    from tests.service.helpers import ServiceProcess, free_port, word_count_config
+
+    topic = unique_topic("migs")
+    kafka_peer.create_topic(topic, 2)
+    bootstrap, port = kafka_peer.bootstrap_servers(), free_port()
+    s = real_cassandra
+    cassandra = {"contact_points": list(s.contact_points), "port": s.port, "keyspace": s.keyspace, "shards": 0,
+                 **({"local_dc": s.local_dc} if s.local_dc else {})}
+    path = word_count_config(tmp_path / "c.yaml", bootstrap=bootstrap, topic=topic, port=port, pipeline_id="wc",
+                             state={"backend": "cassandra", "table": "word_counts"}, cassandra=cassandra)
+    a = produce(bootstrap, topic, [(i % 2, f"alpha w{i % 7} w{i % 3}".encode()) for i in range(80)])
+    assert _run(path) > 0
+    r = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", "16")
+    assert r.code == 0, r.err
+
+    service = ServiceProcess(path, tmp_path / "service.log", port).start()
+    try:
+        assert service.proc is not None
+        assert service.proc.wait(300) == 2, service.tail()
+        assert "set state.table: word_counts_s16 and cassandra.shards: 16" in service.tail()
+        _switch(path, "word_counts_s16", 16)
+        b = produce(bootstrap, topic, [(i % 2, f"bravo w{i % 5}".encode()) for i in range(50)])
+        expected = dict(words_of([r.value for r in a + b]))
+        service.start().wait_ready(300)
+        deadline = time.monotonic() + 180
+        while _counts(s, "word_counts_s16") != expected and time.monotonic() < deadline:
+            service.check_alive()
+            time.sleep(0.5)
+        assert _counts(s, "word_counts_s16") == expected, service.tail()
+        assert service.terminate() == 0
+    finally:
+        service.cleanup()
