@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cassandra.concurrent import execute_concurrent, execute_concurrent_with_args
+from cassandra.concurrent import execute_concurrent
 from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 
 from states.cassandra.schema import TableShape, check_cql_identifier
@@ -35,6 +35,7 @@ from states.spec import MapSpec
 LAYOUT_SUFFIX = re.compile(r"_s\d+$")
 _TIMEOUT_S = 60.0
 BATCH_ROWS = 40  # rows of one shard per unlogged batch: about 2-4 KB, under Cassandra's batch size warning (5 KB)
+BATCH_PARTITIONS = 10  # keys per batch into a partition per key: Cassandra warns above 10 partitions in a batch
 
 
 def layout_table(table: str, shards: int) -> str:
@@ -131,25 +132,22 @@ class TableCopy:
         return (*primary, *stored, UNSET_VALUE if written_at is None else written_at, ttl or 0)
 
     def _write(self, insert: Any, page: list[tuple[Any, ...]]) -> int:
-        """Write ``page``'s rows: one request per row into a partition per key; into shards, unlogged batches of a
-        shard's rows (one partition: one mutation, a fraction of the client's and the server's work)."""
+        """Write ``page``'s rows in unlogged batches: into shards, of one shard's rows (one partition: one
+        mutation); into a partition per key, of a few keys (a few partitions: no batch warning). A fraction of
+        the requests, and of the client's work, of one insert per row."""
         if not page:
             return 0
         self.metrics.state_requests.labels(backend="cassandra", kind="migrate").inc(len(page))
-        session, concurrency = self.client.session, max(1, self.client.settings.max_concurrency)
-        if not self.target.shards:
-            results = execute_concurrent_with_args(session, insert, page, concurrency=concurrency,
-                                                   raise_on_first_error=True)
-            return sum(1 for ok, _ in results if ok)
-        by_shard: dict[int, list[tuple[Any, ...]]] = {}
-        for row in page:
-            by_shard.setdefault(row[0], []).append(row)
+        groups: dict[Any, list[tuple[Any, ...]]] = {}
+        for i, row in enumerate(page):
+            groups.setdefault(row[0] if self.target.shards else i // BATCH_PARTITIONS, []).append(row)
         batches = []
-        for rows in by_shard.values():
+        for rows in groups.values():
             for at in range(0, len(rows), BATCH_ROWS):
                 batch = BatchStatement(BatchType.UNLOGGED)
                 for row in rows[at:at + BATCH_ROWS]:
                     batch.add(insert, row)
                 batches.append((batch, None))
-        execute_concurrent(session, batches, concurrency=concurrency, raise_on_first_error=True)
+        execute_concurrent(self.client.session, batches, concurrency=max(1, self.client.settings.max_concurrency),
+                           raise_on_first_error=True)
         return len(page)
