@@ -135,12 +135,12 @@ def test_a_migrated_table_holds_every_row_and_the_service_counts_on_exactly(
     assert _rows(real_cassandra, "word_counts") == old_rows  # kept, untouched
 
 
-def _seed(settings: Any, shards: int, n: int) -> dict[str, tuple[Any, ...]]:
+def _seed(settings: Any, shards: int, n: int, ttl_s: int | None = None) -> dict[str, tuple[Any, ...]]:
     """``n`` keys written straight into the table (txids 1-9, some without a prev), as the truth to compare."""
     from states.cassandra import CassandraBackingMap
 
     seeded = replace(settings, shards=shards)
-    table = CassandraBackingMap(seeded, WORDS_SPEC)
+    table = CassandraBackingMap(seeded, replace(WORDS_SPEC, ttl_s=ttl_s))
     truth: dict[str, tuple[Any, ...]] = {}
     keys, values = [], []
     for i in range(n):
@@ -228,6 +228,24 @@ def test_a_frozen_txid_copied_mid_flight_replays_exactly_on_the_new_table(
     _switch(path, "word_counts_s4", 4)
     assert _run(path) == 1  # the replay of txid 2, exactly
     assert _counts(real_cassandra, "word_counts_s4") == words_of(values)
+
+
+def test_rows_with_a_time_to_live_keep_what_is_left_of_it(real_cassandra: Any, tmp_path: Path) -> None:
+    """A ``ttl_s`` table: each copied row expires when its original would (its remaining TTL), not later or never."""
+    truth = _seed(real_cassandra, 0, 200, ttl_s=3600)
+    path = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="unused", cassandra=real_cassandra,
+                        state={"backend": "cassandra", "table": "word_counts", "ttl_s": 3600},
+                        cassandra_extra={"shards": 0})
+    time.sleep(2)  # the originals' clocks have run: a copy that restarted them would show more time left
+    r = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", "4")
+    assert r.code == 0, r.err
+    assert _rows(real_cassandra, "word_counts_s4") == truth
+    session, ks = shared_client(real_cassandra).session, real_cassandra.keyspace
+    left = {r["word"]: r["left"] for r in session.execute(f"SELECT word, ttl(txid) AS left FROM {ks}.word_counts")}
+    copied = {r["word"]: r["left"] for r in session.execute(f"SELECT word, ttl(txid) AS left FROM {ks}.word_counts_s4")}
+    assert copied.keys() == left.keys()
+    assert all(left[w] - 30 <= copied[w] <= left[w] + 1 for w in left), (left, copied)
+    assert max(copied.values()) <= 3598
 
 
 def test_bad_input_is_one_line_and_exit_2(real_cassandra: Any, tmp_path: Path) -> None:
