@@ -116,6 +116,9 @@ def _migrate_table(compiled: Any, sink: Any, shards: int, store: Any, *, owner: 
 
     where = f"{sink.factory.cassandra_settings().keyspace}.{sink.name}"
     doc = read_migration(store, where)
+    if doc is not None and doc.get("state") == DONE and int(doc["to_shards"]) == shards:
+        progress(f"table {where} was migrated to {doc['to']} already: nothing to copy")
+        return doc  # run again (e.g. after a later table of the pipeline failed): done is done
     if doc is not None and doc.get("state") == DONE:
         raise CommandError(moved_reason(doc, compiled.id), BAD_INPUT)
     if doc is not None and int(doc["to_shards"]) != shards:

@@ -203,6 +203,13 @@ def test_a_migration_killed_mid_copy_resumes_and_loses_or_duplicates_nothing(
     copied = {r["word"]: r["at"] for r in session.execute(f"SELECT word, writetime(txid) AS at FROM {ks}.word_counts_s{after}")}
     assert copied == written  # the copy's cells are as old as the originals: a later commit always wins
 
+    again = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", str(after))
+    assert again.code == 0, again.err  # done is done: nothing copied again
+    assert "already: nothing to copy" in again.err
+    other = cli("migrate", "--config", str(path), "--pipeline", "wc", "--shards", "2")
+    assert other.code == 2, other.err  # the config still names the old table: it says what to set
+    assert f"set state.table: word_counts_s{after} and cassandra.shards: {after}" in other.err
+
 
 def test_a_frozen_txid_copied_mid_flight_replays_exactly_on_the_new_table(
         kafka_peer: KafkaPeer, real_cassandra: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
