@@ -149,7 +149,11 @@ class _TableMove:
         except LookupError as e:
             msg = f"pipeline {pipeline_id!r}: nothing to migrate: {e}"
             raise CommandError(msg, BAD_INPUT) from None
-        self.target = layout_table(self.spec.table, shards)
+        try:
+            self.target = layout_table(self.spec.table, shards)
+        except ValueError as e:  # a name too long for the suffix
+            msg = f"table {self.where}: no name for its copy: {e}"
+            raise CommandError(msg, BAD_INPUT) from None
         self.target_factory = replace(self.factory, cassandra=replace(settings, shards=shards))
         self.target_spec = replace(self.spec, table=self.target)
         self.copier = TableCopy(shared_client(settings), settings.keyspace, self.spec,

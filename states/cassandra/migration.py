@@ -5,7 +5,7 @@ committed when the copy ran still replays exactly on the copy (the opaque rule n
 ``txid``). Each row is written with the write time of the source row (``USING TIMESTAMP``), and with
 its remaining time to live, so the copy's cells are as old as the originals: a later commit (a Paxos
 write stamped by the server's clock) always supersedes them, whatever the clock of the copying
-machine. Writes are plain idempotent inserts: copying a row twice leaves one row. A null column is left
+machine. Writes are idempotent inserts (in unlogged batches): copying a row twice leaves one row. A null column is left
 unset (the new table is fresh: no cell reads as null, and costs no tombstone).
 
 The source is read in token order, and :meth:`TableCopy.copy` reports after each page the last token
