@@ -8,6 +8,7 @@
     python -m app query --config FILE ...  read a pipeline's state table
     python -m app rewind --config FILE ... move where a pipeline's next txid starts reading
     python -m app audit --config FILE ...  recount committed ranges and compare the stored tables
+    python -m app migrate --config FILE .. copy a pipeline's tables into another layout (shards)
 
 Exit codes: 0 success; 1 a failed run, operation or demo mismatch (a server that cannot be reached
 included); 2 a bad config or bad arguments, or credentials, grants or a certificate a server refused;

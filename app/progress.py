@@ -135,6 +135,11 @@ class ProgressLog:
         self._batches = RotatingTransactionalState(store, BATCHES_NAMESPACE, epoch=epoch, retention=retention)
         self._first: FirstOffsets | None = None  # read once, on the first freeze
 
+    @property
+    def store(self) -> TransactionalStateStore:
+        """The store the documents live in (for the documents other modules own, e.g. :mod:`app.migrations`)."""
+        return self._store
+
     def committed(self) -> CommittedMarker:
         return CommittedMarker.from_json(self._store.get(COMMITTED_KEY))
 

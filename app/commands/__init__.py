@@ -1,12 +1,12 @@
 """The command line's commands, one module each: ``run``, ``validate``, ``demo``, ``topics``, ``status``,
-``query``, ``rewind`` and ``audit``. Each module has ``add(subparsers)`` (its arguments, ``--help`` with an
+``query``, ``rewind``, ``audit`` and ``migrate``. Each module has ``add(subparsers)`` (its arguments, ``--help`` with an
 example and the exit codes of :mod:`app.commands.common`) and a handler returning the exit code."""
 
 from __future__ import annotations
 
 import importlib
 
-COMMANDS = ("run", "validate", "demo", "topics", "status", "query", "rewind", "audit")
+COMMANDS = ("run", "validate", "demo", "topics", "status", "query", "rewind", "audit", "migrate")
 
 
 def modules() -> list[object]:

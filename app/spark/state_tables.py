@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.batch import Batch
+from app.migrations import refuse_moved
 from app.spark.plan import CompiledSink
 
 
@@ -27,9 +28,12 @@ class StateTables:
 
     def check(self, committed_txid: int, progress: Any) -> None:
         """Raise StateTableMissingError for a recorded table that is gone (``committed_txid`` committed into
-        it), SchemaMismatchError for one of another shape; record a table found but not recorded yet. Before the
+        it), SchemaMismatchError for one of another shape or one migrated to another layout; record a table found but not recorded yet. Before the
         first txid, so an idle pipeline stops too."""
         reset_txid, tables = self._load(progress)
+        if progress is not None:  # a table migrated away (app.migrations): the config must name the new one
+            for c in self.sinks:
+                refuse_moved(progress.store, c.sink.factory.where(c.spec), c.sink.factory.pipeline)
         if progress is None or committed_txid <= reset_txid:
             return
         for c in self.sinks:
