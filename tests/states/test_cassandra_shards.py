@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -190,11 +191,11 @@ class TestBatches:
 
 class TestFaults:
     @pytest.mark.parametrize("applied", [True, False])
-    def test_a_batch_of_unknown_outcome_is_resolved_by_serial_reads(self, server: CqlServer,
-                                                                    sharded: CassandraSettings, stack: Any,
-                                                                    applied: bool) -> None:
-        """A conditional batch that timed out is never sent again blindly: each of its rows is read at SERIAL;
-        applied, the rows hold our values; not applied, they are recomputed and sent again."""
+    def test_a_batch_of_unknown_outcome_is_resolved_by_one_serial_read_of_its_shard(
+            self, server: CqlServer, sharded: CassandraSettings, stack: Any, applied: bool) -> None:
+        """A conditional batch that timed out is never sent again blindly: its rows are read back by one SERIAL read
+        of its shard (never one per row); applied, the rows hold our values; not applied, they are recomputed and
+        sent again."""
         state, m = stack()
         commit(state, 1)
         commit(state, 2)
@@ -203,9 +204,40 @@ class TestFaults:
         commit(state, 3)
         assert fault.fired == 1
         assert stored(server, sharded) == truth(3)
-        serial = m.value("trident_state_requests_total", backend="cassandra", kind="serial_read")
+        timed_out = max(len([w for w in BATCHES[3] if zlib.crc32(w.encode()) % SHARDS == s]) for s in range(SHARDS))
+        assert server.stats().ops("word_counts", "serial_read") == 1
+        assert m.value("trident_state_requests_total", backend="cassandra", kind="serial_read") == 1
         resolved = m.value("trident_cas_unknown_outcomes_total", resolution="applied" if applied else "not_applied")
-        assert serial == resolved >= 1
+        assert 1 <= resolved <= timed_out
+
+    @pytest.mark.parametrize("applied", [True, False])
+    def test_a_wave_of_timed_out_batches_is_one_serial_read_per_shard(self, request: pytest.FixtureRequest,
+                                                                      server: CqlServer, applied: bool) -> None:
+        """Every shard's batch of the first wave times out, with a composite key and more rows than a batch holds: one serial
+        read per timed-out batch (a shard's rows read by ``IN`` on each key column), none per row, and the table ends
+        exactly as the truth."""
+        shards = 4
+        settings = cassandra_settings(request, "cqlserver", shards=shards)
+        spec = MapSpec("pairs", StateKind.OPAQUE, (Column("word", "text"), Column("n", "int")),
+                       (Column("count", "bigint"),))
+        m = StateMetrics(CollectorRegistry())
+        state = OpaqueMap(CassandraBackingMap(settings, spec, metrics=m), metrics=m)
+        batch = {(f"w{i % 150}", i % 7): 1 + i % 5 for i in range(MAX_BATCH_ROWS * shards + 100)}
+        fault = server.inject(Fault.write_timeout_cas(applied=applied, table="pairs", statement="batch", times=shards))
+        server.reset_counts()
+        state.begin_commit(1)
+        state.multi_update(list(batch), [combine_updater(Count(), n) for n in batch.values()])
+        state.commit(1)
+        per_shard = Counter(shard_of(k, shards) for k in batch)
+        assert len(per_shard) == shards
+        assert max(per_shard.values()) > MAX_BATCH_ROWS  # a shard goes in two waves: only the first times out
+        assert fault.fired == shards
+        assert server.stats().ops("pairs", "serial_read") == shards  # one per timed-out batch, never one per row
+        first_wave = sum(min(n, MAX_BATCH_ROWS) for n in per_shard.values())
+        assert m.value("trident_cas_unknown_outcomes_total",
+                       resolution="applied" if applied else "not_applied") == first_wave
+        rows = {(r["word"], r["n"]): (r["txid"], r["count"]) for r in server.rows(settings.keyspace, "pairs")}
+        assert rows == {k: (1, n) for k, n in batch.items()}
 
     def test_zombie_of_the_same_txid_racing(self, server: CqlServer, sharded: CassandraSettings, stack: Any) -> None:
         """Two writers of txid 3 at once (batches slowed to interleave): every key written once, correctly."""
