@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from states.cassandra.key_index import ensure_key_index
 from states.cassandra.session import BACKEND, CassandraClient
 from states.cassandra.shards import SHARD_COLUMN, SHARD_TYPE
 from states.errors import InvalidIdentifierError, SchemaMismatchError, StateTableMissingError
@@ -98,7 +99,8 @@ def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetri
                  committed_txid: int = 0) -> None:
     """Create the keyspace (if the settings say so) and table if absent (``create``), then validate the table.
 
-    Without ``create`` (txids were committed into the table: ``committed_txid``) a missing table is
+    A sharded table is created with an index on its key columns where the server has one
+    (:mod:`states.cassandra.key_index`). Without ``create`` (txids were committed into the table: ``committed_txid``) a missing table is
     :class:`StateTableMissingError`, never created again empty. Done once per session and table: a
     backing map built per Spark task costs no DDL round trips.
     """
@@ -110,6 +112,8 @@ def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetri
             _ddl(client, f"CREATE KEYSPACE IF NOT EXISTS {shape.keyspace} WITH replication = "
                          f"{replication_cql(s.replication)}", metrics)
         _ddl(client, shape.create_cql(), metrics)
+        if shape.shards:  # plain CQL reads a key without its shard (on Cassandra 5.0: states.cassandra.key_index)
+            ensure_key_index(client, shape.keyspace, shape.table, shape.shards, shape.clustering, metrics=metrics)
     validate_table(client, shape, metrics, committed_txid=None if create else committed_txid)
     client.validated_tables.add(shape)
 

@@ -8,6 +8,7 @@ arithmetic over the batches.
 
 from __future__ import annotations
 
+import logging
 import re
 import zlib
 from collections import Counter
@@ -26,6 +27,7 @@ from states import CasCachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
 from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
 from states.cassandra.batches import MAX_BATCH_ROWS
+from states.cassandra.key_index import SAI_SINCE, release
 from states.cassandra.reader import CassandraTableReader
 from states.cassandra.shards import shard_of
 from states.errors import InvalidIdentifierError, SchemaMismatchError
@@ -119,6 +121,50 @@ class TestLayout:
         got = reader.get(WORDS, [("the",), ("on",), ("absent",)])
         assert [g and g["count"] for g in got] == [3, 2, None]
         assert {r["word"]: r["count"] for r in reader.top(WORDS, 10, "count")} == {w: t[1] for w, t in truth(1).items()}
+
+    def test_on_cassandra_5_a_key_is_read_in_plain_cql_without_its_shard(self, request: pytest.FixtureRequest) -> None:
+        """The table is created with a storage-attached index on each key column: ``WHERE word = 'the'`` (and a
+        composite key's columns) read a key as in a table of a partition per key; opening the table again, in a new
+        session, makes no second index."""
+        settings = cassandra_settings(request, "real", shards=SHARDS)
+        backing = CassandraBackingMap(settings, WORDS)
+        session = backing.client.session
+        if (release(h.release_version for h in session.cluster.metadata.all_hosts()) or (0, 0)) < SAI_SINCE:
+            pytest.fail("this test needs Cassandra 5.0 or later (the 4.x query is checked on the CQL test server)")
+        commit(OpaqueMap(backing), 1)
+        row = session.execute(f"SELECT word, count FROM {settings.keyspace}.word_counts WHERE word = 'the'").one()
+        assert (row["word"], row["count"]) == ("the", 3)
+        assert session.execute(f"SELECT count FROM {settings.keyspace}.word_counts WHERE word = 'absent'").one() is None
+        pairs = MapSpec("pairs", StateKind.OPAQUE, (Column("word", "text"), Column("n", "int")),
+                        (Column("count", "bigint"),))
+        state = OpaqueMap(CassandraBackingMap(settings, pairs))
+        state.begin_commit(1)
+        state.multi_update([("a", 1), ("a", 2), ("b", 1)], [combine_updater(Count(), n) for n in (5, 6, 7)])
+        state.commit(1)
+        got = session.execute(f"SELECT word, n, count FROM {settings.keyspace}.pairs WHERE word = 'a' AND n = 2").all()
+        assert [(r["word"], r["n"], r["count"]) for r in got] == [("a", 2, 6)]
+        client = CassandraClient(settings)  # a new process's session: the table and its index are made again
+        try:
+            CassandraBackingMap(settings, WORDS, client=client)
+        finally:
+            client.close()
+        indexes = {r["index_name"]: r["options"]["target"] for r in session.execute(
+            "SELECT index_name, options FROM system_schema.indexes WHERE keyspace_name = %s", (settings.keyspace,))}
+        assert indexes == {"word_counts_word_key": "word", "pairs_word_key": "word", "pairs_n_key": "n"}
+
+    def test_before_cassandra_5_no_index_is_made_and_the_log_names_the_query_that_reads_a_key(
+            self, sharded: CassandraSettings, caplog: pytest.LogCaptureFixture) -> None:
+        """Cassandra 4.x (the CQL test server answers as 4.1) has no storage-attached index: none is asked for, and
+        the log gives the query that works there, which reads the key."""
+        with caplog.at_level(logging.INFO, logger="states.cassandra.key_index"):
+            backing = CassandraBackingMap(sharded, WORDS)
+        commit(OpaqueMap(backing), 1)
+        logged = [r.getMessage() for r in caplog.records if "has no storage-attached index" in r.getMessage()]
+        assert len(logged) == 1
+        query = logged[0].split("read a key with: ")[1]
+        assert query == f"SELECT * FROM {sharded.keyspace}.word_counts WHERE shard IN (0, 1, 2) AND word = ?"
+        row = backing.client.session.execute(backing.client.session.prepare(query), ("the",)).one()
+        assert row["count"] == 3
 
     @pytest.mark.parametrize(("created", "opened", "says"), [
         (SHARDS, SHARDS + 1, f"created with {SHARDS} shards, the settings say cassandra.shards: {SHARDS + 1}"),
