@@ -63,7 +63,7 @@ COMPAT_TESTS := tests/states tests/kafka tests/commands tests/schemaregistry tes
 	tests/service/test_secured.py::test_word_count_on_secured_servers_matches_the_ground_truth_across_a_sigkill
 PAXOS_TESTS  := tests/states/test_cassandra_paxos.py tests/states/test_backing_map_contract.py \
 	tests/states/test_txstate_contract.py tests/states/test_upsert_contract.py \
-	tests/states/test_cassandra_backing_map.py tests/spark/test_real_servers.py
+	tests/states/test_cassandra_backing_map.py tests/states/test_cassandra_shards.py tests/spark/test_real_servers.py
 
 test-compat: venv tools
 	python3 -m tests.realstack run --folder realstack -- $(PY) -m pytest $(COMPAT_TESTS)

@@ -67,6 +67,10 @@ class CassandraBackingMap:
         ttl = "" if spec.ttl_s is None else f" USING TTL {int(spec.ttl_s)}"  # every write restarts the key's clock
         prepare = self.client.prepare
         self._select = prepare(select, idempotent=True)
+        # a shard's rows by their key columns (each IN'd), for one serial read of a conditional batch's rows
+        self._select_shard = None if not self.shards else prepare(
+            f"SELECT {', '.join(self._keys)}, {', '.join(self._stored)} FROM {shape.name} WHERE "
+            f"{self._keys[0]} = ? AND " + " AND ".join(f"{n} IN ?" for n in self._keys[1:]), idempotent=True)
         self._put = prepare(insert + ttl, idempotent=True)
         self._insert_if_absent = prepare(insert + " IF NOT EXISTS" + ttl, idempotent=False)
         self._update_if = prepare(f"UPDATE {shape.name}{ttl} SET {', '.join(f'{n} = ?' for n in self._stored)} "
@@ -168,6 +172,20 @@ class CassandraBackingMap:
     def select(self) -> PreparedStatement:
         """The SELECT of a key's stored columns, in stored-column order."""
         return self._select
+
+    @property
+    def select_shard(self) -> PreparedStatement:
+        """The SELECT of a sharded table's rows by shard and each key column IN a list: key columns, then the
+        stored columns (bound by :meth:`shard_read_values`)."""
+        if self._select_shard is None:
+            msg = f"table {self.spec.table} is not sharded"
+            raise TypeError(msg)
+        return self._select_shard
+
+    def shard_read_values(self, key_rows: Sequence[Row]) -> tuple[Any, ...]:
+        """The values of :attr:`select_shard` reading ``key_rows`` (of one shard): the shard, then each key column's
+        distinct values. A composite key reads the product of its columns' values, a superset of ``key_rows``."""
+        return (key_rows[0][0], *(list(dict.fromkeys(kr[i] for kr in key_rows)) for i in range(1, len(key_rows[0]))))
 
     def read_request(self, key: Hashable) -> tuple[PreparedStatement, Row]:
         """The SELECT of ``key``'s stored columns, and its key row."""

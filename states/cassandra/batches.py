@@ -8,8 +8,10 @@ columns of its rows that exist (absent rows return nothing). So each row's own a
 * it did not: a row whose stored value differs from what it was conditioned on **conflicted**, and
   is answered not applied with that value (as a single LWT would be); a row whose condition held was
   only held back by the others, and is sent again in the next batch of its shard, without them;
-* the outcome is unknown (a timeout): each row is read at SERIAL (``states.cassandra.unknown``), as for a
-  single LWT; the batch is atomic, so its rows agree.
+* the outcome is unknown (a timeout): the batch's rows are read back by one SERIAL read of its shard
+  (``WHERE shard = ? AND word IN ?``, :func:`states.cassandra.unknown.resolve_partitions`), every timed-out
+  shard of a wave at once, as its batches went: never one Paxos read per row, which would put hundreds of
+  Paxos rounds at once on the partition that just timed out. The batch is atomic, so its rows agree.
 
 At most one batch per shard is in flight (two Paxos rounds on one partition contend), so the keys of
 a shard go out in waves of at most :data:`MAX_BATCH_ROWS` rows, every shard's next batch together.
@@ -26,7 +28,7 @@ from cassandra.query import BatchStatement, BatchType
 
 from states.cassandra.retry import Decision, decide
 from states.cassandra.session import TUPLES
-from states.cassandra.unknown import resolve
+from states.cassandra.unknown import resolve_partitions
 from states.errors import CommitProtocolError
 from states.layout import Row
 from states.protocols import CasResult
@@ -63,29 +65,38 @@ class _ByShard:
             self.queues = {shard: q for shard, q in self.queues.items() if q}
             batches = [(_batch([self.requests[i] for i in rows]), None) for rows in wave]
             results = backing.client.run(batches, kind="cas", metrics=backing.metrics, lwt=True, profile=TUPLES)
+            unknown = []
             for rows, rs in zip(wave, results, strict=True):
                 if isinstance(rs, BaseException):
-                    self._resolve(rows, rs)
+                    if decide(rs, lwt=True) is not Decision.RESOLVE:
+                        raise rs
+                    unknown.append(rows)
                 elif rs.one()[0]:
                     for i in rows:
                         self.out[i] = CasResult(True)
                 else:
                     self._not_applied(rows, rs)
+            if unknown:
+                self._resolve(unknown)
         done = [r for r in self.out if r is not None]
         if len(done) != len(self.out):
             msg = "a compare-and-set was neither answered nor resolved"
             raise CommitProtocolError(msg)
         return done
 
-    def _resolve(self, rows: list[int], error: BaseException) -> None:
-        """A batch of unknown outcome: each row read at SERIAL, as for one LWT (the batch is atomic)."""
-        if decide(error, lwt=True) is not Decision.RESOLVE:
-            raise error
+    def _resolve(self, batches: list[list[int]]) -> None:
+        """Batches of unknown outcome: one SERIAL read of each one's rows in its shard, all shards at once."""
         b = self.backing
-        resolved = resolve(b.client, b.select, [self.requests[i][2] for i in rows],
-                           [self.requests[i][3] for i in rows], b.stored_columns, metrics=b.metrics)
-        for i, (applied, current) in zip(rows, resolved, strict=True):
-            self.out[i] = CasResult(True) if applied else CasResult(False, b.value_of_row(current))
+        reads = []
+        for rows in batches:
+            key_rows = [self.requests[i][2] for i in rows]
+            reads.append((b.shard_read_values(key_rows), key_rows, [self.requests[i][3] for i in rows]))
+        width = len(self.requests[batches[0][0]][2])
+        resolved = resolve_partitions(b.client, b.select_shard, reads, width, b.stored_columns,
+                                      metrics=b.metrics)
+        for rows, answers in zip(batches, resolved, strict=True):
+            for i, (applied, current) in zip(rows, answers, strict=True):
+                self.out[i] = CasResult(True) if applied else CasResult(False, b.value_of_row(current))
 
     def _not_applied(self, rows: list[int], rs: ResultSet) -> None:
         """Rows whose stored value differs from their condition conflicted; the others go again, without them."""

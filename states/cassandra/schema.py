@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from states.cassandra.key_index import ensure_key_index
 from states.cassandra.session import BACKEND, CassandraClient
 from states.cassandra.shards import SHARD_COLUMN, SHARD_TYPE
 from states.errors import InvalidIdentifierError, SchemaMismatchError, StateTableMissingError
@@ -27,6 +28,14 @@ modify nan norecursive not null of on or order primary rename replace revoke sch
 truncate unlogged unset update use using view where with
 """.split())  # noqa: SIM905  the keywords as the CQL reference prints them
 SHARDS_COMMENT = "state table: keys in {} shards by crc32 (cassandra.shards)"
+# A table whose rows expire (ttl_s): every cell carries a TTL and nothing is ever deleted, so an expired cell needs
+# no grace beyond the hint window (3 h by default: a hint outliving the grace would be dropped) before a compaction
+# may purge it; single-SSTable tombstone compactions run on SSTables from that age. Until purged, expired cells are
+# tombstones that a full scan reads (tombstone_failure_threshold: 100,000 fails it); see docs/configuration.md.
+EXPIRING_GC_GRACE_S = 10_800
+EXPIRING_OPTIONS = (f"gc_grace_seconds = {EXPIRING_GC_GRACE_S} AND compaction = {{'class': "
+                    f"'SizeTieredCompactionStrategy', 'unchecked_tombstone_compaction': 'true', "
+                    f"'tombstone_compaction_interval': '{EXPIRING_GC_GRACE_S}'}}")
 _SHARDS_IN_COMMENT = re.compile(r"keys in (\d+) shards")
 _REPLICATION_VALUE = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
 
@@ -51,6 +60,7 @@ class TableShape:
     clustering: tuple[str, ...] = ()
     static: tuple[str, ...] = ()
     shards: int = 0  # > 0: keyed by ``shard`` first (states.cassandra.shards), the count kept in the table's comment
+    expiring: bool = False  # rows expire (ttl_s): created with EXPIRING_OPTIONS, so expired rows are purged in hours
 
     @staticmethod
     def of(keyspace: str, layout: RowLayout, shards: int = 0) -> TableShape:
@@ -61,14 +71,15 @@ class TableShape:
         keyspace, table = check_cql_identifier(keyspace, "keyspace name"), check_cql_identifier(layout.spec.table,
                                                                                                 "table name")
         key = tuple(n for n, _ in layout.key_columns)
+        expiring = layout.spec.ttl_s is not None
         if not shards:
-            return TableShape(keyspace, table, layout.columns, key)
+            return TableShape(keyspace, table, layout.columns, key, expiring=expiring)
         if SHARD_COLUMN in dict(layout.columns):
             msg = (f"table {table}: column name {SHARD_COLUMN!r} is the shard column of a sharded table "
                    f"(cassandra.shards: {shards}); rename the column or set shards: 0")
             raise InvalidIdentifierError(msg)
         return TableShape(keyspace, table, ((SHARD_COLUMN, SHARD_TYPE), *layout.columns), (SHARD_COLUMN,), key,
-                          shards=shards)
+                          shards=shards, expiring=expiring)
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -82,8 +93,10 @@ class TableShape:
     def create_cql(self) -> str:
         cols = ", ".join(f"{n} {t}{' static' if n in self.static else ''}" for n, t in self.columns)
         key = f"({', '.join(self.partition_key)})" + "".join(f", {c}" for c in self.clustering)
-        comment = f" WITH comment = '{SHARDS_COMMENT.format(self.shards)}'" if self.shards else ""
-        return f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}, PRIMARY KEY ({key})){comment}"
+        options = ([f"comment = '{SHARDS_COMMENT.format(self.shards)}'"] if self.shards else []) + (
+            [EXPIRING_OPTIONS] if self.expiring else [])
+        with_ = f" WITH {' AND '.join(options)}" if options else ""
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}, PRIMARY KEY ({key})){with_}"
 
 
 def replication_cql(replication: Sequence[tuple[str, str]]) -> str:
@@ -98,7 +111,8 @@ def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetri
                  committed_txid: int = 0) -> None:
     """Create the keyspace (if the settings say so) and table if absent (``create``), then validate the table.
 
-    Without ``create`` (txids were committed into the table: ``committed_txid``) a missing table is
+    A sharded table is created with an index on its key columns where the server has one
+    (:mod:`states.cassandra.key_index`). Without ``create`` (txids were committed into the table: ``committed_txid``) a missing table is
     :class:`StateTableMissingError`, never created again empty. Done once per session and table: a
     backing map built per Spark task costs no DDL round trips.
     """
@@ -110,6 +124,8 @@ def ensure_table(client: CassandraClient, shape: TableShape, metrics: StateMetri
             _ddl(client, f"CREATE KEYSPACE IF NOT EXISTS {shape.keyspace} WITH replication = "
                          f"{replication_cql(s.replication)}", metrics)
         _ddl(client, shape.create_cql(), metrics)
+        if shape.shards:  # plain CQL reads a key without its shard (on Cassandra 5.0: states.cassandra.key_index)
+            ensure_key_index(client, shape.keyspace, shape.table, shape.shards, shape.clustering, metrics=metrics)
     validate_table(client, shape, metrics, committed_txid=None if create else committed_txid)
     client.validated_tables.add(shape)
 

@@ -6,8 +6,10 @@ the server about as much for a batch of rows in one partition as for one row, so
 conditional batch per shard instead of one LWT per key (:mod:`states.cassandra.batches`).
 
 The shard is a pure function of the key's values, fixed when the table is created (a table's shard
-count is part of its schema: another count is a schema mismatch). A key is read in cqlsh with every
-shard listed: ``SELECT * FROM ks.t WHERE shard IN (0, 1, ..., N-1) AND word = 'x'``.
+count is part of its schema: another count is a schema mismatch). On Cassandra 5.0 a key is read in cqlsh
+as in any table, ``SELECT * FROM ks.t WHERE word = 'x'``, through the index made with the table
+(:mod:`states.cassandra.key_index`); on 4.x with every shard listed:
+``SELECT * FROM ks.t WHERE shard IN (0, 1, ..., N-1) AND word = 'x'``.
 """
 
 from __future__ import annotations

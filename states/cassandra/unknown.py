@@ -20,6 +20,11 @@ same partial, and the stored state is exactly the state we wanted. Nothing else 
 whose write landed. Conversely our write may have landed and been overwritten before the serial
 read; the opaque/transactional rules recompute from the newer value (or stop with StaleBatchError
 if a later txid is stored, which ordered commits make impossible for a live batch).
+
+A conditional batch of many rows of one partition (a sharded table) is resolved the same way by one
+serial read of those rows (:func:`resolve_partitions`), never one per row: each serial read is a Paxos
+round on the partition, and a few hundred of them at once on one partition overload the replicas that
+just timed out.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 
 from cassandra.query import BoundStatement, PreparedStatement
 
-from states.cassandra.session import CassandraClient
+from states.cassandra.session import TUPLES, CassandraClient
 from states.errors import UnknownOutcomeError
 from states.layout import Row
 from states.metrics import StateMetrics
@@ -53,6 +58,28 @@ def resolve(client: CassandraClient, select: PreparedStatement, key_rows: Sequen
         row = rs.one()
         current = None if row is None else tuple(row[c] for c in columns)
         out.append((settle(current, want, metrics), current))
+    return out
+
+
+def resolve_partitions(client: CassandraClient, select: PreparedStatement,
+                       reads: Sequence[tuple[Sequence[Any], Sequence[Row], Sequence[Row]]], key_width: int,
+                       columns: Sequence[str], *, metrics: StateMetrics) -> list[list[tuple[bool, Row | None]]]:
+    """For each read ``(values, key rows, wanted rows)`` of rows of one partition, ``(applied, current stored row
+    or None)`` per key row, from one serial read of ``select`` bound to ``values`` (all reads at once).
+
+    ``select`` returns each row's ``key_width`` key columns then ``columns``; it may return more rows than
+    asked for (an IN per key column selects their product): only the key rows asked for are answered.
+    """
+    results = client.run([(serial(client, select, values), None) for values, _, _ in reads], kind="serial_read",
+                         metrics=metrics, profile=TUPLES)
+    out: list[list[tuple[bool, Row | None]]] = []
+    for (_, key_rows, wanted), rs in zip(reads, results, strict=True):
+        if isinstance(rs, BaseException):
+            metrics.cas_unknown.labels(resolution="unresolved").inc(len(key_rows))
+            raise UnknownOutcomeError(key_rows[0], rs) from rs
+        found = {tuple(row[:key_width]): tuple(row[key_width:]) for row in rs}
+        out.append([(settle(found.get(kr), want, metrics), found.get(kr))
+                    for kr, want in zip(key_rows, wanted, strict=True)])
     return out
 
 
