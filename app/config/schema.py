@@ -443,8 +443,11 @@ class CassandraModel(Section):
     shards: Annotated[Int, Field(ge=0, le=MAX_SHARDS)] = Field(default=_C.shards, description=(
         "0: a partition per key. N: new state tables keep their keys in N partitions (`PRIMARY KEY ((shard), "
         "key)`), so a commit is one conditional batch per shard instead of one LWT per key (several times "
-        "cheaper for Cassandra); for key spaces up to a few million keys. Fixed per table when it is created; "
-        'see [design.md](design.md), "Sharded tables"'))
+        "cheaper for Cassandra); for key spaces up to a few million keys. Fixed per table when it is created "
+        "(`python -m app migrate` copies a table to another layout). On Cassandra 5.0 a sharded table is created "
+        "with a storage-attached index on its key columns, so cqlsh reads a key without its shard (`SELECT word, "
+        "count FROM trident.word_counts WHERE word = 'the'`); on 4.x list every shard (see "
+        '[operations.md](operations.md), "Reading results"). See [design.md](design.md), "Sharded tables"'))
 
     @model_validator(mode="after")
     def _credentials(self) -> CassandraModel:
@@ -677,7 +680,9 @@ class StateModel(Section):
             "it; none: aggregated like any record. See [Upserts](#upserts)"))
     ttl_s: Annotated[Int, Field(ge=1)] | None = Field(default=None, description=(
         "seconds; every write of a key sets its row to expire that long after (`USING TTL`); backend `cassandra` "
-        "only (`validate` refuses it on `sqlite`: its rows do not expire)"))
+        "only (`validate` refuses it on `sqlite`: its rows do not expire). The table is created with "
+        "`gc_grace_seconds = 10800` and tombstone compactions, so expired rows are purged within hours: see "
+        '[Upserts](#upserts), "TTL"'))
 
     @model_validator(mode="after")
     def _ttl(self) -> StateModel:
