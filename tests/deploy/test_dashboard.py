@@ -82,6 +82,8 @@ KUBERNETES_PANELS = {"Container memory (JVM included)"}
 CLUSTER_PANELS = {"Spark executors"}
 #: Panels fed by the audit command's metrics file (a textfile collector), not by the service: valid and empty here.
 AUDIT_PANELS = {"Last audit"}
+#: Panels of sharded Cassandra tables (the service here keeps its state in SQLite): valid and empty here.
+PARTITION_PANELS = {"Largest partition (sharded tables)"}
 FILTER = 'namespace=~"$namespace", instance=~"$instance", pipeline=~"$pipeline"'
 #: trident_ metrics of the process, not of a pipeline: selected by namespace and instance, and joined
 #: with the pipeline state of the selected pipelines.
@@ -101,7 +103,7 @@ def test_dashboard_has_the_rows_panels_and_variables() -> None:
     assert {"Throughput", "Committed txid", "Lag per partition", "Lag in seconds", "Phase latency (p50, p99)",
             "Replays", "Bad records and dead letters", "CAS conflicts", "Unknown CAS outcomes", "Data loss",
             "Lease holder", "Process CPU", "Process memory", "Python GC"} | KUBERNETES_PANELS | CLUSTER_PANELS | \
-        AUDIT_PANELS <= titles
+        AUDIT_PANELS | PARTITION_PANELS <= titles
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert list(variables) == ["datasource", "namespace", "instance", "pipeline"]
     for name in ("namespace", "instance", "pipeline"):
@@ -136,7 +138,7 @@ def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, 
     a local master, the data-loss panel counts exactly the loss caused,
     of the alerts only TridentDataLoss fires, and once the service is stopped "Target up" shows 0,
     not nothing."""
-    elsewhere = KUBERNETES_PANELS | CLUSTER_PANELS | AUDIT_PANELS
+    elsewhere = KUBERNETES_PANELS | CLUSTER_PANELS | AUDIT_PANELS | PARTITION_PANELS
     queries = [(t, e) for t, e in panel_queries(load_dashboard()) if t not in elsewhere]
     empty_queries = [(t, e) for t, e in panel_queries(load_dashboard()) if t in elsewhere]
     with MockKafkaCluster(1) as kafka:
