@@ -5,11 +5,11 @@ partitions, so a partition grows with the key space; Cassandra's guidance is to 
 100 MB (``partition_size_warn_threshold``). Two readings, chosen from what was measured on Cassandra 5.0
 (``docs/operations.md``, "TridentPartitionLarge"):
 
-* **bytes**: the server's own figure, ``system_views.max_partition_size`` (Cassandra 4.0+, a virtual table:
-  one row per table *per node*, so every node is asked and the largest answer kept). It is the largest
-  partition of the node's SSTables, uncompressed, in whole mebibytes: rows still in memtables are not in it
-  until a flush, and a partition spread over several SSTables counts its largest piece until compaction
-  merges them. Cheap (a read of in-memory metrics).
+* **bytes**: the server's own figure, ``system_views.max_partition_size`` (a virtual table of Cassandra 4.0 and
+  later, column ``mebibytes`` in 4.0.14 and 5.0; one row per table *per node*, so every node is asked and the
+  largest answer kept). It is the largest partition of the node's SSTables, uncompressed, in whole
+  mebibytes: rows still in memtables are not in it until a flush, and a partition spread over several
+  SSTables counts its largest piece until compaction merges them. Cheap (a read of in-memory metrics).
 * **rows**: ``SELECT COUNT(*) ... WHERE shard = ?``, exact and fresh, but it reads every row of the
   partition (100,000 rows took 0.3-2.2 s on a loaded single node), so one shard is counted per refresh in
   turn (:class:`ShardCounts`); shards are equal in size (CRC-32 of the key), so any one is representative.
