@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassandra import InvalidRequest
+from cassandra import InvalidRequest, OperationTimedOut
+from cassandra.cluster import NoHostAvailable
 
 from states.cassandra.schema import check_cql_identifier
 from states.cassandra.session import CassandraClient
@@ -77,7 +78,8 @@ def server_largest_bytes(client: CassandraClient, table: ShardedTable) -> int | 
     """Ask every node that is up for ``table``'s largest partition (:func:`largest_bytes` of the answers).
 
     A virtual table answers for the node that runs the query, so each node is addressed itself; a node that
-    does not answer or has no such table (Cassandra before 4.0) counts as no row."""
+    does not answer (or that the session keeps no connection to: another data centre's) or has no such table
+    (Cassandra before 4.0) counts as no row: a partition's replicas on the nodes that answer still report it."""
     query = "SELECT * FROM system_views.max_partition_size WHERE keyspace_name = %s AND table_name = %s"
     answers: list[int | None] = []
     for host in client.cluster.metadata.all_hosts():
@@ -85,8 +87,8 @@ def server_largest_bytes(client: CassandraClient, table: ShardedTable) -> int | 
             continue
         try:
             rows = list(client.session.execute(query, (table.keyspace, table.table), host=host))
-        except InvalidRequest:
-            answers.append(None)  # no system_views.max_partition_size on this server
+        except (InvalidRequest, NoHostAvailable, OperationTimedOut):
+            answers.append(None)  # no such virtual table there, or that node did not answer
             continue
         answers.extend(mebibytes_of(r) for r in rows)
     return largest_bytes(answers)

@@ -11,6 +11,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from cassandra import InvalidRequest, OperationTimedOut
+from cassandra.cluster import NoHostAvailable
 from cassandra.concurrent import execute_concurrent
 from cassandra.query import BatchStatement, BatchType
 from prometheus_client import CollectorRegistry
@@ -80,13 +82,16 @@ class _Result:
 class _Session:
     """Answers COUNT(*) per shard from ``rows`` and max_partition_size per host from ``mib``."""
 
-    def __init__(self, rows: dict[int, int], mib: dict[str, list[dict[str, Any]]]) -> None:
+    def __init__(self, rows: dict[int, int], mib: dict[str, Any]) -> None:
         self.rows, self.mib = rows, mib
         self.counted: list[int] = []
 
     def execute(self, query: Any, values: Any, *, timeout: float | None = None, host: Any = None) -> _Result:
         if host is not None:
-            return _Result(self.mib[host.address])
+            answer = self.mib[host.address]
+            if isinstance(answer, Exception):
+                raise answer
+            return _Result(answer)
         self.counted.append(values[0])
         return _Result([{"n": self.rows[values[0]]}])
 
@@ -127,6 +132,18 @@ def test_every_node_that_is_up_is_asked() -> None:
     hosts = [_Host("10.0.0.1"), _Host("10.0.0.2"), _Host("10.0.0.3"), _Host("10.0.0.4", up=False)]
     client: Any = _Client(session, hosts)
     assert server_largest_bytes(client, ShardedTable("ks", "t", 4)) == 9 * MIB
+
+
+def test_a_node_that_does_not_answer_is_passed_over() -> None:
+    """A node of another data centre (no connection) or one timing out leaves the others' answers standing."""
+    session = _Session({}, {"10.0.0.1": NoHostAvailable("no connection", {}),
+                            "10.0.0.2": [{"keyspace_name": "ks", "table_name": "t", "mebibytes": 4}],
+                            "10.0.0.3": OperationTimedOut("timed out")})
+    hosts = [_Host("10.0.0.1"), _Host("10.0.0.2"), _Host("10.0.0.3")]
+    client: Any = _Client(session, hosts)
+    assert server_largest_bytes(client, ShardedTable("ks", "t", 4)) == 4 * MIB
+    session.mib["10.0.0.2"] = InvalidRequest("no such table")  # a server before 4.0
+    assert server_largest_bytes(client, ShardedTable("ks", "t", 4)) is None
 
 
 # -- a real Cassandra ----------------------------------------------------------------------------------------
