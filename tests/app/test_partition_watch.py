@@ -75,3 +75,29 @@ def test_a_standby_asks_nothing_and_a_failed_reading_stops_nothing() -> None:
     stop.set()
     assert len(calls) >= 2
     assert m.value("trident_state_partition_max_rows", pipeline="wc", table="ks.words") == 1
+
+
+def test_the_service_watches_the_sharded_tables_of_each_pipeline(monkeypatch: Any) -> None:
+    """A pipeline started by the service gets a watch of its sharded tables, asking only while it is active."""
+    from types import SimpleNamespace
+
+    from app.service import Service
+
+    started: list[PartitionWatch] = []
+    monkeypatch.setattr(PartitionWatch, "start", lambda self, stop: started.append(self))
+    settings = CassandraSettings(keyspace="ks", shards=8)
+    sharded = StateFactory(backend="cassandra", cassandra=settings)
+    sqlite = StateFactory(backend="sqlite", sqlite_path="/tmp/x.db")
+    topology = SimpleNamespace(sinks=[(None, SimpleNamespace(factory=sharded, name="words")),
+                                      (None, SimpleNamespace(factory=sqlite, name="other"))])
+    runner = SimpleNamespace(id="wc", role="standby", compiled=SimpleNamespace(topology=topology, state=sharded))
+    plain = SimpleNamespace(id="sql", role="active", compiled=SimpleNamespace(
+        topology=SimpleNamespace(sinks=[(None, SimpleNamespace(factory=sqlite, name="other"))]), state=sqlite))
+    service = Service.__new__(Service)
+    service.stop, service.metrics = threading.Event(), Metrics(CollectorRegistry())
+    for r in (runner, plain):
+        service._watch_partitions(r)  # type: ignore[arg-type]
+    assert [(w.pipeline, [c.table for c in w.counts]) for w in started] == [("wc", [ShardedTable("ks", "words", 8)])]
+    assert not started[0]._active()
+    runner.role = "active"
+    assert started[0]._active()
