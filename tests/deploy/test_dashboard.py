@@ -191,7 +191,7 @@ def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, 
                 assert [finite(prom.query(e)) for e in data_loss] == [[1.0], [20.0]]  # 1 event, 20 offsets skipped
                 rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
                 in_file = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
-                assert len(rules) == len(in_file) == 13, rules
+                assert len(rules) == len(in_file) == 15, rules
                 assert all(r["health"] == "ok" for r in rules), rules
                 firing = {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
                 assert firing == {"TridentDataLoss"}  # the healthy pipelines raise nothing
