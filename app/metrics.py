@@ -88,6 +88,17 @@ class Metrics:
         self.audit_txid = Gauge("trident_audit_last_txid", "The committed txid the last audit compared as of.",
                                 ["pipeline"], registry=r)
 
+        # -- partition size of sharded Cassandra state tables (app.partition_watch) ------------------
+        self.partition_max_bytes = Gauge(
+            "trident_state_partition_max_bytes", "Largest partition of a sharded state table, in bytes, as "
+            "Cassandra's SSTables report it (system_views.max_partition_size: whole MiB, the largest over the nodes; "
+            "memtables not included). Absent for a table with a partition per key.", ["pipeline", "table"],
+            registry=r)
+        self.partition_max_rows = Gauge(
+            "trident_state_partition_max_rows", "Rows of the largest shard counted so far (one shard counted per "
+            "refresh in turn, COUNT(*) of its partition). Absent for a table with a partition per key.",
+            ["pipeline", "table"], registry=r)
+
     def record_commit(self, pipeline: str, txid: int, records: int, keys_updated: int) -> None:
         """A committed txid: its count, the last committed txid, the records read and keys written."""
         self.batches.labels(pipeline, "committed").inc()

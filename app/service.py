@@ -443,6 +443,7 @@ class Service:
         for r in self.runners:
             if not self.stop.is_set():
                 r.start(self.stop, self._on_pipeline_failed)
+                self._watch_partitions(r)
         if self.config.audit.every_s is not None and not self.stop.is_set():
             from app.audit.schedule import AuditSchedule
 
@@ -450,6 +451,18 @@ class Service:
             self.audits = AuditSchedule(self.config, self.spark, self.metrics,
                                         active=lambda pipeline: roles[pipeline].role == "active")
             self.audits.start(self.stop)
+
+    def _watch_partitions(self, runner: PipelineRunner) -> None:
+        """The partition-size gauges of the pipeline's sharded tables, while it holds the lease (app.partition_watch)."""
+        from app.partition_watch import PartitionWatch, sharded_tables
+        from states.cassandra.session import shared_client
+
+        compiled = runner.compiled
+        tables = sharded_tables((sink.factory, sink.name) for _, sink in compiled.topology.sinks)
+        if tables:
+            settings = compiled.state.cassandra_settings()
+            PartitionWatch(runner.id, tables, lambda: shared_client(settings), self.metrics,
+                           active=lambda: runner.role == "active").start(self.stop)
 
     def _on_pipeline_failed(self) -> None:
         """A pipeline stopped for good: the exit code will say so; ``on_pipeline_failure`` decides about the others."""

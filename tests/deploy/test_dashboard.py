@@ -82,6 +82,8 @@ KUBERNETES_PANELS = {"Container memory (JVM included)"}
 CLUSTER_PANELS = {"Spark executors"}
 #: Panels fed by the audit command's metrics file (a textfile collector), not by the service: valid and empty here.
 AUDIT_PANELS = {"Last audit"}
+#: Panels of sharded Cassandra tables (the service here keeps its state in SQLite): valid and empty here.
+PARTITION_PANELS = {"Largest partition (sharded tables)"}
 FILTER = 'namespace=~"$namespace", instance=~"$instance", pipeline=~"$pipeline"'
 #: trident_ metrics of the process, not of a pipeline: selected by namespace and instance, and joined
 #: with the pipeline state of the selected pipelines.
@@ -101,7 +103,7 @@ def test_dashboard_has_the_rows_panels_and_variables() -> None:
     assert {"Throughput", "Committed txid", "Lag per partition", "Lag in seconds", "Phase latency (p50, p99)",
             "Replays", "Bad records and dead letters", "CAS conflicts", "Unknown CAS outcomes", "Data loss",
             "Lease holder", "Process CPU", "Process memory", "Python GC"} | KUBERNETES_PANELS | CLUSTER_PANELS | \
-        AUDIT_PANELS <= titles
+        AUDIT_PANELS | PARTITION_PANELS <= titles
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert list(variables) == ["datasource", "namespace", "instance", "pipeline"]
     for name in ("namespace", "instance", "pipeline"):
@@ -136,7 +138,7 @@ def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, 
     a local master, the data-loss panel counts exactly the loss caused,
     of the alerts only TridentDataLoss fires, and once the service is stopped "Target up" shows 0,
     not nothing."""
-    elsewhere = KUBERNETES_PANELS | CLUSTER_PANELS | AUDIT_PANELS
+    elsewhere = KUBERNETES_PANELS | CLUSTER_PANELS | AUDIT_PANELS | PARTITION_PANELS
     queries = [(t, e) for t, e in panel_queries(load_dashboard()) if t not in elsewhere]
     empty_queries = [(t, e) for t, e in panel_queries(load_dashboard()) if t in elsewhere]
     with MockKafkaCluster(1) as kafka:
@@ -189,7 +191,7 @@ def test_every_panel_query_returns_data_from_a_scraped_service(prometheus: str, 
                 assert [finite(prom.query(e)) for e in data_loss] == [[1.0], [20.0]]  # 1 event, 20 offsets skipped
                 rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
                 in_file = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
-                assert len(rules) == len(in_file) == 13, rules
+                assert len(rules) == len(in_file) == 15, rules
                 assert all(r["health"] == "ok" for r in rules), rules
                 firing = {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
                 assert firing == {"TridentDataLoss"}  # the healthy pipelines raise nothing

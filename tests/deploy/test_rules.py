@@ -58,7 +58,7 @@ def test_rendered_prometheus_rule_passes_promtool_check(promtool: str, tmp_path:
     path.write_text(yaml.safe_dump(rendered_spec()))
     result = promtool_run(promtool, "check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 15 rules found" in result.stdout
+    assert "SUCCESS: 17 rules found" in result.stdout
 
 
 def test_rendered_rules_are_the_file_plus_the_release_group() -> None:
@@ -93,7 +93,8 @@ def test_every_alert_has_a_firing_and_a_silent_unit_test() -> None:
     assert names == {"TridentNoCommitWhileLagging", "TridentLagGrowing", "TridentLagSecondsHigh",
                      "TridentNoActiveCoordinator", "TridentInstanceDown", "TridentDataLoss", "TridentBadRecords",
                      "TridentUnknownOutcomes", "TridentPipelineFailing", "TridentPipelineStopped",
-                     "TridentPipelineDegraded", "TridentSparkExecutorsGone", "TridentAuditDifference", "TridentDown",
+                     "TridentPipelineDegraded", "TridentSparkExecutorsGone", "TridentAuditDifference",
+                     "TridentPartitionLarge", "TridentPartitionTooLarge", "TridentDown",
                      "TridentRestarting"}
     assert firing == names
     assert silent == names

@@ -1,0 +1,73 @@
+"""The largest partition of each sharded state table of a pipeline, refreshed by a thread of its own.
+
+A sharded table's partitions grow with the key space and nothing in the commit path would notice one
+passing Cassandra's guidance (about 100 MB). Every :data:`INTERVAL_S`, while this process holds the
+pipeline's lease (a standby asks nothing), the watch reads each sharded table's largest partition in
+bytes from every node and counts one shard's rows (:mod:`states.cassandra.partition_size`), and sets
+``trident_state_partition_max_bytes`` and ``trident_state_partition_max_rows`` labelled by pipeline and
+table. Off the commit path: a failed reading is logged and tried again at the next refresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from app.metrics import Metrics
+from states.cassandra.partition_size import ShardCounts, ShardedTable, server_largest_bytes
+from states.cassandra.session import CassandraClient
+from states.factory import StateFactory
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 300.0  # the server's figure changes at flushes and compactions; a shard's count reads all its rows
+
+
+def sharded_tables(sinks: Iterable[tuple[StateFactory, str]]) -> list[ShardedTable]:
+    """The sharded Cassandra tables among ``(factory, table)`` sinks; a partition per key, SQLite or memory: none."""
+    out = []
+    for factory, table in sinks:
+        if factory.shards and factory.cassandra is not None:
+            out.append(ShardedTable(factory.cassandra.keyspace, table, factory.shards))
+    return out
+
+
+class PartitionWatch:
+    """Refreshes the partition-size gauges of one pipeline's sharded tables."""
+
+    def __init__(self, pipeline: str, tables: list[ShardedTable], client: Callable[[], CassandraClient],
+                 metrics: Metrics, *, active: Callable[[], bool] = lambda: True,
+                 interval_s: float = INTERVAL_S) -> None:
+        self.pipeline, self.metrics, self.interval_s = pipeline, metrics, interval_s
+        self._client, self._active = client, active
+        self.counts = [ShardCounts(t) for t in tables]
+        self._thread: threading.Thread | None = None
+
+    def start(self, stop: threading.Event) -> None:
+        """Refresh every ``interval_s`` until ``stop`` is set (a daemon thread)."""
+        self._thread = threading.Thread(target=self._loop, args=(stop,), name=f"partition-watch-{self.pipeline}",
+                                        daemon=True)
+        self._thread.start()
+
+    def refresh(self) -> None:
+        """Read every table once: the bytes from every node, the rows of its next shard; set the gauges."""
+        client = self._client()
+        for counts in self.counts:
+            table = counts.table
+            size = server_largest_bytes(client, table)
+            if size is not None:
+                self.metrics.partition_max_bytes.labels(self.pipeline, table.name).set(size)
+            counts.count_next(client)
+            if counts.largest is not None:
+                self.metrics.partition_max_rows.labels(self.pipeline, table.name).set(counts.largest)
+
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval_s):
+            if not self._active():
+                continue
+            try:
+                self.refresh()
+            except Exception as e:  # noqa: BLE001 - a watch that cannot read says nothing, it never stops the pipeline
+                log.info("pipeline %s: the partition sizes could not be read (again in %.0f s): %s", self.pipeline,
+                         self.interval_s, e)
