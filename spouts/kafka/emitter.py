@@ -379,7 +379,7 @@ class KafkaEmitter:
         return read_arrow(self.config, self.topology_id, meta, batch_size=batch_size, columns=columns)
 
     def close(self) -> None:
-        pass  # pooled consumers outlive emitters
+        self.topic_ids.close()  # pooled consumers outlive emitters; the admin client of the ids does not
 
 
 def _now() -> str:

@@ -101,6 +101,10 @@ class TopicIds:
         self._answers, self._checked_at = answers, self._clock()
         return answers
 
+    def close(self) -> None:
+        """Let the admin client go (librdkafka destroys it when the last reference is dropped)."""
+        self._admin, self._checked_at = None, float("-inf")
+
     def _client(self) -> AdminClient:
         if self._admin is None:
             conf = {k: v for k, v in self.config.consumer_config(self.topology_id, role="ids").items()

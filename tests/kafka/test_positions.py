@@ -147,26 +147,31 @@ def step_until_counted(coord: Coordinator, runs: Runs, expected: Counter[str], d
     assert runs.counts() == expected
 
 
+@pytest.mark.parametrize("stopped", [True, False], ids=["while-stopped", "while-running"])
 @pytest.mark.parametrize("new_records", [20, 50], ids=["below", "grown-past"])
 @pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
 def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
-        kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy, new_records: int) -> None:
-    """Read to offset 30, then (the pipeline stopped) the topic is re-created with 20 records, or with 50 (grown
-    past the position before the pipeline looks): under fail the pipeline stops for good naming the topic and
-    both ids; under skip the loss is counted once and the new log is read from its start, every record once."""
+        kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy, new_records: int, stopped: bool) -> None:
+    """Read to offset 30, then the topic is re-created with 20 records, or with 50 (grown past the position before
+    the pipeline looks), while the pipeline is stopped or between two of its steps: under fail the pipeline stops
+    for good naming the topic and both ids; under skip the loss is counted once and the new log is read from its
+    start, every record once."""
     needs_topic_ids(kafka_peer)
     topic = unique_topic("recreated")
     kafka_peer.create_topic(topic, 1)
     old = produce(runs.bootstrap, topic, spread(30, 1, tag="old"))
-    runs.start([topic], data_loss=policy).run_until_idle()
+    coord = runs.start([topic], data_loss=policy)
+    coord.run_until_idle()
     assert runs.counts() == truth(old)
-    runs.close()
+    if stopped:
+        runs.close()
     old_id = topic_id(runs.bootstrap, topic)
     recreate(kafka_peer, topic, 1)
     new = produce(runs.bootstrap, topic, spread(new_records, 1, tag="new"))
     new_id = topic_id(runs.bootstrap, topic)
     assert new_id != old_id
-    coord = runs.start([topic], data_loss=policy)
+    if stopped:
+        coord = runs.start([topic], data_loss=policy)
     events = {"pipeline": "words", "topic": topic, "partition": "0", "policy": policy.value}
     deadline = time.monotonic() + 60
     if policy is DataLossPolicy.FAIL:
