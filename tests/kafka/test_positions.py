@@ -298,6 +298,27 @@ def test_a_log_truncated_under_the_position_with_the_same_id_is_never_read_again
     assert "truncated below the stored next offset 40 to 30" in emitter.last_data_loss
 
 
+@pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
+def test_a_frozen_range_past_the_end_of_a_truncated_log_keeps_what_is_left(kafka_peer: KafkaPeer,
+                                                                           policy: DataLossPolicy) -> None:
+    """A frozen range [25, 40) in a log of the same id that now ends at 30 (truncated): fail raises; skip replays
+    [25, 30), what the log kept of it, rather than an empty range at the log's start."""
+    needs_topic_ids(kafka_peer)
+    topic = unique_topic("truncfrozen")
+    kafka_peer.create_topic(topic, 1)
+    produce(kafka_peer.bootstrap_servers(), topic, spread(30, 1))
+    emitter = KafkaEmitter(config(kafka_peer.bootstrap_servers(), topics=[topic], data_loss=policy), "words")
+    frozen = PartitionMetadata(topic, 0, 25, 40, 15, "words", topic_id(kafka_peer.bootstrap_servers(), topic))
+    if policy is DataLossPolicy.FAIL:
+        with pytest.raises(LogRestartedError, match="stored next offset is 40 but the log ends at 30"):
+            emitter.replan_frozen(frozen)
+        return
+    replayed = emitter.replan_frozen(frozen)
+    assert (replayed.first_offset, replayed.next_offset, replayed.record_count, replayed.topic_id) == \
+        (25, 30, 5, frozen.topic_id)
+    assert [r.offset for r in emitter.emit_partition(replayed)] == list(range(25, 30))
+
+
 def test_a_plan_sends_one_topic_id_request_for_all_its_topics(kafka_peer: KafkaPeer) -> None:
     """Ids cost one DescribeTopics request per plan, whatever the number of partitions and topics."""
     needs_topic_ids(kafka_peer)
