@@ -7,12 +7,17 @@ The same behaviour on a real Kafka, through the coordinator and against the prod
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Uuid
+from confluent_kafka.admin import TopicDescription
 from prometheus_client import CollectorRegistry
 
 from spouts.errors import LogRestartedError, TopicRecreatedError
 from spouts.kafka.emitter import KafkaEmitter
+from spouts.kafka.topic_ids import PendingIds
 from spouts.metadata import Partition, PartitionMetadata
 from spouts.metrics import SpoutMetrics
 from spouts.protocols import DataLossPolicy
@@ -101,3 +106,23 @@ def test_with_a_controller_a_recreated_topic_grown_past_the_position_is_data_los
         assert planned.topic_id not in (None, last.topic_id)
     assert metrics.value("trident_data_loss_events_total", pipeline="words", topic=topic, partition="0",
                          policy=policy.value) == 1
+
+
+def _answered(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    if isinstance(value, BaseException):
+        future.set_exception(value)
+    else:
+        future.set_result(value)
+    return future
+
+
+def test_a_zero_id_or_a_failed_answer_is_an_unknown_id() -> None:
+    """A broker without topic ids answers the zero id (before Kafka 2.8); a topic's own error leaves it out too:
+    both are unknown ids, never an id that could differ from a stored one."""
+    pending = PendingIds({
+        "old-broker": _answered(TopicDescription("old-broker", Uuid(0, 0), False, [])),
+        "refused": _answered(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))),
+        "known": _answered(TopicDescription("known", Uuid(1, 2), False, [])),
+    }, 1.0)
+    assert pending.result() == {"known": str(Uuid(1, 2))}
