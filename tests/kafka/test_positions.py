@@ -147,11 +147,11 @@ def step_until_counted(coord: Coordinator, runs: Runs, expected: Counter[str], d
     assert runs.counts() == expected
 
 
-@pytest.mark.parametrize("stopped", [True, False], ids=["while-stopped", "while-running"])
+@pytest.mark.parametrize("restarted", [True, False], ids=["while-stopped", "while-running"])
 @pytest.mark.parametrize("new_records", [20, 50], ids=["below", "grown-past"])
 @pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
 def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
-        kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy, new_records: int, stopped: bool) -> None:
+        kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy, new_records: int, restarted: bool) -> None:
     """Read to offset 30, then the topic is re-created with 20 records, or with 50 (grown past the position before
     the pipeline looks), while the pipeline is stopped or between two of its steps: under fail the pipeline stops
     for good naming the topic and both ids; under skip the loss is counted once and the new log is read from its
@@ -163,14 +163,14 @@ def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
     coord = runs.start([topic], data_loss=policy)
     coord.run_until_idle()
     assert runs.counts() == truth(old)
-    if stopped:
+    if restarted:
         runs.close()
     old_id = topic_id(runs.bootstrap, topic)
     recreate(kafka_peer, topic, 1)
     new = produce(runs.bootstrap, topic, spread(new_records, 1, tag="new"))
     new_id = topic_id(runs.bootstrap, topic)
     assert new_id != old_id
-    if stopped:
+    if restarted:
         coord = runs.start([topic], data_loss=policy)
     events = {"pipeline": "words", "topic": topic, "partition": "0", "policy": policy.value}
     deadline = time.monotonic() + 60
