@@ -66,6 +66,23 @@ class LogRestartedError(DataLossError):
         return (LogRestartedError, (self.partition, self.next_offset, self.log_start, self.log_end))
 
 
+class TopicRecreatedError(LogRestartedError):
+    """A partition's topic now has another id than the one stored with the position: the topic was deleted and
+    re-created, whatever the new log's offsets (policy ``fail``). The stored position belongs to the old log."""
+
+    def __init__(self, partition: Partition, next_offset: int, stored_id: str, current_id: str) -> None:
+        self.partition, self.next_offset = partition, next_offset
+        self.stored_id, self.current_id = stored_id, current_id
+        self.log_start, self.log_end = 0, 0  # of the old log: unknown, and meaningless in the new one
+        SpoutError.__init__(
+            self, f"data loss on {partition.id}: topic {partition.topic} was re-created (its id was {stored_id}, "
+                  f"now {current_id}); the stored next offset {next_offset} belongs to the old log; set "
+                  f"data_loss: skip to read the new log from its start, or rewind the pipeline")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (TopicRecreatedError, (self.partition, self.next_offset, self.stored_id, self.current_id))
+
+
 #: The spout errors a coordinator must never retry: a replay cannot bring deleted offsets back.
 #: (PartitionUnavailableError is transient: the batch waits and retries.)
 FATAL: tuple[type[BaseException], ...] = (DataLossError,)

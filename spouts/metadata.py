@@ -3,12 +3,15 @@
 Offsets follow Kafka: ``first_offset`` is the first offset a batch reads, ``next_offset`` the one
 after the last (exclusive), so an empty range has ``first_offset == next_offset``. The trap: the
 next batch starts at ``next_offset`` of the last *committed* batch, never ``next_offset + 1``.
+A range also names the log its offsets belong to, by the topic's id where the source has one
+(``topic_id``: Kafka's, new when a topic is re-created): offsets of one log mean nothing in another.
+Metadata stored without it (older versions, sources without ids) loads with ``topic_id`` None.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 FORMAT_VERSION = 1
@@ -33,7 +36,8 @@ class Partition:
 
 @dataclass(frozen=True, slots=True)
 class PartitionMetadata:
-    """What one batch read from one partition: offsets ``[first_offset, next_offset)``."""
+    """What one batch read from one partition: offsets ``[first_offset, next_offset)`` of the log of the topic
+    whose id is ``topic_id`` (None: not known)."""
 
     topic: str
     partition: int
@@ -41,6 +45,7 @@ class PartitionMetadata:
     next_offset: int
     record_count: int
     topology_id: str
+    topic_id: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.first_offset <= self.next_offset:
@@ -60,16 +65,22 @@ class PartitionMetadata:
 
     def empty_after(self) -> PartitionMetadata:
         """An empty range starting where this one ends (a partition that yields nothing this batch)."""
-        return PartitionMetadata(self.topic, self.partition, self.next_offset, self.next_offset, 0, self.topology_id)
+        return replace(self, first_offset=self.next_offset, record_count=0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "first_offset": self.first_offset,
-                "next_offset": self.next_offset, "record_count": self.record_count, "topology_id": self.topology_id}
+        d: dict[str, Any] = {"topic": self.topic, "partition": self.partition, "first_offset": self.first_offset,
+                             "next_offset": self.next_offset, "record_count": self.record_count,
+                             "topology_id": self.topology_id}
+        if self.topic_id is not None:  # absent, not null: the form older versions wrote and still read
+            d["topic_id"] = self.topic_id
+        return d
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> PartitionMetadata:
+        topic_id = d.get("topic_id")
         return PartitionMetadata(str(d["topic"]), int(d["partition"]), int(d["first_offset"]),
-                                 int(d["next_offset"]), int(d["record_count"]), str(d["topology_id"]))
+                                 int(d["next_offset"]), int(d["record_count"]), str(d["topology_id"]),
+                                 None if topic_id is None else str(topic_id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +101,7 @@ class BatchPlan:
         """The same txid reading at most the first ``offsets`` offsets of each range (a sample of it)."""
         def cut(m: PartitionMetadata) -> PartitionMetadata:
             end = min(m.next_offset, m.first_offset + offsets)
-            return PartitionMetadata(m.topic, m.partition, m.first_offset, end, min(m.record_count, end - m.first_offset),
-                                      m.topology_id)
+            return replace(m, next_offset=end, record_count=min(m.record_count, end - m.first_offset))
         return BatchPlan(self.txid, {p: cut(m) for p, m in self.partitions.items()})
 
     @property

@@ -37,7 +37,8 @@ class SpoutKind(enum.Enum):
 
 
 class DataLossPolicy(enum.Enum):
-    """What to do when a partition's stored next offset is below its log start (retention ran)."""
+    """What to do when a partition's stored position is gone: below its log start (retention ran), or in a log that
+    restarted (a topic re-created, a log truncated)."""
 
     FAIL = "fail"
     SKIP = "skip"

@@ -4,7 +4,9 @@ Resume trap: the next range starts at ``last.next_offset`` (exclusive end of the
 range), never ``+ 1``. A range ends at most ``max_records`` offsets later and never past the last
 stable offset: in ``read_committed`` mode librdkafka's watermark query (ListOffsets with the
 consumer's isolation level) returns the LSO as the high watermark, so open transactions are never
-planned into a range. A plan fetches the watermarks of all its partitions at once (:meth:`KafkaEmitter.planning`).
+planned into a range. A plan fetches the watermarks of all its partitions at once (:meth:`KafkaEmitter.planning`),
+and the ids of their topics (:mod:`spouts.kafka.topic_ids`): a range carries its topic's id, and a
+stored position is resumed only in the log of the same id (docs/design.md, "Positions").
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 
-from spouts.errors import DataLossError, LogRestartedError, PartitionUnavailableError
+from spouts.errors import DataLossError, LogRestartedError, PartitionUnavailableError, TopicRecreatedError
 from spouts.kafka.arrow import DEFAULT_BATCH_SIZE, read_arrow
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.consumers import POOL
 from spouts.kafka.gc_pause import gc_paused
 from spouts.kafka.reader import read_range
+from spouts.kafka.topic_ids import TopicIds
 from spouts.metadata import Partition, PartitionMetadata
 from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from spouts.protocols import DataLossPolicy, Record, SpoutKind
@@ -47,6 +51,14 @@ class KafkaEmitter:
         self._seen: set[Partition] = set()  # partitions whose metric series exist
         self.last_data_loss: str | None = None  # the last loss skipped under policy skip, for /readyz
         self._prefetched: dict[Partition, tuple[int, int]] = {}  # watermarks fetched for the plan under way
+        self._init_ids()
+
+    def _init_ids(self) -> None:
+        self.topic_ids = TopicIds(self.config, self.topology_id)  # driver only: opens its client when first asked
+        self._prefetched_ids: dict[str, str] | None = None  # topic ids fetched for the plan under way
+        self._adopted: set[str] = set()  # topics whose stored positions had no id, told once
+        self._recreations: set[tuple[Partition, str]] = set()  # re-creations counted (the new id), once each
+        self._truncations: set[tuple[Partition, int]] = set()  # truncations counted (the stored position), once each
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
@@ -54,6 +66,7 @@ class KafkaEmitter:
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._skips, self._seen, self.last_data_loss, self._prefetched = {}, set(), None, {}
+        self._init_ids()
 
     def __repr__(self) -> str:
         return f"KafkaEmitter({self.kind.value}, topology_id={self.topology_id!r}, {self.config!r})"
@@ -70,19 +83,29 @@ class KafkaEmitter:
     @contextmanager
     def planning(self, partitions: Sequence[Partition]) -> Iterator[None]:
         """The watermarks of all ``partitions`` in bulk, for this plan's ``plan_partition`` calls only
-        (:class:`spouts.protocols.PlansInBulk`): one plan at a time per emitter, as the coordinator plans."""
+        (:class:`spouts.protocols.PlansInBulk`): one plan at a time per emitter, as the coordinator plans.
+        The ids of their topics are asked in one request sent before the watermark queries, and waited for after
+        them, so the plan's cost grows by at most one round trip."""
+        pending = self.topic_ids.ask([p.topic for p in partitions])
         self._prefetched = self._bulk_watermarks(partitions)
+        self._prefetched_ids = pending.result()
         try:
             yield
         finally:
-            self._prefetched = {}
+            self._prefetched, self._prefetched_ids = {}, None
+
+    def _current_id(self, p: Partition) -> str | None:
+        """The id of ``p``'s topic now (None: unknown), from the plan's bulk answer or asked alone."""
+        ids = self._prefetched_ids if self._prefetched_ids is not None else self.topic_ids.now([p.topic])
+        return ids.get(p.topic)
 
     def plan_partition(self, partition: Partition, last: PartitionMetadata | None,
                        max_records: int) -> PartitionMetadata | None:
         """The next range of ``partition`` after ``last``; see :class:`spouts.protocols.PartitionedEmitter`.
 
         First poll (``last`` is None, or a plain strategy and ``last`` stored by another topology
-        id) starts from the configured strategy; otherwise at ``last.next_offset``. ``record_count``
+        id) starts from the configured strategy; otherwise at ``last.next_offset`` of the same log (see
+        :meth:`_resume`). ``record_count``
         is the offset span unless ``exact_record_counts`` (then the range is read to count records:
         markers and aborted records make the span an upper bound). Sets the partition-lag gauge
         (end offset minus the committed next offset).
@@ -91,10 +114,11 @@ class KafkaEmitter:
         prefetched = self._prefetched.pop(partition, None)
         try:
             low, end = prefetched if prefetched is not None else self._watermarks(partition)
+            current = self._current_id(partition)
             if first_poll or last is None:
-                start = self._first_offset(partition, low, end)
+                start, topic_id = self._first_offset(partition, low, end), current
             else:
-                start = self._checked_resume(partition, last.next_offset, low, end)
+                start, topic_id = self._resume(partition, last, current, low, end)
             stop = max(start, min(start + max_records, end))
             count = self._count(partition, start, stop) if self.config.exact_record_counts else stop - start
             self._publish_lag(partition, max(0, end - start))
@@ -105,7 +129,65 @@ class KafkaEmitter:
             return None if first_poll or last is None else last.empty_after()
         if self._skips.pop(partition, None) is not None:
             log.info("%s is readable again", partition.id)
-        return PartitionMetadata(partition.topic, partition.partition, start, stop, count, self.topology_id)
+        return PartitionMetadata(partition.topic, partition.partition, start, stop, count, self.topology_id, topic_id)
+
+    def _resume(self, p: Partition, last: PartitionMetadata, current: str | None, low: int,
+                end: int) -> tuple[int, str | None]:
+        """Where to resume after ``last`` in the log whose id is ``current`` (None: unknown), and the id to store.
+
+        * Another id than the stored one: the topic was re-created; its offsets say nothing of the old log's,
+          so whatever they are this is data loss under the policy (skip: the new log's start, ``low``).
+        * The same id, and the log ends below the position: the log was truncated (an unclean leader election);
+          under skip it continues at the log's end, where new records will be written: what it kept below the
+          position was read already.
+        * An id on one side only (positions stored before ids were kept, a rewind, a cluster that cannot tell
+          ids now): offsets alone decide, as :meth:`_checked_resume` says; a position without id adopts the
+          current one, a known id is kept while the cluster cannot tell.
+        """
+        stored = last.topic_id
+        if stored is not None and current is not None and stored != current:
+            self._recreated(p, last.next_offset, stored, current)
+            return low, current
+        if stored is None and current is not None and p.topic not in self._adopted:
+            self._adopted.add(p.topic)
+            log.info("%s: the stored position carries no topic id (stored before ids were kept, or by a rewind); "
+                     "adopting the topic's current id %s", p.id, current)
+        if stored is not None and stored == current and last.next_offset > end:
+            self._truncated(p, last.next_offset, low, end)
+            return end, current
+        return self._checked_resume(p, last.next_offset, low, end), current or stored
+
+    def _recreated(self, p: Partition, next_offset: int, stored: str, current: str, *, frozen: bool = False) -> None:
+        """Count (once per new id) a topic re-created under the stored position; raise under policy fail."""
+        policy = self.config.data_loss
+        if (p, current) not in self._recreations:
+            self._recreations.add((p, current))
+            metrics = self.metrics or SPOUT_METRICS
+            metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
+        if policy is DataLossPolicy.FAIL:
+            raise TopicRecreatedError(p, next_offset, stored, current)
+        where = "inside a frozen, uncommitted txid" if frozen else "resuming"
+        self.last_data_loss = (f"{_now()}: {p.id} re-created (topic id {stored} -> {current}) under the stored next "
+                               f"offset {next_offset}; read the new log from its start (data_loss: skip)")
+        log.warning("data loss on %s: topic %s was re-created (its id was %s, now %s); what the old log held past "
+                    "the stored next offset %d was never read; %s at the new log's start", p.id, p.topic, stored,
+                    current, next_offset, where)
+
+    def _truncated(self, p: Partition, next_offset: int, low: int, end: int) -> None:
+        """Count (and under policy fail raise) a log of the same topic id that now ends below ``next_offset``."""
+        policy = self.config.data_loss
+        if (p, next_offset) not in self._truncations:
+            self._truncations.add((p, next_offset))
+            metrics = self.metrics or SPOUT_METRICS
+            metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
+        if policy is DataLossPolicy.FAIL:
+            raise LogRestartedError(p, next_offset, low, end)
+        self.last_data_loss = (f"{_now()}: {p.id} truncated below the stored next offset {next_offset} to {end} "
+                               "(same topic id); continued at the log end (data_loss: skip)")
+        log.warning("data loss on %s: the log ends at %d, below the stored next offset %d, with the same topic id "
+                    "(a truncated log: an unclean leader election); the records read at [%d, %d) are no longer in "
+                    "the log; continuing at the log end %d, nothing read twice", p.id, end, next_offset, end,
+                    next_offset, end)
 
     def _publish_lag(self, p: Partition, lag: float) -> None:
         """Set the lag gauge; the partition's data-loss series appear (at 0) with its first lag."""
@@ -232,15 +314,33 @@ class KafkaEmitter:
             low, end = self._watermarks(p)
         except PartitionUnavailableError:
             return meta  # the read waits for the partition
+        current = self._current_id(p)
+        if meta.topic_id is not None and current is not None:
+            moved = self._replan_by_id(meta, meta.topic_id, current, low, end)
+            if moved is not None:
+                return moved
         if meta.next_offset > end:  # the log restarted below the frozen range: nothing of it is left
             self._restarted(p, meta.next_offset, low, end, frozen=True)
-            return PartitionMetadata(meta.topic, meta.partition, low, low, 0, self.topology_id)
+            return PartitionMetadata(meta.topic, meta.partition, low, low, 0, self.topology_id, current)
         if meta.first_offset >= low:
             return meta
         first = min(low, meta.next_offset)
         self._lost(p, meta.first_offset, first, low, frozen=True)
-        return PartitionMetadata(meta.topic, meta.partition, first, meta.next_offset,
-                                 meta.next_offset - first, self.topology_id)
+        return replace(meta, first_offset=first, record_count=meta.next_offset - first, topology_id=self.topology_id)
+
+    def _replan_by_id(self, meta: PartitionMetadata, stored: str, current: str, low: int,
+                      end: int) -> PartitionMetadata | None:
+        """A frozen range in a log that ids tell apart: the topic re-created (an empty range at the new log's
+        start) or its log truncated below the range (what is left of it); None when neither."""
+        p = meta.partition_id
+        if stored != current:
+            self._recreated(p, meta.next_offset, stored, current, frozen=True)
+            return PartitionMetadata(meta.topic, meta.partition, low, low, 0, self.topology_id, current)
+        if meta.next_offset > end:
+            self._truncated(p, meta.next_offset, low, end)
+            first = max(low, min(meta.first_offset, end))
+            return PartitionMetadata(meta.topic, meta.partition, first, end, end - first, self.topology_id, current)
+        return None
 
     def _lost(self, p: Partition, start: int, resume: int, low: int, *, frozen: bool = False) -> None:
         """Count (and under policy fail raise) offsets ``[start, resume)`` gone below the log start ``low``."""
@@ -279,7 +379,7 @@ class KafkaEmitter:
         return read_arrow(self.config, self.topology_id, meta, batch_size=batch_size, columns=columns)
 
     def close(self) -> None:
-        pass  # pooled consumers outlive emitters
+        self.topic_ids.close()  # pooled consumers outlive emitters; the admin client of the ids does not
 
 
 def _now() -> str:

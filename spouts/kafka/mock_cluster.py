@@ -10,7 +10,10 @@ tests use it from here too.
 Known gaps of the mock, checked by ``tests/kafka/test_mock_cluster.py`` so a librdkafka upgrade that fixes them
 is noticed: Fetch always reports LastStableOffset = high watermark and no aborted transactions (a
 ``read_committed`` consumer sees aborted and open-transaction records); ListOffsets by timestamp
-answers -1; no CreateTopics/CreatePartitions/DeleteRecords admin requests (hence the control calls).
+answers -1; no CreateTopics/CreatePartitions/DeleteRecords admin requests (hence the control calls). Its
+metadata names no live controller, so every admin request waits for one until it times out, and topic ids
+(DescribeTopics) are unknown there, unless :meth:`MockKafkaCluster.set_controller` names a broker: then
+DescribeTopics answers, with a new id for a re-created topic.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def _load() -> ctypes.CDLL:
         "rd_kafka_mock_partition_set_leader": (ctypes.c_int, [vp, cp, i32, i32]),
         "rd_kafka_mock_push_request_errors_array": (None, [vp, i16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]),
         "rd_kafka_mock_partition_delete_records": (ctypes.c_int, [vp, cp, i32, i64]),
+        "rd_kafka_mock_set_controller_id": (ctypes.c_int, [vp, i32]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
@@ -120,6 +124,10 @@ class MockKafkaCluster:
         """Move the partition's leadership to ``broker_id`` (-1: no leader)."""
         self._check(self._lib.rd_kafka_mock_partition_set_leader(self._mc, topic.encode(), partition, broker_id),
                     f"set leader of {topic}:{partition} to {broker_id}")
+
+    def set_controller(self, broker_id: int) -> None:
+        """Name ``broker_id`` as the controller in metadata, so that DescribeTopics (topic ids) is answered."""
+        self._check(self._lib.rd_kafka_mock_set_controller_id(self._mc, broker_id), f"controller {broker_id}")
 
     def push_request_errors(self, api_key: int, *errors: int) -> None:
         """The next ``len(errors)`` requests of ``api_key`` (e.g. 2 = ListOffsets) fail with these codes, in order."""

@@ -1,5 +1,6 @@
 """Positions through ordinary mistakes, on a real Kafka: a misspelled topic, a topic dropped from the config for
-longer than the metadata retention, a topic deleted and re-created under the stored position.
+longer than the metadata retention, a topic deleted and re-created (below or past the stored position), a
+position stored without a topic id (an older version), a log truncated under the position.
 
 The coordinator is driven in-process (LocalExecutor, state in memory): what is under test is where each txid
 starts reading, which Spark does not decide. Stored counts are compared with what the producer was acknowledged.
@@ -7,13 +8,16 @@ starts reading, which Spark does not decide. Stored counts are compared with wha
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import cast
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
 from app.coordinator import Coordinator, CoordinatorConfig
@@ -21,14 +25,16 @@ from app.failures import FAILED
 from app.local import LocalExecutor, Sink
 from app.metrics import Metrics
 from app.progress import read_progress
-from spouts.errors import LogRestartedError
+from spouts.errors import LogRestartedError, TopicRecreatedError
 from spouts.kafka import FirstPoll, KafkaSpout
-from spouts.metadata import Partition
+from spouts.kafka.emitter import KafkaEmitter
+from spouts.kafka.topic_ids import NO_IDS, TopicIds
+from spouts.metadata import Partition, PartitionMetadata
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy
 from states import Count, OpaqueMap
 from states.memory import MemoryBackingMap, MemoryTransactionalStateStore
-from tests.kafka.fixtures import KafkaPeer, unique_topic
+from tests.kafka.fixtures import KafkaPeer, skip_mock_gap, unique_topic
 from tests.kafka.helpers import config, produce, spread, truth
 
 RETENTION = 2  # txids of metadata kept: the smallest the coordinator accepts
@@ -104,6 +110,20 @@ def test_a_misspelled_topic_never_makes_the_right_one_count_again(kafka_peer: Ka
     assert runs.counts() == truth(first) + truth(meanwhile) + truth(later)
 
 
+def topic_id(bootstrap: str, topic: str) -> str:
+    """The topic's id as the cluster tells it now (asked independently of the spout)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_topics(TopicCollection([topic]), request_timeout=10).values()
+    return str(future.result().topic_id)
+
+
+def needs_topic_ids(kafka_peer: KafkaPeer) -> None:
+    """Ids tell logs apart on a real Kafka; the shared mock peer names no controller (test_topic_ids.py has its
+    own mock cases, with and without ids)."""
+    if kafka_peer.kind == "mock":
+        skip_mock_gap("the mock peer answers no DescribeTopics (no controller): topic ids are unknown there")
+
+
 def recreate(kafka_peer: KafkaPeer, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
     """Delete ``topic`` and create it again (deletion finishes asynchronously: retry the creation)."""
     kafka_peer.delete_topic(topic)
@@ -127,24 +147,36 @@ def step_until_counted(coord: Coordinator, runs: Runs, expected: Counter[str], d
     assert runs.counts() == expected
 
 
+@pytest.mark.parametrize("restarted", [True, False], ids=["while-stopped", "while-running"])
+@pytest.mark.parametrize("new_records", [20, 50], ids=["below", "grown-past"])
 @pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
 def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
-        kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy) -> None:
-    """Read to offset 30, then the topic is re-created with 20 records: under fail the pipeline stops for good
-    naming the partition; under skip the loss is counted and the new log is read from its start, every record once."""
+        kafka_peer: KafkaPeer, runs: Runs, policy: DataLossPolicy, new_records: int, restarted: bool) -> None:
+    """Read to offset 30, then the topic is re-created with 20 records, or with 50 (grown past the position before
+    the pipeline looks), while the pipeline is stopped or between two of its steps: under fail the pipeline stops
+    for good naming the topic and both ids; under skip the loss is counted once and the new log is read from its
+    start, every record once."""
+    needs_topic_ids(kafka_peer)
     topic = unique_topic("recreated")
     kafka_peer.create_topic(topic, 1)
     old = produce(runs.bootstrap, topic, spread(30, 1, tag="old"))
     coord = runs.start([topic], data_loss=policy)
     coord.run_until_idle()
     assert runs.counts() == truth(old)
+    if restarted:
+        runs.close()
+    old_id = topic_id(runs.bootstrap, topic)
     recreate(kafka_peer, topic, 1)
-    new = produce(runs.bootstrap, topic, spread(20, 1, tag="new"))
+    new = produce(runs.bootstrap, topic, spread(new_records, 1, tag="new"))
+    new_id = topic_id(runs.bootstrap, topic)
+    assert new_id != old_id
+    if restarted:
+        coord = runs.start([topic], data_loss=policy)
     events = {"pipeline": "words", "topic": topic, "partition": "0", "policy": policy.value}
     deadline = time.monotonic() + 60
     if policy is DataLossPolicy.FAIL:
-        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 30 but the "  # noqa: PT012  the block is the step under test
-                                                    "log ends at 20"):
+        with pytest.raises(TopicRecreatedError, match=re.escape(  # noqa: PT012  the block is the step under test
+                f"data loss on {topic}:0: topic {topic} was re-created (its id was {old_id}, now {new_id})")):
             while time.monotonic() < deadline:  # until the spout's metadata sees the new topic
                 coord.step()
                 time.sleep(0.05)
@@ -153,16 +185,17 @@ def test_a_topic_deleted_and_recreated_under_the_stored_position_is_data_loss(
         assert stopped.exit_code == FAILED
         assert stopped.cause == "data_loss"
         assert f"{topic}:0" in stopped.reason
+        assert "\n" not in stopped.reason
         assert runs.counts() == truth(old)
     else:
         step_until_counted(coord, runs, truth(old) + truth(new), deadline)
         more = produce(runs.bootstrap, topic, spread(5, 1, tag="more"))
         coord.run_until_idle()
         assert runs.counts() == truth(old) + truth(new) + truth(more)
-        assert runs.positions() == {Partition(topic, 0): 25}
+        assert runs.positions() == {Partition(topic, 0): new_records + 5}
         said = coord.last_data_loss  # what /readyz shows beside the pipeline's state
         assert said is not None
-        assert f"{topic}:0 restarted below the stored next offset 30 (log end 20)" in said
+        assert f"{topic}:0 re-created (topic id {old_id} -> {new_id}) under the stored next offset 30" in said
     assert runs.metrics.value("trident_data_loss_events_total", **events) == 1
 
 
@@ -177,6 +210,7 @@ def test_a_topic_recreated_under_a_frozen_txid_is_data_loss(kafka_peer: KafkaPee
                                                            policy: DataLossPolicy) -> None:
     """Txid 2 is frozen on [30, 40) and never committed; the topic is then re-created with 20 records: the replay
     stops for good (fail), or stores an empty range at the new log's start and reads the new log (skip)."""
+    needs_topic_ids(kafka_peer)
     topic = unique_topic("frozen")
     kafka_peer.create_topic(topic, 1)
     old = produce(runs.bootstrap, topic, spread(30, 1, tag="old"))
@@ -192,11 +226,109 @@ def test_a_topic_recreated_under_a_frozen_txid_is_data_loss(kafka_peer: KafkaPee
     coord = runs.start([topic], data_loss=policy)
     deadline = time.monotonic() + 60
     if policy is DataLossPolicy.FAIL:
-        with pytest.raises(LogRestartedError, match=f"data loss on {topic}:0: the stored next offset is 40 but the "  # noqa: PT012  the block is the step under test
-                                                    "log ends at 20"):
+        with pytest.raises(TopicRecreatedError, match=f"data loss on {topic}:0: topic {topic} was re-created .*"  # noqa: PT012  the block is the step under test
+                                                      "the stored next offset 40 belongs to the old log"):
             while time.monotonic() < deadline:
                 coord.step()
         assert runs.counts() == truth(old)
     else:
         step_until_counted(coord, runs, truth(old) + truth(new), deadline)
         assert runs.positions() == {Partition(topic, 0): 20}
+
+
+def test_positions_stored_without_topic_ids_load_and_adopt_the_current_id(
+        kafka_peer: KafkaPeer, runs: Runs, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Positions stored by a version that kept no topic ids (the spout made blind to ids for the first run) load;
+    the next run adopts the topic's id (saying so), counts every record once, and then tells a re-creation
+    that grew past the position (fail: stops naming both ids)."""
+    needs_topic_ids(kafka_peer)
+    topic = unique_topic("upgrade")
+    kafka_peer.create_topic(topic, 1)
+    first = produce(runs.bootstrap, topic, spread(30, 1, tag="a"))
+    with monkeypatch.context() as blind:
+        blind.setattr(TopicIds, "ask", lambda self, topics: NO_IDS)
+        runs.start([topic]).run_until_idle()
+    stored = read_progress(runs.store).committed_plan
+    assert stored is not None
+    assert [m.topic_id for m in stored] == [None]
+    assert "topic_id" not in stored.to_json()["partitions"][f"{topic}:0"]  # the previous version's form
+    runs.close()
+
+    later = produce(runs.bootstrap, topic, spread(10, 1, tag="b"))
+    current = topic_id(runs.bootstrap, topic)
+    with caplog.at_level(logging.INFO, logger="spouts.kafka.emitter"):
+        runs.start([topic]).run_until_idle()
+    assert runs.counts() == truth(first) + truth(later)
+    assert f"{topic}:0: the stored position carries no topic id" in caplog.text
+    assert f"adopting the topic's current id {current}" in caplog.text
+    adopted = read_progress(runs.store).committed_plan
+    assert adopted is not None
+    assert [(m.next_offset, m.topic_id) for m in adopted] == [(40, current)]
+    runs.close()
+
+    recreate(kafka_peer, topic, 1)
+    produce(runs.bootstrap, topic, spread(60, 1, tag="c"))
+    coord = runs.start([topic])
+    with pytest.raises(TopicRecreatedError, match=re.escape(f"its id was {current}, now ")):
+        coord.step()
+    assert runs.counts() == truth(first) + truth(later)
+
+
+@pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
+def test_a_log_truncated_under_the_position_with_the_same_id_is_never_read_again(
+        kafka_peer: KafkaPeer, policy: DataLossPolicy) -> None:
+    """A position past the log's end in a log of the same topic id (what an unclean leader election leaves: the
+    new leader's log ends below what was read): fail raises; skip continues at the log end, not at its start."""
+    needs_topic_ids(kafka_peer)
+    topic = unique_topic("truncated")
+    kafka_peer.create_topic(topic, 1)
+    produce(kafka_peer.bootstrap_servers(), topic, spread(30, 1))
+    emitter = KafkaEmitter(config(kafka_peer.bootstrap_servers(), topics=[topic], data_loss=policy), "words")
+    p = Partition(topic, 0)
+    read_past = PartitionMetadata(topic, 0, 35, 40, 5, "words", topic_id(kafka_peer.bootstrap_servers(), topic))
+    with emitter.planning([p]):
+        if policy is DataLossPolicy.FAIL:
+            with pytest.raises(LogRestartedError, match="stored next offset is 40 but the log ends at 30"):
+                emitter.plan_partition(p, read_past, 100)
+            return
+        planned = emitter.plan_partition(p, read_past, 100)
+    assert planned is not None
+    assert (planned.first_offset, planned.next_offset, planned.topic_id) == (30, 30, read_past.topic_id)
+    assert emitter.last_data_loss is not None
+    assert "truncated below the stored next offset 40 to 30" in emitter.last_data_loss
+
+
+@pytest.mark.parametrize("policy", [DataLossPolicy.FAIL, DataLossPolicy.SKIP])
+def test_a_frozen_range_past_the_end_of_a_truncated_log_keeps_what_is_left(kafka_peer: KafkaPeer,
+                                                                           policy: DataLossPolicy) -> None:
+    """A frozen range [25, 40) in a log of the same id that now ends at 30 (truncated): fail raises; skip replays
+    [25, 30), what the log kept of it, rather than an empty range at the log's start."""
+    needs_topic_ids(kafka_peer)
+    topic = unique_topic("truncfrozen")
+    kafka_peer.create_topic(topic, 1)
+    produce(kafka_peer.bootstrap_servers(), topic, spread(30, 1))
+    emitter = KafkaEmitter(config(kafka_peer.bootstrap_servers(), topics=[topic], data_loss=policy), "words")
+    frozen = PartitionMetadata(topic, 0, 25, 40, 15, "words", topic_id(kafka_peer.bootstrap_servers(), topic))
+    if policy is DataLossPolicy.FAIL:
+        with pytest.raises(LogRestartedError, match="stored next offset is 40 but the log ends at 30"):
+            emitter.replan_frozen(frozen)
+        return
+    replayed = emitter.replan_frozen(frozen)
+    assert (replayed.first_offset, replayed.next_offset, replayed.record_count, replayed.topic_id) == \
+        (25, 30, 5, frozen.topic_id)
+    assert [r.offset for r in emitter.emit_partition(replayed)] == list(range(25, 30))
+
+
+def test_a_plan_sends_one_topic_id_request_for_all_its_topics(kafka_peer: KafkaPeer) -> None:
+    """Ids cost one DescribeTopics request per plan, whatever the number of partitions and topics."""
+    needs_topic_ids(kafka_peer)
+    topics = [unique_topic("ids"), unique_topic("ids")]
+    for t in topics:
+        kafka_peer.create_topic(t, 3)
+    emitter = KafkaEmitter(config(kafka_peer.bootstrap_servers(), topics=topics), "words")
+    partitions = [Partition(t, i) for t in topics for i in range(3)]
+    with emitter.planning(partitions):
+        planned = [emitter.plan_partition(p, None, 10) for p in partitions]
+    assert emitter.topic_ids.requests == 1
+    ids = {t: topic_id(kafka_peer.bootstrap_servers(), t) for t in topics}
+    assert [m.topic_id for m in planned if m is not None] == [ids[p.topic] for p in partitions]

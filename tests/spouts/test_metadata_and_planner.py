@@ -17,9 +17,11 @@ from spouts.planner import Caps, plan_batch
 from spouts.protocols import PlansInBulk, SpoutKind
 
 metas = st.builds(
-    lambda topic, p, first, span, gaps: PartitionMetadata(topic, p, first, first + span, span - min(gaps, span), "t"),
+    lambda topic, p, first, span, gaps, tid: PartitionMetadata(topic, p, first, first + span, span - min(gaps, span),
+                                                               "t", tid),
     st.from_regex(r"[a-z][a-z0-9._-]{0,20}", fullmatch=True), st.integers(0, 1000),
     st.integers(0, 2**62), st.integers(0, 10**6), st.integers(0, 10),
+    st.none() | st.from_regex(r"[A-Za-z0-9+/]{22}", fullmatch=True),
 )
 
 
@@ -39,6 +41,20 @@ class TestMetadata:
             '"a:0": {"topic": "a", "partition": 0, "first_offset": 0, "next_offset": 0, "record_count": 0, "topology_id": "topo"}, '
             '"b:1": {"topic": "b", "partition": 1, "first_offset": 5, "next_offset": 9, "record_count": 4, "topology_id": "topo"}}}'
         )
+
+    def test_a_range_keeps_its_topic_id_and_the_form_without_one_still_loads(self) -> None:
+        """A topic id is stored with its range and kept by the ranges made from it; a range without one is
+        stored as the previous version stored every range, and that form loads with no id."""
+        m = PartitionMetadata("a", 0, 3, 9, 6, "topo", "W1cfKasMRaCzUV/LyJ2VLw")
+        assert m.to_json()["topic_id"] == "W1cfKasMRaCzUV/LyJ2VLw"
+        assert PartitionMetadata.from_json(m.to_json()) == m
+        assert m.empty_after().topic_id == m.topic_id
+        assert BatchPlan(1, {m.partition_id: m}).head(2).partitions[m.partition_id].topic_id == m.topic_id
+        previous = {"v": 1, "txid": 4, "partitions": {"a:0": {"topic": "a", "partition": 0, "first_offset": 3,
+                                                              "next_offset": 9, "record_count": 6, "topology_id": "topo"}}}
+        loaded = BatchPlan.from_json(previous)
+        assert loaded.partitions[Partition("a", 0)].topic_id is None
+        assert loaded.to_json() == previous
 
     def test_unknown_format_version_is_refused(self) -> None:
         with pytest.raises(ValueError, match="unknown batch metadata format"):
