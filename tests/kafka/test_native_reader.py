@@ -12,7 +12,6 @@ there fails these tests instead of skipping them.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import replace
 from typing import Any
@@ -34,20 +33,9 @@ from spouts.kafka.native.batches import read_native
 from spouts.metadata import PartitionMetadata
 from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, unique_topic
 from tests.kafka.helpers import config, produce, spread
+from tests.kafka.native_fixtures import native_built  # noqa: F401  (fixture)
 
 COLUMNS = [f.name for f in SCHEMA if f.name != "headers"]
-
-
-@pytest.fixture(scope="module")
-def native_built() -> None:
-    """The native library loads here. Not built: skipped with why, except in CI, where the Makefile fails a failed
-    build (its ``test -z "$CI"``), so there it fails. Built but not loading (a stale or broken build) always fails."""
-    why = native_module.available()
-    if why is not None:
-        if not native_module.LIBRARY.exists() and not os.environ.get("CI"):
-            pytest.skip(f"the native Kafka reader is not built here: {why}")
-        pytest.fail(f"the native Kafka reader does not load{' (CI must build it)' if os.environ.get('CI') else ''}: "
-                    f"{why}")
 
 
 pytestmark = pytest.mark.usefixtures("native_built")
@@ -291,7 +279,7 @@ reader, _ = NativeReader.open(KafkaSpoutConfig("127.0.0.1:9", topics=("t",)).con
 reader.close()
 calls = {"read": lambda: reader.read(0, 5, 5, 0.1, keys=True), "assign": lambda: reader.assign("t", 0, 0),
          "unassign": reader.unassign, "watermarks": lambda: reader.watermarks("t", 0, 0.1),
-         "poll": lambda: reader.poll(0), "close": reader.close}
+         "poll": lambda: reader.poll(0), "held_bytes": lambda: reader.held_bytes, "close": reader.close}
 try:
     calls[sys.argv[1]]()
 except Exception as e:
@@ -301,7 +289,7 @@ else:
 """
 
 
-@pytest.mark.parametrize("method", ["read", "assign", "unassign", "watermarks", "poll", "close"])
+@pytest.mark.parametrize("method", ["read", "assign", "unassign", "watermarks", "poll", "held_bytes", "close"])
 def test_every_method_of_a_closed_reader_raises_saying_so(method: str) -> None:
     """After ``close()`` the C handle is gone: each method raises a RuntimeError that names the reader and the
     call, never hands NULL to the library (run in a child process: a NULL handle there is a SIGSEGV)."""

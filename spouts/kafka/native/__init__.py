@@ -79,7 +79,8 @@ def load() -> ctypes.CDLL:
     lib.rr_told.argtypes = [vp, ctypes.c_char_p, sz]
     lib.rr_logs.argtypes = [vp, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
     lib.rr_read.argtypes = [vp, i64, i64, i64, i64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(Chunk))]
-    lib.rr_chunk_size.restype = lib.rr_log_line_size.restype = sz
+    lib.rr_held_bytes.argtypes = [vp]
+    lib.rr_chunk_size.restype = lib.rr_log_line_size.restype = lib.rr_held_bytes.restype = sz
     if lib.rr_chunk_size() != ctypes.sizeof(Chunk) or lib.rr_log_line_size() != ctypes.sizeof(_LogLine):
         msg = f"{LIBRARY} was built from another rangeread.c; rebuild it with spouts/kafka/native/build.sh"
         raise NativeReaderUnavailableError(msg)
@@ -156,6 +157,13 @@ class NativeReader:
             msg = "the native Kafka reader ran out of memory"
             raise MemoryError(msg)
         return out.contents
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes the reader's buffers hold between reads: a large record's buffer is given back once a read
+        needs much less, or the range is unassigned (``rr_held_bytes``; librdkafka's own queues are not counted)."""
+        with self._lock:
+            return int(self._lib.rr_held_bytes(self._live("held_bytes")))
 
     def watermarks(self, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
         low, high = ctypes.c_int64(), ctypes.c_int64()
