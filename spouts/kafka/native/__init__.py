@@ -3,8 +3,9 @@
 confluent-kafka hands out one Python object per message, which costs more CPU than librdkafka's fetch
 itself; this reader builds a chunk of records as column buffers in C and Python wraps each chunk as
 one record batch. It reads keys, values, offsets and timestamps; a read that asks for headers goes
-through confluent-kafka. Built by ``build.sh`` (``make venv``) against the librdkafka confluent-kafka
-ships, so both readers run one librdkafka. :func:`load` says why it is unavailable when it is.
+through confluent-kafka. Built by ``build.sh`` (``make venv``, and ``pip install .`` where a C compiler and
+librdkafka's headers are at hand) without linking librdkafka: :func:`load` lends it the librdkafka confluent-kafka
+loaded, so both readers run one librdkafka. :func:`load` says why it is unavailable when it is.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def load() -> ctypes.CDLL:
         msg = f"{LIBRARY} is not built (make venv builds it: a C compiler and librdkafka's headers)"
         raise NativeReaderUnavailableError(msg)
     try:
+        _share_librdkafka()
         lib = ctypes.CDLL(str(LIBRARY))
     except OSError as e:
         msg = f"{LIBRARY} does not load ({e}); rebuild it with spouts/kafka/native/build.sh"
@@ -85,6 +87,19 @@ def load() -> ctypes.CDLL:
         msg = f"{LIBRARY} was built from another rangeread.c; rebuild it with spouts/kafka/native/build.sh"
         raise NativeReaderUnavailableError(msg)
     return lib
+
+
+def _share_librdkafka() -> None:
+    """Makes the librdkafka confluent-kafka loaded (privately, with its extension) resolve the library's symbols:
+    the library is built without linking one (``build.sh``), so it runs the copy confluent-kafka ships."""
+    maps = Path("/proc/self/maps")
+    loaded = {line.split(maxsplit=5)[5].strip() for line in maps.read_text().splitlines()
+              if "librdkafka" in line and len(line.split(maxsplit=5)) == 6} if maps.exists() else set()
+    if not loaded:
+        msg = "confluent-kafka's librdkafka is not found among the process's libraries (/proc/self/maps)"
+        raise OSError(msg)
+    for path in loaded:  # one in practice; RTLD_NOLOAD: promote what is there, never load another copy
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOLOAD)
 
 
 def available() -> str | None:
