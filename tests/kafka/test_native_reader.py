@@ -303,3 +303,23 @@ def test_every_method_of_a_closed_reader_raises_saying_so(method: str) -> None:
     assert said.startswith("NativeReaderClosedError True "), said
     assert f"{method}() after close()" in said, said
     assert "trident-topo" in said, said
+
+
+def test_a_fresh_reader_copies_an_empty_key_and_value_first(kafka_peer: KafkaPeer) -> None:
+    """A reader's first record with an empty (not null) key and value: nothing to copy, into buffers not made yet
+    (copying 0 bytes to a null pointer is undefined behaviour: ``make test-native-sanitized`` stops on it)."""
+    topic = unique_topic()
+    kafka_peer.create_topic(topic, 1)
+    p = Producer({"bootstrap.servers": kafka_peer.bootstrap_servers()})
+    p.produce(topic, b"", key=b"", partition=0)
+    p.produce(topic, b"v", key=b"k", partition=0)
+    assert p.flush(30) == 0
+    cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], read_timeout_s=10.0)
+    reader, _ = NativeReader.open(cfg.consumer_config("topo"))
+    try:
+        meta = PartitionMetadata(topic, 0, 0, 2, 2, "topo")
+        schema = pa.schema([f for f in SCHEMA if f.name in ("key", "value")])
+        rows = pa.Table.from_batches(list(read_native(reader, meta, schema, batch_size=1, read_timeout_s=10.0)))
+        assert rows.to_pylist() == [{"key": b"", "value": b""}, {"key": b"k", "value": b"v"}]
+    finally:
+        reader.close()

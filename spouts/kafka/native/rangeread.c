@@ -226,8 +226,9 @@ int rr_log_capacity(void) { return LOG_LINES; }
 size_t rr_log_line_size(void) { return sizeof(rr_log_line); }
 size_t rr_chunk_size(void) { return sizeof(rr_chunk); }
 
+/* At least need units at *p, never a null buffer (copying 0 bytes to a null pointer is undefined behaviour). */
 static int grow(void **p, size_t *cap, size_t need, size_t unit) {
-    if (need <= *cap)
+    if (need <= *cap && *p)
         return 0;
     size_t n = *cap ? *cap : 1024;
     while (n < need)
