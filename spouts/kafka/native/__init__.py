@@ -99,7 +99,8 @@ def _share_librdkafka() -> None:
     if not loaded:
         msg = "confluent-kafka's librdkafka is not found among the process's libraries (/proc/self/maps)"
         raise OSError(msg)
-    for path in loaded:  # one in practice; RTLD_NOLOAD: promote what is there, never load another copy
+    shipped = {path for path in loaded if "confluent_kafka" in path}  # its wheel's copy, when another is loaded too
+    for path in shipped or loaded:  # RTLD_NOLOAD: promote what is there, never load another copy
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOLOAD)
 
 
