@@ -12,8 +12,10 @@ there fails these tests instead of skipping them.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -323,3 +325,25 @@ def test_a_fresh_reader_copies_an_empty_key_and_value_first(kafka_peer: KafkaPee
         assert rows.to_pylist() == [{"key": b"", "value": b""}, {"key": b"k", "value": b"v"}]
     finally:
         reader.close()
+
+
+def test_a_build_of_an_older_rangeread_c_is_unavailable_saying_rebuild(tmp_path: Any) -> None:
+    """A library that lacks a function this module calls (a build from before ``rr_held_bytes``, here renamed away)
+    is unavailable with the reason, never an AttributeError out of ``available()`` (``auto`` falls back on it)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler here to build the older library with")
+    old = tmp_path / "old.so"
+    built = subprocess.run(["bash", str(Path(native_module.__file__).with_name("build.sh"))],
+                           env={**os.environ, "RANGEREAD_OUT": str(old), "RANGEREAD_INSTALL_HEADERS": "no",
+                                "RANGEREAD_CFLAGS": "-O0 -Drr_held_bytes=rr_held_bytes_later"},
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    said = subprocess.run([sys.executable, "-c", "from spouts.kafka import native; print(native.available())"],
+                          env={**os.environ, "RANGEREAD_LIBRARY": str(old)}, capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0, said.stderr[-2000:]
+    assert "was built from another rangeread.c (" in said.stdout, said.stdout
+    assert "rr_held_bytes" in said.stdout, said.stdout

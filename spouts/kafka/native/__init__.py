@@ -71,6 +71,19 @@ def load() -> ctypes.CDLL:
     except OSError as e:
         msg = f"{LIBRARY} does not load ({e}); rebuild it with spouts/kafka/native/build.sh"
         raise NativeReaderUnavailableError(msg) from e
+    try:
+        _declare(lib)
+    except AttributeError as e:  # a function this module calls is missing: a build of an older rangeread.c
+        msg = f"{LIBRARY} was built from another rangeread.c ({e}); rebuild it with spouts/kafka/native/build.sh"
+        raise NativeReaderUnavailableError(msg) from e
+    if lib.rr_chunk_size() != ctypes.sizeof(Chunk) or lib.rr_log_line_size() != ctypes.sizeof(_LogLine):
+        msg = f"{LIBRARY} was built from another rangeread.c; rebuild it with spouts/kafka/native/build.sh"
+        raise NativeReaderUnavailableError(msg)
+    return lib
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """The C signatures of the library's functions (ctypes would guess ``int`` for each)."""
     vp, i32, i64, sz = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t
     lib.rr_open.restype = vp
     lib.rr_open.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
@@ -84,10 +97,6 @@ def load() -> ctypes.CDLL:
     lib.rr_read.argtypes = [vp, i64, i64, i64, i64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(Chunk))]
     lib.rr_held_bytes.argtypes = [vp]
     lib.rr_chunk_size.restype = lib.rr_log_line_size.restype = lib.rr_held_bytes.restype = sz
-    if lib.rr_chunk_size() != ctypes.sizeof(Chunk) or lib.rr_log_line_size() != ctypes.sizeof(_LogLine):
-        msg = f"{LIBRARY} was built from another rangeread.c; rebuild it with spouts/kafka/native/build.sh"
-        raise NativeReaderUnavailableError(msg)
-    return lib
 
 
 def _share_librdkafka() -> None:
