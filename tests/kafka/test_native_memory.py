@@ -62,3 +62,4 @@ def test_a_large_record_is_given_back_after_smaller_reads_and_after_the_range() 
         assert reader.held_bytes <= SMALL_HOLD, (fresh, reader.held_bytes)
     finally:
         reader.close()
+        peer.delete_topic(topic)  # 58 MiB of the shared broker's disk

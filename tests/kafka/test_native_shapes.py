@@ -147,8 +147,9 @@ def test_both_readers_read_every_shape_of_record_as_produced(segs: list[Segment]
     segs = _with_large(segs, large)
     topic = unique_topic("shapes")
     create_large_record_topic(peer, topic)
-    truth, opened = _produce(peer, topic, segs, open_tx)
+    opened: Producer | None = None
     try:
+        truth, opened = _produce(peer, topic, segs, open_tx)
         end = _stable_end(peer, topic)
         base = config(peer.bootstrap_servers(), topics=[topic], read_timeout_s=60.0,
                       properties={"fetch.max.bytes": str(60 * MiB), "max.partition.fetch.bytes": str(60 * MiB)})
@@ -168,3 +169,4 @@ def test_both_readers_read_every_shape_of_record_as_produced(segs: list[Segment]
     finally:
         if opened is not None:
             opened.abort_transaction(60)
+        peer.delete_topic(topic)  # up to 50 MiB of the broker's disk an example
