@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: venv tools docs demo test test-real test-compat test-fast fuzz bench lint coverage clean chaos chaos-short \
-	chaos-short-real image test-k8s test-replicas test-replicas-short
+	chaos-short-real image test-k8s test-replicas test-replicas-short test-native-sanitized
 
 NATIVE := spouts/kafka/native/_rangeread.so
 
@@ -71,6 +71,19 @@ test-compat: venv tools
 
 test-fast: venv  # everything but the `slow` tests: Spark end to end, the service runs, the kill tests
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow"
+
+# The native Kafka reader built with AddressSanitizer and UndefinedBehaviorSanitizer (any report stops the run), over
+# its tests and the property test of record shapes against confluent-kafka's reader, on the real Kafka of
+# KAFKA_BOOTSTRAP_SERVERS (required). libasan is preloaded into Python; CPython's own leaks are not reported.
+NATIVE_SANITIZED ?= $(abspath $(VENV))/rangeread-sanitized.so
+NATIVE_SHAPES_EXAMPLES ?= 25
+test-native-sanitized: venv
+	RANGEREAD_OUT=$(NATIVE_SANITIZED) RANGEREAD_CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=all" bash spouts/kafka/native/build.sh
+	LD_PRELOAD="$$($${CC:-cc} -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 RANGEREAD_LIBRARY=$(NATIVE_SANITIZED) REQUIRE_REAL_PEERS=1 \
+	NATIVE_SHAPES_EXAMPLES=$(NATIVE_SHAPES_EXAMPLES) $(PY) -m pytest --capture=sys \
+	tests/kafka/test_native_reader.py tests/kafka/test_native_memory.py tests/kafka/test_native_shapes.py
 
 # The record decoders' fuzz tests with a bigger budget, unseeded (minutes rather than seconds): every value of
 # every format decodes or is a bad record with a reason, judged alike alone and in a batch, in a process that may crash.

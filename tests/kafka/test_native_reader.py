@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -34,20 +35,9 @@ from spouts.kafka.native.batches import read_native
 from spouts.metadata import PartitionMetadata
 from tests.kafka.fixtures import KafkaPeer, MockKafkaCluster, unique_topic
 from tests.kafka.helpers import config, produce, spread
+from tests.kafka.native_fixtures import native_built  # noqa: F401  (fixture)
 
 COLUMNS = [f.name for f in SCHEMA if f.name != "headers"]
-
-
-@pytest.fixture(scope="module")
-def native_built() -> None:
-    """The native library loads here. Not built: skipped with why, except in CI, where the Makefile fails a failed
-    build (its ``test -z "$CI"``), so there it fails. Built but not loading (a stale or broken build) always fails."""
-    why = native_module.available()
-    if why is not None:
-        if not native_module.LIBRARY.exists() and not os.environ.get("CI"):
-            pytest.skip(f"the native Kafka reader is not built here: {why}")
-        pytest.fail(f"the native Kafka reader does not load{' (CI must build it)' if os.environ.get('CI') else ''}: "
-                    f"{why}")
 
 
 pytestmark = pytest.mark.usefixtures("native_built")
@@ -291,7 +281,7 @@ reader, _ = NativeReader.open(KafkaSpoutConfig("127.0.0.1:9", topics=("t",)).con
 reader.close()
 calls = {"read": lambda: reader.read(0, 5, 5, 0.1, keys=True), "assign": lambda: reader.assign("t", 0, 0),
          "unassign": reader.unassign, "watermarks": lambda: reader.watermarks("t", 0, 0.1),
-         "poll": lambda: reader.poll(0), "close": reader.close}
+         "poll": lambda: reader.poll(0), "held_bytes": lambda: reader.held_bytes, "close": reader.close}
 try:
     calls[sys.argv[1]]()
 except Exception as e:
@@ -301,7 +291,7 @@ else:
 """
 
 
-@pytest.mark.parametrize("method", ["read", "assign", "unassign", "watermarks", "poll", "close"])
+@pytest.mark.parametrize("method", ["read", "assign", "unassign", "watermarks", "poll", "held_bytes", "close"])
 def test_every_method_of_a_closed_reader_raises_saying_so(method: str) -> None:
     """After ``close()`` the C handle is gone: each method raises a RuntimeError that names the reader and the
     call, never hands NULL to the library (run in a child process: a NULL handle there is a SIGSEGV)."""
@@ -315,3 +305,45 @@ def test_every_method_of_a_closed_reader_raises_saying_so(method: str) -> None:
     assert said.startswith("NativeReaderClosedError True "), said
     assert f"{method}() after close()" in said, said
     assert "trident-topo" in said, said
+
+
+def test_a_fresh_reader_copies_an_empty_key_and_value_first(kafka_peer: KafkaPeer) -> None:
+    """A reader's first record with an empty (not null) key and value: nothing to copy, into buffers not made yet
+    (copying 0 bytes to a null pointer is undefined behaviour: ``make test-native-sanitized`` stops on it)."""
+    topic = unique_topic()
+    kafka_peer.create_topic(topic, 1)
+    p = Producer({"bootstrap.servers": kafka_peer.bootstrap_servers()})
+    p.produce(topic, b"", key=b"", partition=0)
+    p.produce(topic, b"v", key=b"k", partition=0)
+    assert p.flush(30) == 0
+    cfg = config(kafka_peer.bootstrap_servers(), topics=[topic], read_timeout_s=10.0)
+    reader, _ = NativeReader.open(cfg.consumer_config("topo"))
+    try:
+        meta = PartitionMetadata(topic, 0, 0, 2, 2, "topo")
+        schema = pa.schema([f for f in SCHEMA if f.name in ("key", "value")])
+        rows = pa.Table.from_batches(list(read_native(reader, meta, schema, batch_size=1, read_timeout_s=10.0)))
+        assert rows.to_pylist() == [{"key": b"", "value": b""}, {"key": b"k", "value": b"v"}]
+    finally:
+        reader.close()
+
+
+def test_a_build_of_an_older_rangeread_c_is_unavailable_saying_rebuild(tmp_path: Any) -> None:
+    """A library that lacks a function this module calls (a build from before ``rr_held_bytes``, here renamed away)
+    is unavailable with the reason, never an AttributeError out of ``available()`` (``auto`` falls back on it)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler here to build the older library with")
+    old = tmp_path / "old.so"
+    built = subprocess.run(["bash", str(Path(native_module.__file__).with_name("build.sh"))],
+                           env={**os.environ, "RANGEREAD_OUT": str(old), "RANGEREAD_INSTALL_HEADERS": "no",
+                                "RANGEREAD_CFLAGS": "-O0 -Drr_held_bytes=rr_held_bytes_later"},
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    said = subprocess.run([sys.executable, "-c", "from spouts.kafka import native; print(native.available())"],
+                          env={**os.environ, "RANGEREAD_LIBRARY": str(old)}, capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0, said.stderr[-2000:]
+    assert "was built from another rangeread.c (" in said.stdout, said.stdout
+    assert "rr_held_bytes" in said.stdout, said.stdout

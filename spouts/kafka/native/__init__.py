@@ -3,8 +3,9 @@
 confluent-kafka hands out one Python object per message, which costs more CPU than librdkafka's fetch
 itself; this reader builds a chunk of records as column buffers in C and Python wraps each chunk as
 one record batch. It reads keys, values, offsets and timestamps; a read that asks for headers goes
-through confluent-kafka. Built by ``build.sh`` (``make venv``) against the librdkafka confluent-kafka
-ships, so both readers run one librdkafka. :func:`load` says why it is unavailable when it is.
+through confluent-kafka. Built by ``build.sh`` (``make venv``, and ``pip install .`` where a C compiler and
+librdkafka's headers are at hand) without linking librdkafka: :func:`load` lends it the librdkafka confluent-kafka
+loaded, so both readers run one librdkafka. :func:`load` says why it is unavailable when it is.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from confluent_kafka import KafkaError, KafkaException
 from spouts.kafka.access import LIBRDKAFKA_LOG, AccessWatch
 from spouts.kafka.consumers import ConsumerPool
 
-LIBRARY = Path(__file__).with_name("_rangeread.so")
+#: The library: beside this module, or RANGEREAD_LIBRARY (a sanitized build, ``make test-native-sanitized``).
+LIBRARY = Path(os.environ.get("RANGEREAD_LIBRARY") or Path(__file__).with_name("_rangeread.so"))
 TEXT = 512
 #: A chunk's values (and keys) stop growing past this many bytes; the rest waits for the next chunk.
 CHUNK_BYTES = 64 * 1024 * 1024
@@ -64,10 +66,24 @@ def load() -> ctypes.CDLL:
         msg = f"{LIBRARY} is not built (make venv builds it: a C compiler and librdkafka's headers)"
         raise NativeReaderUnavailableError(msg)
     try:
+        _share_librdkafka()
         lib = ctypes.CDLL(str(LIBRARY))
     except OSError as e:
         msg = f"{LIBRARY} does not load ({e}); rebuild it with spouts/kafka/native/build.sh"
         raise NativeReaderUnavailableError(msg) from e
+    try:
+        _declare(lib)
+    except AttributeError as e:  # a function this module calls is missing: a build of an older rangeread.c
+        msg = f"{LIBRARY} was built from another rangeread.c ({e}); rebuild it with spouts/kafka/native/build.sh"
+        raise NativeReaderUnavailableError(msg) from e
+    if lib.rr_chunk_size() != ctypes.sizeof(Chunk) or lib.rr_log_line_size() != ctypes.sizeof(_LogLine):
+        msg = f"{LIBRARY} was built from another rangeread.c; rebuild it with spouts/kafka/native/build.sh"
+        raise NativeReaderUnavailableError(msg)
+    return lib
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """The C signatures of the library's functions (ctypes would guess ``int`` for each)."""
     vp, i32, i64, sz = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t
     lib.rr_open.restype = vp
     lib.rr_open.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
@@ -79,11 +95,22 @@ def load() -> ctypes.CDLL:
     lib.rr_told.argtypes = [vp, ctypes.c_char_p, sz]
     lib.rr_logs.argtypes = [vp, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
     lib.rr_read.argtypes = [vp, i64, i64, i64, i64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(Chunk))]
-    lib.rr_chunk_size.restype = lib.rr_log_line_size.restype = sz
-    if lib.rr_chunk_size() != ctypes.sizeof(Chunk) or lib.rr_log_line_size() != ctypes.sizeof(_LogLine):
-        msg = f"{LIBRARY} was built from another rangeread.c; rebuild it with spouts/kafka/native/build.sh"
-        raise NativeReaderUnavailableError(msg)
-    return lib
+    lib.rr_held_bytes.argtypes = [vp]
+    lib.rr_chunk_size.restype = lib.rr_log_line_size.restype = lib.rr_held_bytes.restype = sz
+
+
+def _share_librdkafka() -> None:
+    """Makes the librdkafka confluent-kafka loaded (privately, with its extension) resolve the library's symbols:
+    the library is built without linking one (``build.sh``), so it runs the copy confluent-kafka ships."""
+    maps = Path("/proc/self/maps")
+    loaded = {line.split(maxsplit=5)[5].strip() for line in maps.read_text().splitlines()
+              if "librdkafka" in line and len(line.split(maxsplit=5)) == 6} if maps.exists() else set()
+    if not loaded:
+        msg = "confluent-kafka's librdkafka is not found among the process's libraries (/proc/self/maps)"
+        raise OSError(msg)
+    shipped = {path for path in loaded if "confluent_kafka" in path}  # its wheel's copy, when another is loaded too
+    for path in shipped or loaded:  # RTLD_NOLOAD: promote what is there, never load another copy
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOLOAD)
 
 
 def available() -> str | None:
@@ -156,6 +183,13 @@ class NativeReader:
             msg = "the native Kafka reader ran out of memory"
             raise MemoryError(msg)
         return out.contents
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes the reader's buffers hold between reads: a large record's buffer is given back once a read
+        needs much less, or the range is unassigned (``rr_held_bytes``; librdkafka's own queues are not counted)."""
+        with self._lock:
+            return int(self._lib.rr_held_bytes(self._live("held_bytes")))
 
     def watermarks(self, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
         low, high = ctypes.c_int64(), ctypes.c_int64()

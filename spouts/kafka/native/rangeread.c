@@ -19,6 +19,12 @@
 
 #define TEXT 512
 #define LOG_LINES 32
+/* Value and key buffers keep at most this many bytes between reads: a read that needed much less than a larger
+ * buffer holds (a quarter) gives the rest back, and so does an unassign, so one large record does not stay
+ * resident in every idle reader of the pool. */
+#ifndef KEEP_BYTES
+#define KEEP_BYTES (1024 * 1024)
+#endif
 
 typedef struct {
     int64_t count;            /* records in this chunk */
@@ -161,8 +167,30 @@ int rr_assign(rr_reader *r, const char *topic, int32_t partition, int64_t offset
     return err;
 }
 
+/* Gives back what a byte buffer holds past max(used, KEEP_BYTES) when it needed less than a quarter of it; the
+ * first used bytes stay (realloc keeps them; the buffer may move, and the chunk's pointer with it). */
+static void shrink(char **p, size_t *cap, size_t used) {
+    if (*cap <= KEEP_BYTES || used >= *cap / 4)
+        return;
+    size_t n = used > KEEP_BYTES ? used : KEEP_BYTES;
+    char *q = realloc(*p, n);
+    if (q) { /* a failed shrink keeps the larger buffer: nothing is lost */
+        *p = q;
+        *cap = n;
+    }
+}
+
+/* The bytes the reader's buffers hold now (column buffers and the held-message list; not librdkafka's queues). */
+size_t rr_held_bytes(rr_reader *r) {
+    size_t per_record = 8 + 8 + 4 + 4 + 3; /* offsets, timestamps, value and key offsets, bitmaps (rounded up) */
+    return r->values_cap + r->keys_cap + r->records_cap * per_record + r->held_cap * sizeof *r->held;
+}
+
+/* Stops reading the partition; the chunk is no longer looked at, so its byte buffers shrink back. */
 int rr_unassign(rr_reader *r) {
     drop_held(r);
+    shrink(&r->chunk.values, &r->values_cap, 0);
+    shrink(&r->chunk.keys, &r->keys_cap, 0);
     return rd_kafka_assign(r->rk, NULL);
 }
 
@@ -198,8 +226,9 @@ int rr_log_capacity(void) { return LOG_LINES; }
 size_t rr_log_line_size(void) { return sizeof(rr_log_line); }
 size_t rr_chunk_size(void) { return sizeof(rr_chunk); }
 
+/* At least need units at *p, never a null buffer (copying 0 bytes to a null pointer is undefined behaviour). */
 static int grow(void **p, size_t *cap, size_t need, size_t unit) {
-    if (need <= *cap)
+    if (need <= *cap && *p)
         return 0;
     size_t n = *cap ? *cap : 1024;
     while (n < need)
@@ -315,8 +344,8 @@ static int take(rr_reader *r, rd_kafka_message_t *m, int64_t end, int64_t max_re
  * max_records and (past its first record) max_bytes of values and of keys, waiting up to timeout_ms for each batch librdkafka hands over. Stops at the end of the
  * range, a full chunk, an error message, or a wait that brought nothing. Returns 0, or -2 when one
  * record is larger than 2 GiB, -3 when memory ran out. */
-int rr_read(rr_reader *r, int64_t pos, int64_t end, int64_t max_records, int64_t max_bytes, int timeout_ms,
-            int want_keys, rr_chunk **out) {
+static int fill(rr_reader *r, int64_t pos, int64_t end, int64_t max_records, int64_t max_bytes, int timeout_ms,
+                int want_keys, rr_chunk **out) {
     rr_chunk *c = &r->chunk;
     *out = c;
     c->count = 0;
@@ -369,4 +398,15 @@ int rr_read(rr_reader *r, int64_t pos, int64_t end, int64_t max_records, int64_t
         if (c->count >= max_records)
             return 0;
     }
+}
+
+/* Fills the chunk (fill, above), then gives back what its byte buffers hold well past this read's need. */
+int rr_read(rr_reader *r, int64_t pos, int64_t end, int64_t max_records, int64_t max_bytes, int timeout_ms,
+            int want_keys, rr_chunk **out) {
+    int rc = fill(r, pos, end, max_records, max_bytes, timeout_ms, want_keys, out);
+    rr_chunk *c = &r->chunk;
+    int64_t n = rc == 0 ? c->count : 0;
+    shrink(&c->values, &r->values_cap, rc == 0 && c->value_offsets ? (size_t)c->value_offsets[n] : 0);
+    shrink(&c->keys, &r->keys_cap, rc == 0 && want_keys && c->key_offsets ? (size_t)c->key_offsets[n] : 0);
+    return rc;
 }
