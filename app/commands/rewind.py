@@ -171,13 +171,15 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
         prog = read_progress(store)
         if prog.frozen_txids and not reset_state:
             _refuse_frozen(compiled.id, prog.frozen_txids)
-        before = {} if prog.committed_plan is None else \
-            {m.partition_id: m.next_offset for m in prog.committed_plan.partitions.values()}
+        stored = {} if prog.committed_plan is None else \
+            {m.partition_id: m for m in prog.committed_plan.partitions.values()}
+        before = {p: m.next_offset for p, m in stored.items()}
         _refuse_unknown_forget(forget, before)
         offsets = {p: o for p, o in _targets(kafka, target, before).items() if p.topic not in forget}
         forgotten = sorted(p.id for p in before if p.topic in forget)
         txid = max([prog.committed_txid, *prog.frozen_txids]) + 1
-        plan = BatchPlan(txid, {p: PartitionMetadata(p.topic, p.partition, o, o, 0, compiled.id)
+        plan = BatchPlan(txid, {p: PartitionMetadata(p.topic, p.partition, o, o, 0, compiled.id,
+                                                     _kept_log(stored.get(p), o))
                                 for p, o in offsets.items()})
         from app.config import operator_name
 
@@ -218,6 +220,13 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
     finally:
         if done or not started:
             _release(store, owner, epoch, compiled.id)
+
+
+def _kept_log(stored: PartitionMetadata | None, offset: int) -> str | None:
+    """The topic id a rewound position keeps: the stored one where the position stays where it was (it still
+    belongs to that log, so a topic re-created meanwhile is still told apart); none where it moves (the target
+    was looked up in the current log, whose id the next plan adopts)."""
+    return stored.topic_id if stored is not None and stored.next_offset == offset else None
 
 
 def _refuse_frozen(pipeline_id: str, frozen: Sequence[int]) -> None:

@@ -428,3 +428,29 @@ def test_a_rewind_with_reset_state_recounts_over_a_frozen_uncommitted_txid(
     run_pipeline(path)
     assert _counts(path) == words_of(values)
     assert read_progress(_store(path)).committed_txid == 4
+
+
+def test_a_rewind_keeps_the_topic_id_of_every_position_it_leaves_where_it_was(kafka_cluster: MockKafkaCluster,
+                                                                             tmp_path: Path) -> None:
+    """A position the rewind does not move still belongs to the log it was read from: it keeps that log's topic
+    id, so a topic re-created meanwhile is still told apart; a moved position carries none (the next plan adopts
+    the current log's id)."""
+    kafka_cluster.set_controller(kafka_cluster.broker_ids[0])  # the mock answers topic ids
+    topic = unique_topic("rw")
+    kafka_cluster.create_topic(topic, 2)
+    produce(kafka_cluster.bootstrap_servers(), topic, [(i % 2, b"x y") for i in range(8)])
+    path = write_config(tmp_path / "c.yaml", bootstrap=kafka_cluster.bootstrap_servers(), topic=topic,
+                        state={"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db")})
+    run_pipeline(path)
+    committed = read_progress(_store(path)).committed_plan
+    assert committed is not None
+    ids = {m.partition_id: m.topic_id for m in committed.partitions.values()}
+    assert None not in ids.values()
+
+    r = cli("rewind", "--config", str(path), "--pipeline", "wc", "--to", f"offsets:{topic}:0=1", "--reset-state",
+            "--yes-i-know")
+    assert r.code == 0, r.err
+    plan = read_progress(_store(path)).committed_plan
+    assert plan is not None
+    kept = {m.partition_id: (m.next_offset, m.topic_id) for m in plan.partitions.values()}
+    assert kept == {Partition(topic, 0): (1, None), Partition(topic, 1): (4, ids[Partition(topic, 1)])}
