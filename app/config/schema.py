@@ -556,8 +556,10 @@ class SpoutModel(Section):
         "required with a `*timestamp` strategy"))
     caps: CapsModel = CapsModel()
     data_loss: _member(DataLossPolicy) = Field(default=DataLossPolicy.FAIL, description=(  # type: ignore[valid-type]
-        "offsets gone from the log (retention) before they were read: `fail` stops the pipeline; `skip` continues "
-        "from the log start, counts `trident_data_loss_*` and logs it"))
+        "offsets gone from the log (retention) before they were read, a topic re-created (told by its topic id) "
+        "or a log truncated under the stored position: `fail` stops the pipeline; `skip` continues from the log "
+        "start (a re-created topic: the new log's start; a truncated log of the same id: its end), counts "
+        "`trident_data_loss_*` and logs it"))
     discovery_interval_s: Annotated[Number, Field(ge=0)] = Field(default=30.0, description=(
         "how often partitions and pattern-matched topics are re-listed (0: before every txid)"))
     group_id: Text | None = Field(default=None, description=(
