@@ -22,14 +22,14 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && /opt/venv/bin/pip install --requirement requirements.txt \
  && ln -s "$(/opt/venv/bin/python -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent)')" /opt/venv/spark-home \
  && test -x /opt/venv/spark-home/bin/spark-submit
-# The native Kafka reader, against the librdkafka of the venv's confluent-kafka: a C compiler and librdkafka's
-# headers in this stage only (the final image gets the one library).
+# The native Kafka reader: a C compiler and librdkafka's headers in this stage only (the final image gets the one
+# library, which runs on the librdkafka the venv's confluent-kafka loads).
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev librdkafka-dev \
  && rm -rf /var/lib/apt/lists/*
 COPY spouts/kafka/native/rangeread.c spouts/kafka/native/build.sh /src/native/
-RUN PYTHON=/opt/venv/bin/python bash /src/native/build.sh
+RUN bash /src/native/build.sh
 
 # -- runtime: Python, a Java 17 runtime for Spark, tini as PID 1, a non-root user
 FROM ${BASE_IMAGE}

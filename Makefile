@@ -22,11 +22,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 	@echo "installed: $(VENV)"
 
-# The native Kafka reader (C, against the librdkafka confluent-kafka ships; Debian's librdkafka-dev for its headers,
+# The native Kafka reader (C, run on the librdkafka confluent-kafka loads; Debian's librdkafka-dev for its headers,
 # installed when missing). Where it cannot be built the service reads through confluent-kafka (kafka.reader: auto);
 # CI fails instead.
 $(NATIVE): spouts/kafka/native/rangeread.c spouts/kafka/native/build.sh $(STAMP)
-	PYTHON=$(PY) bash spouts/kafka/native/build.sh || { test -z "$$CI" && echo "make: the native Kafka reader is not \
+	bash spouts/kafka/native/build.sh || { test -z "$$CI" && echo "make: the native Kafka reader is not \
 	built (above): the service reads through confluent-kafka's messages (kafka.reader: auto)"; }
 
 # Debian's prometheus (server + promtool) for the deployment tests; installed only when missing.
