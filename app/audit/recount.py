@@ -1,14 +1,15 @@
 """The audit's recount: the committed ranges read, transformed and aggregated by code the pipeline does not run.
 
-1. Read every record of the ranges with a consumer of its own (:mod:`app.audit.source`): not the
-   pipeline's read tasks, pooled consumers, native reader nor column pruning.
+1. Read every record of the ranges in Spark tasks of its own (one per range), each with a consumer of
+   its own (:mod:`app.audit.source`): not the pipeline's read tasks, pooled consumers, native reader
+   nor column pruning.
 2. Decode keys and values with the spout's decoders (shared: the formats are the user's declaration,
    and a decoder bug would be found by a recount of its own formats only; ``docs/operations.md`` says so).
 3. Apply the topology's transforms as the user wrote them (``selectExpr``, ``withColumns``, ``filter``,
-   the user's function), on a DataFrame made on the driver from the records: not the pipeline's
-   compiled steps, hidden source columns or error capture.
-4. Find bad records by splitting: a set of records whose job fails, or whose result has a null
-   group-by key, is split in halves until each failing record is alone; the rest are the good records.
+   the user's function): not the pipeline's compiled steps, hidden source columns or error capture.
+4. Find bad records by splitting: ranges whose job fails, or whose result has a null group-by key,
+   are halved (on the records read once, cached) until each failing record is alone; the rest are
+   the good records.
 5. Aggregate the good records with Spark's built-in ``count``/``sum``/``min``/``max`` (a custom
    combiner with the user's own ``init``/``combine``), never the pipeline's combine or fold.
 
@@ -19,7 +20,7 @@ that read them: every aggregator combines associatively.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from app.audit.ranges import AuditRefusedError
-from app.audit.source import RAW_SCHEMA, read_ranges
+from app.audit.source import RAW_SCHEMA, Range, ranges_of, read_ranges
 from app.topology import Agg, PersistentAggregate, Topology, Transform
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import BatchPlan
@@ -38,6 +39,9 @@ from states.spec import MapSpec
 Key = tuple[Any, ...]
 _BUILTIN = (Count, Sum, Min, Max)
 _NULL_KEY = "null_key"
+BAD_COLUMN = "_audit_bad"  # set on a record the decoders refused (see ReadOwn)
+SEPARATOR = "\x1f"
+Place = tuple[str, int, int]  # topic, partition, offset
 
 
 @dataclass(frozen=True)
@@ -74,12 +78,17 @@ class Recounter:
     def __init__(self, spark: Any, topology: Topology, pipeline: str) -> None:
         from pyspark.sql.pandas.types import from_arrow_schema
 
+        from app.audit.dead_letters import kafka_of
+
         self.spark, self.topology, self.pipeline = spark, topology, pipeline
         spout = topology.source()
-        decoder = getattr(spout, "decoder", None)
-        self.decoder = decoder
-        self.arrow_schema = RAW_SCHEMA if decoder is None else decoder.schema
-        self.records_schema = from_arrow_schema(self.arrow_schema, prefer_timestamp_ntz=False)
+        self.decoder = getattr(spout, "decoder", None)
+        self.kafka = kafka_of(spout)
+        self.isolation = str(getattr(getattr(spout, "config", None), "isolation_level", "read_committed"))
+        records = RAW_SCHEMA if self.decoder is None else self.decoder.schema
+        self.arrow_schema = records.append(pa.field(BAD_COLUMN, pa.string()))
+        self.read_schema = from_arrow_schema(self.arrow_schema, prefer_timestamp_ntz=False)
+        self.records_schema = from_arrow_schema(records, prefer_timestamp_ntz=False)
         self.sinks = tuple(self._audited(stream.transforms, sink) for stream, sink in topology.sinks
                            if isinstance(sink, PersistentAggregate))
 
@@ -96,47 +105,56 @@ class Recounter:
 
     def count(self, plan: BatchPlan, *, keep: Callable[[Key], bool] | None = None) -> Recount:
         """Read and aggregate ``plan``'s ranges; ``keep``: the keys wanted (all when None)."""
-        from app.audit.dead_letters import kafka_of
+        from pyspark.sql import functions as sf
 
-        spout = self.topology.source()
-        isolation = getattr(getattr(spout, "config", None), "isolation_level", "read_committed")
-        raw = read_ranges(kafka_of(spout), isolation, plan, self.pipeline)
-        bad: list[BadRecord] = []
-        records = self._decoded(raw, bad.append)
-        failing = self._failing(records, range(records.num_rows))
-        bad += [BadRecord(*_place(records, i), stage, reason, reason) for i, (stage, reason) in sorted(failing.items())]
-        good = records.filter(pa.array([i not in failing for i in range(records.num_rows)], pa.bool_())) \
-            if failing else records
-        frame = self._frame(good)
-        sinks = tuple(SinkCount(s, self._partials(s, frame, keep)) for s in self.sinks)
-        return Recount(raw.num_rows, tuple(sorted(bad, key=lambda b: (b.topic, b.partition, b.offset))), sinks)
+        ranges = ranges_of(plan)
+        read = self._read(ranges).persist()
+        try:
+            records = read.count()
+            bad = [_undecodable(r) for r in read.filter(sf.col(BAD_COLUMN).isNotNull()).collect()]
+            good = read.filter(sf.col(BAD_COLUMN).isNull()).drop(BAD_COLUMN)
+            failing = self._failing(good, ranges) if self._fails(good) is not None else {}
+            if failing:
+                places = self.spark.createDataFrame(list(failing), "topic string, partition int, offset bigint")
+                good = good.join(places, ["topic", "partition", "offset"], "left_anti")
+            bad += [BadRecord(t, p, o, stage, reason, reason) for (t, p, o), (stage, reason) in failing.items()]
+            sinks = tuple(SinkCount(s, self._partials(s, good, keep)) for s in self.sinks)
+        finally:
+            read.unpersist()
+        return Recount(records, tuple(sorted(bad, key=lambda b: (b.topic, b.partition, b.offset))), sinks)
 
     def close(self) -> None:
-        """Nothing is held between recounts (the consumer closes after each read)."""
+        """Nothing is held between recounts (each task's consumer closes after its read)."""
 
-    def _decoded(self, raw: pa.Table, on_bad: Callable[[BadRecord], None]) -> pa.Table:
-        if self.decoder is None:
-            return raw
-        batches = [self.decoder.decode(b, on_bad) for b in raw.to_batches()]
-        return pa.Table.from_batches(batches, self.arrow_schema)
+    def _read(self, ranges: Sequence[Range]) -> Any:
+        """The records of ``ranges`` read in Spark tasks (one per range) by :class:`ReadOwn`, the undecodable ones
+        with ``BAD_COLUMN`` set."""
+        if not ranges:
+            return self.spark.createDataFrame([], self.read_schema)
+        task = ReadOwn(self.kafka, self.isolation, self.pipeline, tuple(ranges), self.decoder, self.arrow_schema)
+        return self.spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(task, self.read_schema)
 
-    def _frame(self, records: pa.Table) -> Any:
-        if records.num_rows == 0:
-            return self.spark.createDataFrame([], self.records_schema)
-        return self.spark.createDataFrame(records, self.records_schema)
+    def _failing(self, good: Any, ranges: Sequence[Range]) -> dict[Place, tuple[Stage, str]]:
+        """The records of ``ranges`` in ``good`` (the decoded records, cached) that fail a sink's transforms or
+        give a null group-by key, by halving the ranges until each failing record is alone."""
+        from pyspark.sql import functions as sf
 
-    def _failing(self, records: pa.Table, rows: Sequence[int]) -> dict[int, tuple[Stage, str]]:
-        """The rows of ``records`` that fail a sink's transforms or give a null group-by key, by halving."""
-        if not rows:
+        if not ranges:
             return {}
-        part = records.take(pa.array(list(rows), pa.int64()))
-        failure = self._fails(self._frame(part))
+        within = reduce(operator.or_, ((sf.col("topic") == t) & (sf.col("partition") == p) & (sf.col("offset") >= a)
+                                       & (sf.col("offset") < b) for t, p, a, b in ranges))
+        failure = self._fails(good.filter(within))
         if failure is None:
             return {}
-        if len(rows) == 1:
-            return {rows[0]: failure}
-        half = len(rows) // 2
-        return {**self._failing(records, rows[:half]), **self._failing(records, rows[half:])}
+        if len(ranges) > 1:
+            half = len(ranges) // 2
+            return {**self._failing(good, ranges[:half]), **self._failing(good, ranges[half:])}
+        topic, partition, first, end = ranges[0]
+        if end - first == 1:
+            return {(topic, partition, first): failure}
+        mid = (first + end) // 2
+        return {**self._failing(good, [(topic, partition, first, mid)]),
+                **self._failing(good, [(topic, partition, mid, end)])}
 
     def _fails(self, frame: Any) -> tuple[Stage, str] | None:
         """Why ``frame``'s records fail some sink (None: they do not)."""
@@ -164,11 +182,47 @@ class Recounter:
             if not keys:
                 [row] = rows.agg(*exprs, sf.count(sf.lit(1)).alias("_rows")).collect()
                 return {} if row["_rows"] == 0 else {GLOBAL_KEY: _value([row[a.output] for a in aggs])}
-            found = rows.groupBy(*keys).agg(*exprs).collect()
+            found = rows.groupBy(*keys).agg(*exprs).toLocalIterator()
             out = {tuple(r[k] for k in keys): _value([r[a.output] for a in aggs]) for r in found}
         else:
             out = _folded(rows, keys, aggs)
         return {k: v for k, v in out.items() if keep is None or keep(k)}
+
+
+@dataclass(frozen=True)
+class ReadOwn:
+    """A Spark task's read: input row ``id`` reads ``ranges[id]`` with :func:`app.audit.source.read_ranges` and
+    decodes it with the spout's ``decoder``; an undecodable record is a row of its coordinates and
+    ``BAD_COLUMN`` (``stage``, ``reason`` and ``message`` joined by a unit separator)."""
+
+    kafka: dict[str, str]
+    isolation: str
+    pipeline: str
+    ranges: tuple[Range, ...]
+    decoder: Any
+    schema: pa.Schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            for i in rb.column("id").to_pylist():
+                for raw in read_ranges(self.kafka, self.isolation, [self.ranges[i]], self.pipeline):
+                    yield from self._decoded(raw)
+
+    def _decoded(self, raw: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        found: list[BadRecord] = []
+        good = raw if self.decoder is None else self.decoder.decode(raw, found.append)
+        yield pa.RecordBatch.from_arrays([*good.columns, pa.nulls(good.num_rows, pa.string())], schema=self.schema)
+        if found:
+            columns = {"topic": [b.topic for b in found], "partition": [b.partition for b in found],
+                       "offset": [b.offset for b in found],
+                       BAD_COLUMN: [SEPARATOR.join((b.stage.value, b.reason, b.message)) for b in found]}
+            yield pa.RecordBatch.from_pydict(columns | {n: [None] * len(found) for n in self.schema.names
+                                                        if n not in columns}, self.schema)
+
+
+def _undecodable(row: Any) -> BadRecord:
+    stage, reason, message = row[BAD_COLUMN].split(SEPARATOR, 2)
+    return BadRecord(row["topic"], row["partition"], row["offset"], Stage(stage), reason, message)
 
 
 def transformed(frame: Any, transforms: Sequence[Transform], sink: PersistentAggregate) -> Any:
@@ -222,7 +276,3 @@ def _folded(rows: Any, keys: Sequence[str], aggs: Sequence[Agg]) -> dict[Key, An
 def _value(values: list[Any]) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
-
-def _place(records: pa.Table, i: int) -> tuple[str, int, int]:
-    return (records.column("topic")[i].as_py(), records.column("partition")[i].as_py(),
-            records.column("offset")[i].as_py())

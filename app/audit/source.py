@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -33,14 +33,25 @@ class SourceReadError(RuntimeError):
     """A range could not be read to its end (the log ends before it, or the cluster did not answer in time)."""
 
 
-def read_ranges(kafka: Mapping[str, str], isolation: str, plan: BatchPlan, pipeline: str,
-                timeout_s: float = TIMEOUT_S) -> pa.Table:
-    """Every record of ``plan``'s ranges as a table of :data:`RAW_SCHEMA`, in (topic, partition, offset) order;
+#: One range to read: topic, partition, first offset, end offset (exclusive).
+Range = tuple[str, int, int, int]
+CHUNK = 10_000  # records per batch yielded (a partition's range is never held whole)
+
+
+def ranges_of(plan: BatchPlan) -> list[Range]:
+    """``plan``'s non-empty ranges, in (topic, partition) order."""
+    return [(p.topic, p.partition, m.first_offset, m.next_offset) for p, m in sorted(plan.partitions.items())
+            if not m.empty]
+
+
+def read_ranges(kafka: Mapping[str, str], isolation: str, ranges: Sequence[Range], pipeline: str,
+                timeout_s: float = TIMEOUT_S) -> Iterator[pa.RecordBatch]:
+    """Every record of ``ranges`` as batches of :data:`RAW_SCHEMA` (each of one partition, in offset order);
     ``kafka``: librdkafka settings of the source cluster (``bootstrap.servers`` and its security properties)."""
-    ends = {(p.topic, p.partition): (m.first_offset, m.next_offset) for p, m in plan.partitions.items() if not m.empty}
-    rows: dict[tuple[str, int], list[Message]] = {tp: [] for tp in ends}
+    ends = {(t, p): (first, end) for t, p, first, end in ranges if end > first}
     if not ends:
-        return RAW_SCHEMA.empty_table()
+        return
+    rows: dict[tuple[str, int], list[Message]] = {tp: [] for tp in ends}
     consumer = Consumer({**kafka, "group.id": f"trident-{pipeline}-audit-recount", "isolation.level": isolation,
                          "enable.auto.commit": "false", "enable.partition.eof": "true",
                          "auto.offset.reset": "error"})
@@ -64,9 +75,13 @@ def read_ranges(kafka: Mapping[str, str], isolation: str, plan: BatchPlan, pipel
                 elif tp in todo and int(m.offset() or 0) < ends[tp][1]:
                     rows[tp].append(m)
             todo -= {tp for tp in todo if _done(consumer, tp, ends[tp][1], eof=tp in eof)}
+            for tp, msgs in rows.items():
+                if len(msgs) >= CHUNK or (msgs and tp not in todo):
+                    yield _batch(msgs)
+                    rows[tp] = []
+                    deadline = time.monotonic() + timeout_s
     finally:
         consumer.close()
-    return pa.Table.from_batches([_batch(msgs) for _, msgs in sorted(rows.items()) if msgs], RAW_SCHEMA)
 
 
 def _done(consumer: Consumer, tp: tuple[str, int], end: int, *, eof: bool) -> bool:
