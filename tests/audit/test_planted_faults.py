@@ -93,8 +93,8 @@ def _misread(offset: int, copies: int) -> Planted:
 def _combine_twice(mp: pytest.MonkeyPatch) -> None:
     """The pipeline's commit combines each batch's partial into the stored value twice."""
     import app.spark.executor
+    from app.spark.plan import compile_sink as original
 
-    original = app.spark.executor.compile_sink
     mp.setattr(app.spark.executor, "compile_sink",
                lambda *a, **k: dataclasses.replace(original(*a, **k), aggregator=faults.TwiceCount()))
 
@@ -103,8 +103,7 @@ def _prune_value(mp: pytest.MonkeyPatch) -> None:
     """The pipeline's column pruning leaves out ``value``, the column the sink's words come from."""
     import app.spark.executor
     from app.spark.record_columns import ReadColumns
-
-    original = app.spark.executor.read_columns
+    from app.spark.record_columns import read_columns as original
 
     def pruned(*args: Any, **kwargs: Any) -> ReadColumns:
         found = original(*args, **kwargs)
