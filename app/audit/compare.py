@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from states.aggregators import CombinerAggregator, combine_updater
-from states.asof import AsOf, Known, as_of, read_as_of, scan_stored
+from states.asof import AsOf, AsOfUnsupportedError, Known, as_of, read_as_of, scan_stored
 from states.layout import Row, RowLayout
 from states.spec import MapSpec, StateKind
 from states.values import OpaqueValue
@@ -31,7 +31,8 @@ class Outcome(enum.StrEnum):
     DIFFERS = "differs"  # stored and recounted values differ
     MISSING = "missing"  # recounted, not stored as of T
     EXTRA = "extra"  # stored as of T, not recounted
-    SKIPPED = "skipped"  # not comparable as of T (moved on since): read again as of a later T
+    DUPLICATE = "duplicate"  # stored in two or more rows (shards of a sharded table): which one is read is chance
+    SKIPPED = "skipped"  # its value as of T cannot be known (the reason says why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,20 @@ class SinkAudit:
 
     @property
     def differences(self) -> int:
-        return sum(self.counts[o] for o in (Outcome.DIFFERS, Outcome.MISSING, Outcome.EXTRA))
+        return sum(self.counts[o] for o in DIFFERENCES)
+
+    def replace(self, old: KeyResult, new: KeyResult | None) -> None:
+        """Put ``new`` (None: equal) in place of ``old``, a result of the same key."""
+        self.keys.remove(old)
+        self.counts[old.outcome] -= 1
+        if new is None:
+            self.counts[Outcome.EQUAL] += 1
+            return
+        self.counts[new.outcome] += 1
+        self.keys.append(new)
+
+
+DIFFERENCES = (Outcome.DIFFERS, Outcome.MISSING, Outcome.EXTRA, Outcome.DUPLICATE)
 
 
 def sampled(fraction: float) -> Callable[[Key], bool]:
@@ -87,6 +101,8 @@ class Snapshot:
     keys: dict[Row, Key] = field(default_factory=dict)
     now: dict[Row, AsOf] = field(default_factory=dict)
     then: dict[Row, AsOf] = field(default_factory=dict)
+    stored: dict[Row, Any] = field(default_factory=dict)  # the row as stored when read (value, prev, txid)
+    copies: dict[Row, int] = field(default_factory=dict)  # keys the scan met in more than one row, and how often
 
     @property
     def layout(self) -> RowLayout:
@@ -97,7 +113,8 @@ class Snapshot:
         if not wanted:
             return
         rows, originals = list(wanted), list(wanted.values())
-        now = read_as_of(backing, self.spec, originals, self.at)
+        stored = _multi_get(backing, self.spec, originals)
+        now = [as_of(v, self.at, rows_expire=self.spec.ttl_s is not None) for v in stored]
         if bases is not None:
             known = {self.layout.key_row(k): v for k, v in bases.items()}
             then = [AsOf(Known.VALUE, known.get(kr)) for kr in rows]
@@ -106,6 +123,7 @@ class Snapshot:
         else:
             then = [AsOf(Known.VALUE)] * len(rows)
         self.keys.update(wanted)
+        self.stored.update(zip(rows, stored, strict=True))
         self.now.update(zip(rows, now, strict=True))
         self.then.update(zip(rows, then, strict=True))
 
@@ -123,7 +141,10 @@ def snapshot(spec: MapSpec, backing: Any, factory: Any, *, at: int, since: int =
     for key, stored in scan_stored(factory, spec):  # one scan, no read per key
         kr = layout.key_row(key)
         if keep is None or keep(kr):
+            if kr in snap.keys:
+                snap.copies[kr] = snap.copies.get(kr, 1) + 1
             snap.keys[kr] = key
+            snap.stored[kr] = stored
             snap.now[kr] = as_of(stored, at, rows_expire=expire)
             snap.then[kr] = as_of(stored, since, rows_expire=expire) if since else AsOf(Known.VALUE)
     return snap
@@ -141,6 +162,10 @@ def compare(snap: Snapshot, aggregator: CombinerAggregator, backing: Any, partia
     snap.read(backing, {kr: originals[kr] for kr in recounted if kr not in snap.keys})
     audit = SinkAudit(snap.spec.table)
     for kr in sorted(snap.keys, key=repr):
+        if kr in snap.copies:
+            audit.add(KeyResult(snap.keys[kr], Outcome.DUPLICATE, stored_txid=snap.now[kr].stored_txid,
+                                reason=f"stored in {snap.copies[kr]} rows (shards): reads of the key may see any one"))
+            continue
         audit.add(_one(layout, aggregator, snap.keys[kr], partial=recounted.get(kr), counted=kr in recounted,
                        stored=snap.now[kr], base=snap.then[kr], since=snap.since))
     return audit
@@ -156,10 +181,10 @@ def _one(layout: RowLayout, aggregator: CombinerAggregator, key: Key, *, partial
         return KeyResult(key, Outcome.SKIPPED, expected, stored_txid=stored.stored_txid,
                          reason=f"written by two or more txids since (now txid {stored.stored_txid}): to be read again "
                                 "as of a later txid")
-    return _against(layout, key, expected, stored)
+    return against(layout, key, expected, stored)
 
 
-def _against(layout: RowLayout, key: Key, expected: Any, stored: AsOf) -> KeyResult | None:
+def against(layout: RowLayout, key: Key, expected: Any, stored: AsOf) -> KeyResult | None:
     """A key's expected value against its stored value as of the txid (None: equal)."""
     if stored.value is None:
         return None if expected is None else KeyResult(key, Outcome.MISSING, expected, None, stored.stored_txid)
@@ -168,6 +193,13 @@ def _against(layout: RowLayout, key: Key, expected: Any, stored: AsOf) -> KeyRes
     if _same(layout, expected, stored.value):
         return None
     return KeyResult(key, Outcome.DIFFERS, expected, stored.value, stored.stored_txid)
+
+
+def _multi_get(backing: Any, spec: MapSpec, keys: list[Key], chunk: int = 5000) -> list[Any]:
+    """The stored values of ``keys`` (None: no row), as the backend decodes them."""
+    if spec.kind is StateKind.NON_TRANSACTIONAL:
+        raise AsOfUnsupportedError(spec.table)
+    return [v for i in range(0, len(keys), chunk) for v in backing.multi_get(keys[i:i + chunk])]
 
 
 def _same(layout: RowLayout, a: Any, b: Any) -> bool:

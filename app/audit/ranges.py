@@ -4,6 +4,13 @@ A full audit reads, per partition, from the first offset the pipeline ever cover
 (:class:`app.progress.FirstOffsets`) to the end frozen for the audited txid ``T``; ``--since M``
 reads from M's frozen ends instead. Both need the stored plans of those txids, and the source must
 still hold every offset to read.
+
+A partition whose positions moved onto a new log (re-created or truncated, read from its new start
+under ``data_loss: skip``) cannot be recounted from before the move: the state holds what the old log
+added, which the new log does not have, and new-log offsets say nothing about old-log records. A txid
+whose range does not start where the partition's previous range ended is such a move (a rewind's
+moves are refused by their own rule): a full audit across it is refused, naming it, and ``--since``
+the txid before it covers the new log from its start.
 """
 
 from __future__ import annotations
@@ -59,28 +66,7 @@ def choose(store: TransactionalStateStore, log: ProgressLog, *, at: int | None, 
         msg = f"--at txid {t}: the committed txids are 1..{committed}"
         raise AuditRefusedError(msg)
     end = _plan(log, t, "--at")
-    if since is not None:
-        if not 0 < since < t:
-            msg = f"--since txid {since}: must be a committed txid below {t}"
-            raise AuditRefusedError(msg)
-        starts = {p: m.next_offset for p, m in _plan(log, since, "--since").partitions.items()}
-    else:
-        first = log.first_offsets()
-        if first is None or first.since_txid > 1:
-            where = "" if first is None else f" (recorded from txid {first.since_txid} on)"
-            msg = (
-                f"the first offsets of the pipeline are not known{where}: audit what later txids "
-                f"added with --since txid M (txids {_stored(log)} still have their plans)"
-            )
-            raise AuditRefusedError(msg)
-        rewound = [int(r["txid"]) for r in read_rewinds(store) if int(r.get("txid", 0)) <= t]
-        if rewound:
-            msg = (
-                f"a rewind at txid {max(rewound)} moved the positions, so records may be read "
-                f"twice on purpose: audit after it with --since txid {max(rewound)}"
-            )
-            raise AuditRefusedError(msg)
-        starts = dict(first.offsets)
+    starts = _since_starts(store, log, since, t) if since is not None else _first_starts(store, log, t, end)
     metas: dict[Partition, PartitionMetadata] = {}
     left_out: list[PartitionMetadata] = []
     for p, m in sorted(end.partitions.items()):
@@ -92,6 +78,73 @@ def choose(store: TransactionalStateStore, log: ProgressLog, *, at: int | None, 
         elif not meta.empty:
             left_out.append(meta)
     return AuditRanges(t, since or 0, BatchPlan(t, metas), tuple(left_out))
+
+
+def _since_starts(store: TransactionalStateStore, log: ProgressLog, since: int, t: int) -> dict[Partition, int]:
+    """Where ``--since`` reads each partition from: ``since``'s frozen ends, or the start of the new log a move
+    at ``since + 1`` read from."""
+    if not 0 < since < t:
+        msg = f"--since txid {since}: must be a committed txid below {t}"
+        raise AuditRefusedError(msg)
+    starts = {p: m.next_offset for p, m in _plan(log, since, "--since").partitions.items()}
+    following = log.batch(since + 1)
+    if following is not None:
+        starts.update({p: m.first_offset for p, m in following.plan.partitions.items()})
+    _refuse_moves(log, store, since + 1, t)
+    return starts
+
+
+def _first_starts(store: TransactionalStateStore, log: ProgressLog, t: int, end: BatchPlan) -> dict[Partition, int]:
+    """Where a full audit reads each partition from: the first offset the pipeline covered, unless that cannot
+    be known, a rewind or a move onto a new log came since."""
+    first = log.first_offsets()
+    if first is None or first.since_txid > 1:
+        where = "" if first is None else f" (recorded from txid {first.since_txid} on)"
+        msg = (
+            f"the first offsets of the pipeline are not known{where}: audit what later txids "
+            f"added with --since txid M (txids {_stored(log)} still have their plans)"
+        )
+        raise AuditRefusedError(msg)
+    rewound = [int(r["txid"]) for r in read_rewinds(store) if int(r.get("txid", 0)) <= t]
+    if rewound:
+        msg = (
+            f"a rewind at txid {max(rewound)} moved the positions, so records may be read "
+            f"twice on purpose: audit after it with --since txid {max(rewound)}"
+        )
+        raise AuditRefusedError(msg)
+    _refuse_moves(log, store, 1, t)
+    starts = dict(first.offsets)
+    behind = sorted(p for p, o in starts.items() if p in end.partitions and end.partitions[p].next_offset < o)
+    if behind:
+        where = ", ".join(f"{p.id} (first offset {starts[p]}, txid {t} ends at {end.partitions[p].next_offset})"
+                          for p in behind)
+        msg = (f"positions moved onto a new log before the stored plans: {where}; the state holds what the old "
+               "log added, which cannot be recounted: audit a later txid's additions with --since txid M")
+        raise AuditRefusedError(msg)
+    return starts
+
+
+def _refuse_moves(log: ProgressLog, store: TransactionalStateStore, first: int, last: int) -> None:
+    """Refuse when a txid above ``first`` up to ``last`` moved a partition onto a new log (see the module
+    docstring), naming the last such move and the ``--since`` that covers what came after it."""
+    rewound = {int(r["txid"]) for r in read_rewinds(store)}
+    ends: dict[Partition, int] = {}
+    moves: list[tuple[int, Partition, int, int]] = []
+    for txid in (x for x in log.batch_txids() if x <= last):
+        stored = log.batch(txid)
+        if stored is None:
+            continue
+        for p, m in sorted(stored.plan.partitions.items()):
+            before = ends.get(p)
+            if before is not None and m.first_offset != before and txid > first and txid not in rewound:
+                moves.append((txid, p, before, m.first_offset))
+            ends[p] = m.next_offset
+    if moves:
+        txid, p, before, after = moves[-1]
+        msg = (f"{p.id} moved onto a new log at txid {txid} (from offset {before} to {after}: re-created or "
+               f"truncated, read from its new start under data_loss: skip); the state holds what the old log "
+               f"added, which cannot be recounted: audit what came after with --since txid {txid - 1}")
+        raise AuditRefusedError(msg)
 
 
 def check_held(ranges: AuditRanges, log_starts: Mapping[Partition, int], log: ProgressLog) -> None:

@@ -1,30 +1,34 @@
 """One audit of a pipeline: choose the ranges, recount them on Spark, compare each table as of the txid.
 
-Keys that moved on twice since the audited txid ``T`` (the service kept writing) are compared again
-as of a later committed txid ``T'``: only the ranges ``T+1..T'`` are recounted for them, and their
-value as of ``T`` (already computed) is the base. After a few rounds a key still moving is skipped,
-never reported as a difference.
+Every key is compared. A key written again by a txid ``S`` above ``T + 1`` while the audit runs (the
+service kept writing) is compared as of ``S - 1`` instead: an opaque value ``(curr, prev, S)`` keeps
+``prev``, its value before ``S``, and the recount of ``T+1..S-1`` for that key, on top of its value as
+of ``T``, must equal it. Where that cannot be known (a transactional value keeps no ``prev``, the plans
+of those txids rotated out) the key is reported skipped with the reason, never as a difference.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.audit.compare import Key, Outcome, SinkAudit, Snapshot, compare, sampled, snapshot
+from app.audit.compare import Key, KeyResult, Outcome, SinkAudit, Snapshot, against, compare, sampled, snapshot
 from app.audit.dead_letters import DeadLetterCheck, check, kafka_of, read_letters
 from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose, topics_read
+from app.audit.recount import Recounter
 from app.progress import ProgressLog, read_rewinds
-from app.spark.recount import Recounter
 from app.topology import PartitionPersist
 from spouts.bad_records import BadRecord
 from spouts.metadata import Partition, PartitionMetadata
+from states.aggregators import combine_updater
+from states.asof import AsOf, Known
+from states.layout import Row
 from states.spec import StateKind
-
-ROUNDS = 3  # compare rounds for keys that keep moving on while the audit runs
+from states.values import OpaqueValue
 
 
 @dataclass
@@ -42,7 +46,7 @@ class AuditReport:
     tables: list[SinkAudit] = field(default_factory=list)
     recount_s: float = 0.0
     compare_s: float = 0.0
-    reread_at: list[int] = field(default_factory=list)  # later txids keys were read again as of
+    reread_at: list[int] = field(default_factory=list)  # later txids keys written again since were compared as of
     dead_letters: DeadLetterCheck | None = None
 
     @property
@@ -97,7 +101,7 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     reads = topics_read(getattr(topology.spout, "config", None))
     ranges = choose(store, log, at=at, since=since, topology_id=compiled.id, reads=reads)
     check_held(ranges, log_starts(sorted(ranges.plan.partitions)), log)
-    recounter = Recounter(start_spark(), topology)  # compiles the plan: the tables' specs, no job yet
+    recounter = Recounter(start_spark(), topology, compiled.id)  # the tables' specs, no job yet
     if at is None:  # the service may have committed more while Spark started: audit the last one
         log = ProgressLog(store, epoch=-1)  # a log lists the plans stored when it is made
         ranges = choose(store, log, at=at, since=since, topology_id=compiled.id, reads=reads)
@@ -176,41 +180,58 @@ class _Shared:
 
 
 def _compare(a: _Shared, c: Any, partials: dict[Key, Any], snap: Snapshot) -> SinkAudit:
-    spec, aggregator, backing = c.spec, c.aggregator, _backing(c)
-    store, log, recounter, keep, report, progress = a.store, a.log, a.recounter, a.keep, a.report, a.progress
-    result = compare(snap, aggregator, backing, partials, keep=keep)
-    at = snap.at
-    for _ in range(ROUNDS):
-        moving = {k.key: k.expected for k in result.keys if k.outcome is Outcome.SKIPPED and k.stored_txid is not None
-                  and k.stored_txid > at + 1}
-        later = log.committed().txid
-        if not moving or later <= at:
-            break
-        progress(f"table {spec.table}: {len(moving)} keys moved on since txid {at}; reading them again as of txid "
-                 f"{later}")
-        again_snap = snapshot(spec, backing, c.sink.factory, at=later, since=at, keys=list(moving), bases=moving)
-        try:
-            delta = choose(store, ProgressLog(store, epoch=-1), at=later, since=at,
-                           topology_id=recounter.executor.topology.name, reads=a.reads)
-        except AuditRefusedError as e:  # the plans rotated out meanwhile: the keys stay skipped
-            progress(f"table {spec.table}: cannot read the moving keys again ({e})")
-            break
-        counted = recounter.count(delta.plan, keep=moving.__contains__)
-        partials = next((s.partials for s in counted.sinks if s.compiled.sink is c.sink), {})
-        result = _merge(result, set(moving), compare(again_snap, aggregator, backing, partials))
-        report.reread_at.append(later)
-        at = later
+    """``c``'s table against the recount as of ``snap.at``; a key a later txid ``S`` wrote again meanwhile (two or
+    more txids after the audited one) is compared as of ``S - 1`` from the ``prev`` stored with it."""
+    result = compare(snap, c.aggregator, _backing(c), partials, keep=a.keep)
+    moved: dict[int, list[tuple[Row, KeyResult]]] = {}
+    for kr, r in _moved_on(snap, result):
+        stored = snap.stored.get(kr)
+        if not isinstance(stored, OpaqueValue):
+            result.replace(r, dataclasses.replace(r, reason=(
+                f"written by txid {r.stored_txid} since, and a transactional value keeps no value from before it: "
+                f"its value as of txid {snap.at} cannot be known")))
+            continue
+        moved.setdefault(stored.txid, []).append((kr, r))
+    for later, keys in sorted(moved.items()):
+        _as_of_prev(a, c, snap, later, keys=keys, result=result)
     return result
 
 
-def _merge(first: SinkAudit, reread: set[Key], again: SinkAudit) -> SinkAudit:
-    """``first`` with the results of its ``reread`` keys replaced by ``again``'s."""
-    merged = SinkAudit(first.table)
-    merged.checked = first.checked
-    merged.counts = {o: first.counts[o] + again.counts[o] for o in Outcome}
-    merged.counts[Outcome.SKIPPED] -= len(reread)
-    merged.keys = [k for k in first.keys if k.key not in reread] + again.keys
-    return merged
+def _moved_on(snap: Snapshot, result: SinkAudit) -> list[tuple[Row, KeyResult]]:
+    """The skipped keys whose value as of ``snap.at`` is unknown only because later txids wrote them again."""
+    layout = snap.layout
+    return [(kr, r) for r in result.keys if r.outcome is Outcome.SKIPPED
+            and snap.now.get(kr := layout.key_row(r.key)) is not None and snap.now[kr].known is Known.MOVED_ON
+            and snap.then[kr].known is Known.VALUE]
+
+
+def _as_of_prev(a: _Shared, c: Any, snap: Snapshot, later: int, *, keys: list[tuple[Row, KeyResult]],
+                result: SinkAudit) -> None:
+    """Compare ``keys`` (each stored by txid ``later`` > T + 1) as of ``later - 1``: their stored ``prev`` against
+    their value as of T (already recounted) plus what txids T+1..later-1 read for them."""
+    before = later - 1
+    try:
+        delta = choose(a.store, ProgressLog(a.store, epoch=-1), at=before, since=snap.at,
+                       topology_id=a.recounter.pipeline, reads=a.reads)
+    except AuditRefusedError as e:
+        for _, r in keys:
+            result.replace(r, dataclasses.replace(r, reason=(
+                f"written by txid {later} since; its value before it (as of txid {before}) cannot be recounted: {e}")))
+        return
+    wanted = {r.key for _, r in keys}
+    a.progress(f"table {c.spec.table}: {len(keys)} keys written again by txid {later}; comparing them as of txid "
+               f"{before} (recounting txids {snap.at + 1}..{before})")
+    counted = a.recounter.count(delta.plan, keep=wanted.__contains__)
+    partials = next((s.partials for s in counted.sinks if s.compiled.sink is c.sink), {})
+    for kr, r in keys:
+        expected = combine_updater(c.aggregator, partials[r.key])(r.expected) if r.key in partials else r.expected
+        stored = snap.stored[kr]
+        found = against(snap.layout, r.key, expected, AsOf(Known.VALUE, stored.prev, stored.txid))
+        result.replace(r, None if found is None else dataclasses.replace(
+            found, reason=f"compared as of txid {before}: the value stored before txid {later} (prev)"))
+    if before not in a.report.reread_at:
+        a.report.reread_at.append(before)
+        a.report.reread_at.sort()
 
 
 def _ranges_json(metas: Iterable[PartitionMetadata]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from app.audit.compare import DIFFERENCES
 from app.audit.ranges import AuditRefusedError
 from app.audit.run import AuditReport, audit, log_starts_of
 from app.error_text import describe
@@ -125,7 +126,7 @@ class AuditSchedule:
 def _named(report: AuditReport) -> str:
     """`` (keys a, b; dead letters: 1 missing)``: what differs, briefly."""
     keys = [",".join(str(k) for k in r.key) for t in report.tables for r in t.keys
-            if r.outcome.value in ("differs", "missing", "extra")]
+            if r.outcome in DIFFERENCES]
     parts = []
     if keys:
         more = f" and {len(keys) - KEYS_LOGGED} more" if len(keys) > KEYS_LOGGED else ""

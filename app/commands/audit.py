@@ -1,6 +1,7 @@
-"""``audit``: recount the committed source ranges through the pipeline's own plan and compare the stored tables.
+"""``audit``: recount the committed source ranges independently of the pipeline and compare the stored tables.
 
-The recount runs on a local Spark session like the service's and never writes a table: its
+The recount (:mod:`app.audit.recount`) reads with a consumer of its own and aggregates with Spark's
+built-in functions on a local Spark session like the service's, and never writes a table: its
 results are collected to the driver. The stored table is read as of the audited txid while the
 service keeps running (:mod:`states.asof`). Exit 0 only when no key differs; 5 when one does; 2
 when the audit is refused (ranges the source no longer holds, a state without per-key txids, plans
@@ -18,12 +19,12 @@ from app.commands.common import BAD_INPUT, OK, CommandError, add_config, load_co
 from app.commands.output import plain, print_json
 
 SUMMARY = "recount a pipeline's committed source ranges and compare its stored tables key by key"
-DIFFERS = 5  # the audit found a key that differs, is missing or is extra
+DIFFERS = 5  # the audit found a key that differs, is missing, extra or stored twice
 
 
 def add(sub: Any) -> None:
     p = parser(sub, "audit", SUMMARY, "python -m app audit --config examples/wordcount.yaml --pipeline word-count")
-    p.epilog = (p.epilog or "") + f"\n  {DIFFERS}  audit only: a stored key differs from the recount, is missing or is extra"
+    p.epilog = (p.epilog or "") + f"\n  {DIFFERS}  audit only: a stored key differs from the recount, is missing, extra or stored twice"
     add_config(p)
     p.add_argument("--pipeline", required=True, metavar="ID", help="the pipeline to audit")
     p.add_argument("--sink", metavar="TABLE", help="only this table (default: every table of the pipeline)")
@@ -107,10 +108,11 @@ def print_report(r: Any) -> None:
         print(f"  left out: {gone}: topics the config no longer reads (whatever they added to a table differs)")
     _print_dead_letters(doc["dead_letters"])
     if r.reread_at:
-        print(f"  keys that moved on were read again as of txids {', '.join(map(str, r.reread_at))}")
+        print(f"  keys written again since were compared as of txids {', '.join(map(str, r.reread_at))} (the value "
+              "each stored before its last write)")
     for t in doc["tables"]:
         print(f"  table {t['table']}: checked {t['checked']}, equal {t['equal']}, differing {t['differs']}, "
-              f"missing {t['missing']}, extra {t['extra']}, skipped {t['skipped']}")
+              f"missing {t['missing']}, extra {t['extra']}, duplicate {t['duplicate']}, skipped {t['skipped']}")
         for k in t["keys"]:
             print(f"    {k['outcome']:8} key {_key(k['key'])}: recount {_v(k['expected'])}, stored {_v(k['stored'])} "
                   f"(stored txid {k['stored_txid']}){'; ' + k['reason'] if k['reason'] else ''}")

@@ -145,24 +145,35 @@ def _delete(path: Path, backend: str, word: str) -> None:
         shared_client(s).session.execute(f"DELETE FROM {s.keyspace}.word_counts WHERE word = %s", (word,))
 
 
-def test_keys_that_moved_on_since_the_audited_txid_are_read_again_later_never_reported(
+def test_keys_written_again_since_the_audited_txid_are_compared_as_of_the_txid_before_from_prev(
         kafka_peer: KafkaPeer, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """Audited as of an early txid after later txids wrote every key twice or more: each key is compared again as
-    of the last committed txid (recounting only what came after), and nothing differs or is skipped."""
-    path, _ = _pipeline(kafka_peer, "sqlite", request, tmp_path, records=240)
+    """Audited as of an early txid after later txids wrote every key twice or more: each key stored by txid S is
+    compared as of S - 1 (its prev against its value as of the audited txid plus the recount of the txids
+    between), none skipped; a prev that is wrong is found, though the key's current value is right."""
+    path, produced = _pipeline(kafka_peer, "sqlite", request, tmp_path, records=240)
     committed = read_progress(compile_pipeline(load(path), "wc").store()).committed_txid
     assert committed >= 6
     code, report, err = _audit(path, "--at", "2")
     assert code == 0, err
     [table] = report["tables"]
     assert report["at_txid"] == 2
-    assert report["reread_at_txids"] == [committed]
-    assert table["skipped"] == 0
-    assert table["differs"] == 0
-    assert table["checked"] == table["equal"] > 0
-    # 'common' is in every record: stored by the last txid, so as of txid 2 it moved on and was read again
-    assert "[" in err
-    assert f"reading them again as of txid {committed}" in err
+    truth = words_of([r.value for r in produced])
+    backing = _backing(path)
+    stored = dict(zip(truth, backing.multi_get([(w,) for w in truth]), strict=True))
+    assert report["reread_at_txids"] == sorted({v.txid - 1 for v in stored.values() if v.txid > 3})
+    assert committed - 1 in report["reread_at_txids"]  # 'common' is in every record: stored by the last txid
+    assert table["skipped"] == table["differs"] == 0
+    assert table["checked"] == table["equal"] == len(truth)
+    assert f"comparing them as of txid {committed - 1}" in err
+
+    common = stored["common"]
+    backing.multi_put([("common",)], [OpaqueValue(common.txid, common.curr, common.prev + 1)])
+    code, report, err = _audit(path, "--at", "2")
+    assert code == 5, err
+    [table] = report["tables"]
+    assert [(k["key"], k["outcome"], k["expected"], k["stored"], k["stored_txid"]) for k in table["keys"]] == \
+        [(["common"], "differs", common.prev, common.prev + 1, committed)]
+    assert f"compared as of txid {committed - 1}" in table["keys"][0]["reason"]
 
 
 def test_since_audits_what_later_txids_added_against_the_values_as_of_both(
@@ -185,3 +196,60 @@ def test_since_audits_what_later_txids_added_against_the_values_as_of_both(
     [table] = report["tables"]
     assert [(k["key"], k["outcome"], k["expected"], k["stored"], k["stored_txid"]) for k in table["keys"]] == \
         [(["common"], "differs", common.curr, common.curr + 1, committed)]
+
+
+def _recreate(kafka_peer: KafkaPeer, topic: str, partitions: int) -> None:
+    """Delete and create ``topic`` again (deletion completes in the background: retry until it is accepted)."""
+    import time
+
+    from confluent_kafka import KafkaException
+
+    kafka_peer.delete_topic(topic)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            kafka_peer.create_topic(topic, partitions)
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        else:
+            return
+
+
+def test_after_a_data_loss_skip_onto_a_new_log_a_full_audit_is_refused_and_since_covers_the_new_log(
+        kafka_peer: KafkaPeer, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The topic re-created with fewer records than the stored positions, and read from its new start under
+    data_loss: skip: a full audit would compare new-log offsets with what the old log added, so it is refused in
+    one line naming the move; --since the txid before the move recounts the new log from its start, equal."""
+    topic = unique_topic("audit-skip")
+    kafka_peer.create_topic(topic, 2)
+    bootstrap = kafka_peer.bootstrap_servers()
+    state, _ = state_section("sqlite", request, tmp_path)
+    path = write_config(tmp_path / "c.yaml", bootstrap=bootstrap, topic=topic, state=state,
+                        spout={"topics": [topic], "first_poll": "earliest", "discovery_interval_s": 0,
+                               "data_loss": "skip", "caps": {"per_partition": 20, "per_batch": 30}})
+    old = produce(bootstrap, topic, [(i % 2, f"w{i % 5} old".encode()) for i in range(80)])
+    assert run_pipeline(path) > 1
+    before = read_progress(compile_pipeline(load(path), "wc").store()).committed_txid
+    _recreate(kafka_peer, topic, 2)
+    fresh = produce(bootstrap, topic, [(i % 2, f"w{i % 3} new".encode()) for i in range(16)])
+    assert run_pipeline(path) >= 1
+    moved = before + 1
+
+    code, report, err = _audit(path)
+    assert code == 2, err
+    assert report == {}
+    refusal = err.strip().splitlines()[-1]
+    assert refusal.startswith("audit: refused: ")
+    assert f"moved onto a new log at txid {moved}" in refusal
+    assert f"--since txid {moved - 1}" in refusal
+
+    code, report, err = _audit(path, "--since", str(moved - 1))
+    assert code == 0, err
+    [table] = report["tables"]
+    assert report["records"] == len(fresh)
+    assert {r["partition"]: r["from_offset"] for r in report["ranges"]} == {f"{topic}:0": 0, f"{topic}:1": 0}
+    # every stored key compared: those the new log wrote against the recount, the others unchanged since
+    assert table["checked"] == table["equal"] == len(words_of([r.value for r in (*old, *fresh)]))
+    assert report["differences"] == 0

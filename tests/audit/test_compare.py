@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from app.audit.compare import Outcome, SinkAudit, compare, sampled, snapshot
 from states.aggregators import Count, Sum
@@ -64,3 +67,29 @@ def test_doubles_equal_within_rounding_and_since_builds_on_the_value_then(tmp_pa
     [wrong] = _audit(SUMS, Sum(), backing, factory, {("x",): 0.5}, at=5, since=4).keys
     assert wrong.outcome is Outcome.DIFFERS
     assert wrong.stored_txid == 5
+
+
+def test_a_key_stored_in_two_shards_is_reported_as_duplicate(request: pytest.FixtureRequest) -> None:
+    """A sharded Cassandra table holding one key in two shards (the row copied into another shard, as a
+    shard-count or shard-function bug would leave it) reports that key, not one of its rows picked by chance."""
+    from cassandra.query import SimpleStatement
+
+    from states.cassandra import CassandraBackingMap
+    from states.cassandra.session import shared_client
+    from states.cassandra.shards import shard_of
+    from tests.states.backends import behaviour_kind, cassandra_settings
+
+    settings = cassandra_settings(request, behaviour_kind(request), shards=4)
+    factory = StateFactory(StateKind.OPAQUE, "cassandra", cassandra=settings, cache_size=0)
+    backing = CassandraBackingMap(settings, COUNTS, create=True)
+    backing.multi_put([("a",), ("b",)], [OpaqueValue(1, 2, None), OpaqueValue(1, 3, None)])
+    session = shared_client(settings).session
+    home = shard_of(("b",), 4)
+    [row] = session.execute(f"SELECT JSON * FROM {settings.keyspace}.counts WHERE shard = {home} AND word = 'b'")
+    doc = json.loads(row["[json]"] if isinstance(row, dict) else row[0])
+    doc["shard"] = (home + 1) % 4
+    session.execute(SimpleStatement(f"INSERT INTO {settings.keyspace}.counts JSON %s"), (json.dumps(doc),))
+    audit = _audit(COUNTS, Count(), backing, factory, {("a",): 2, ("b",): 3}, at=1)
+    assert [(k.key, k.outcome) for k in audit.keys] == [(("b",), Outcome.DUPLICATE)]
+    assert "stored in 2 rows" in audit.keys[0].reason
+    assert (audit.checked, audit.counts[Outcome.EQUAL], audit.differences) == (2, 1, 1)
