@@ -9,7 +9,8 @@ A partition whose positions moved onto a new log (re-created or truncated, read 
 under ``data_loss: skip``) cannot be recounted from before the move: the state holds what the old log
 added, which the new log does not have, and new-log offsets say nothing about old-log records. A txid
 whose range does not start where the partition's previous range ended is such a move (a rewind's
-moves are refused by their own rule): a full audit across it is refused, naming it, and ``--since``
+moves are refused by their own rule), and so is one whose topic id differs from the previous range's: a full
+audit across it is refused, naming it, and ``--since``
 the txid before it covers the new log from its start.
 """
 
@@ -128,7 +129,7 @@ def _refuse_moves(log: ProgressLog, store: TransactionalStateStore, first: int, 
     """Refuse when a txid above ``first`` up to ``last`` moved a partition onto a new log (see the module
     docstring), naming the last such move and the ``--since`` that covers what came after it."""
     rewound = {int(r["txid"]) for r in read_rewinds(store)}
-    ends: dict[Partition, int] = {}
+    ends: dict[Partition, PartitionMetadata] = {}
     moves: list[tuple[int, Partition, int, int]] = []
     for txid in (x for x in log.batch_txids() if x <= last):
         stored = log.batch(txid)
@@ -136,15 +137,22 @@ def _refuse_moves(log: ProgressLog, store: TransactionalStateStore, first: int, 
             continue
         for p, m in sorted(stored.plan.partitions.items()):
             before = ends.get(p)
-            if before is not None and m.first_offset != before and txid > first and txid not in rewound:
-                moves.append((txid, p, before, m.first_offset))
-            ends[p] = m.next_offset
+            if before is not None and _moved(before, m) and txid > first and txid not in rewound:
+                moves.append((txid, p, before.next_offset, m.first_offset))
+            ends[p] = m
     if moves:
         txid, p, before, after = moves[-1]
         msg = (f"{p.id} moved onto a new log at txid {txid} (from offset {before} to {after}: re-created or "
                f"truncated, read from its new start under data_loss: skip); the state holds what the old log "
                f"added, which cannot be recounted: audit what came after with --since txid {txid - 1}")
         raise AuditRefusedError(msg)
+
+
+def _moved(before: PartitionMetadata, after: PartitionMetadata) -> bool:
+    """Whether ``after`` reads another log than ``before`` ended in: it does not start where ``before`` ended, or
+    both name their topic's id and the ids differ (a re-created topic whose offsets happen to line up)."""
+    ids = (before.topic_id, after.topic_id)
+    return after.first_offset != before.next_offset or (None not in ids and ids[0] != ids[1])
 
 
 def check_held(ranges: AuditRanges, log_starts: Mapping[Partition, int], log: ProgressLog) -> None:
