@@ -141,8 +141,8 @@ def _refuse_moves(log: ProgressLog, store: TransactionalStateStore, first: int, 
                 moves.append((txid, p, before.next_offset, m.first_offset))
             ends[p] = m
     if moves:
-        txid, p, before, after = moves[-1]
-        msg = (f"{p.id} moved onto a new log at txid {txid} (from offset {before} to {after}: re-created or "
+        txid, p, ended, started = moves[-1]
+        msg = (f"{p.id} moved onto a new log at txid {txid} (from offset {ended} to {started}: re-created or "
                f"truncated, read from its new start under data_loss: skip); the state holds what the old log "
                f"added, which cannot be recounted: audit what came after with --since txid {txid - 1}")
         raise AuditRefusedError(msg)
