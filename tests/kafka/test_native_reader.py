@@ -259,17 +259,41 @@ def test_polling_reuses_the_readers_buffers(monkeypatch: pytest.MonkeyPatch) -> 
     library the buffers the reader made once, and allocates none."""
     cfg = KafkaSpoutConfig("127.0.0.1:9", topics=("t",))
     reader, _ = NativeReader.open(cfg.consumer_config("topo", range_records=5))
+    handed: list[list[Any]] = []  # the text and log-line buffers each poll hands the library (kept alive)
+
+    class Recording:
+        """The library, recording the buffers ``rr_told`` and ``rr_logs`` are given."""
+
+        def __init__(self, lib: Any) -> None:
+            self.lib = lib
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.lib, name)
+
+        def rr_told(self, handle: Any, text: Any, size: int) -> int:
+            handed.append([text])
+            return int(self.lib.rr_told(handle, text, size))
+
+        def rr_logs(self, handle: Any, lines: Any, dropped: Any) -> int:
+            handed[-1].append(lines)
+            return int(self.lib.rr_logs(handle, lines, dropped))
+
     try:
         def refuse(*_: Any) -> None:
             msg = "poll allocated a buffer"
             raise AssertionError(msg)
 
+        monkeypatch.setattr(reader, "_lib", Recording(reader._lib))
         monkeypatch.setattr("spouts.kafka.native.ctypes.create_string_buffer", refuse)
         for _ in range(3):
             reader.poll(0)
     finally:
         monkeypatch.undo()
         reader.close()
+    assert [len(h) for h in handed] == [2, 2, 2]
+    for text, lines in handed[1:]:  # the same two buffers every time: made once, at open
+        assert text is handed[0][0]
+        assert lines is handed[0][1]
 
 
 _AFTER_CLOSE = """
