@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from spouts.kafka.client_log import logged
 from spouts.metadata import BatchPlan
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -52,9 +53,9 @@ def read_ranges(kafka: Mapping[str, str], isolation: str, ranges: Sequence[Range
     if not ends:
         return
     rows: dict[tuple[str, int], list[Message]] = {tp: [] for tp in ends}
-    consumer = Consumer({**kafka, "group.id": f"trident-{pipeline}-audit-recount", "isolation.level": isolation,
-                         "enable.auto.commit": "false", "enable.partition.eof": "true",
-                         "auto.offset.reset": "error"})
+    consumer = Consumer(logged({**kafka, "group.id": f"trident-{pipeline}-audit-recount",
+                                "isolation.level": isolation, "enable.auto.commit": "false",
+                                "enable.partition.eof": "true", "auto.offset.reset": "error"}))
     try:
         consumer.assign([TopicPartition(t, p, first) for (t, p), (first, _) in ends.items()])
         todo = set(ends)
