@@ -191,12 +191,3 @@ def shared_client(settings: CassandraSettings) -> CassandraClient:
         if client is None:
             client = _shared[key] = CassandraClient(settings)
         return client
-
-
-def close_shared_clients() -> None:
-    """Shut down every shared client of this process (tests, service shutdown)."""
-    with _shared_lock:
-        clients = [c for (_, pid), c in _shared.items() if pid == os.getpid()]
-        _shared.clear()
-    for c in clients:
-        c.close()

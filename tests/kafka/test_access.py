@@ -125,8 +125,9 @@ def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest
             except KafkaException as e:
                 raise SourceUnavailableError("b:9093", "watermarks timed out") from e
     assert isinstance(raised.value.__cause__, SourceUnavailableError)
-    assert pool.idle_count() == 0
     assert not pool._watches
+    with pool.lease(spout_config().consumer_config("topo")) as again:
+        assert again is not consumer  # the refused consumer was not returned to the pool
 
 
 def test_a_read_refused_by_an_acl_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
