@@ -45,7 +45,7 @@ from app.commands.common import (
     pipeline_of,
     progress,
 )
-from app.commands.offsets import KafkaOffsets, kafka_reason
+from app.kafka_offsets import KafkaOffsets, kafka_reason
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 
 SUMMARY = "move where a pipeline's next txid starts reading (earliest, latest, a time or offsets)"
