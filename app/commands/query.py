@@ -46,7 +46,7 @@ def add(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from app.config import compile_pipeline
     from app.query import stored_spec
-    from states.reader import open_reader, visible_columns
+    from states.reader import visible_columns
     from states.snapshottable import GLOBAL_KEY, GLOBAL_KEY_COLUMN
 
     config = load_config(args.config)
@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
     except LookupError as e:
         msg = f"pipeline {p.id!r}: {e}"
         raise CommandError(msg, FAILED) from None
-    reader = open_reader(sink.factory)
+    reader = sink.factory.reader()
     columns = [n for n, _ in visible_columns(spec)]
     if args.key:
         try:

@@ -322,11 +322,10 @@ def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partitio
 
 
 def _truncate(compiled: Any) -> list[str]:
-    from states.reader import open_reader
-
     tables = [sink.name for _, sink in compiled.topology.sinks]
     progress(f"emptying table(s) {', '.join(tables)} for a full recount")
-    return open_reader(compiled.state).truncate(tables)
+    emptied: list[str] = compiled.state.reader().truncate(tables)
+    return emptied
 
 
 def _describe(target: tuple[str, Any]) -> str:
