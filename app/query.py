@@ -19,7 +19,7 @@ from typing import Any
 from app.spark.plan import registered_spec
 from app.topology import PartitionPersist, PersistentAggregate
 from app.upserts import is_stamped
-from states.reader import open_reader, visible_value
+from states.reader import visible_value
 from states.snapshottable import GLOBAL_KEY, GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec
 
@@ -59,7 +59,7 @@ def stored_spec(sink: Sink) -> MapSpec:
     if f.backend not in ("sqlite", "cassandra"):
         msg = f"sink {sink.name!r}: no spec compiled in this process; pass spec="
         raise LookupError(msg)
-    types = open_reader(f).column_types(sink.name)
+    types = f.reader().column_types(sink.name)
     if not types:
         msg = f"sink {sink.name!r}: table {sink.name!r} does not exist yet (nothing committed)"
         raise LookupError(msg)

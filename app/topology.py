@@ -26,44 +26,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from app.error_policy import ErrorPolicy
+from app.steps import Agg, Transform
+from app.upserts import check_sink, stored_aggregates
 from spouts.protocols import PartitionedSpout
 from states.aggregators import CombinerAggregator
 from states.factory import StateFactory
 from states.spec import check_identifier
 
-
-@dataclass(frozen=True, slots=True)
-class Transform:
-    """One step on the records DataFrame.
-
-    ``select``: Spark SQL expressions replacing the columns (``map``); ``with``: expressions
-    appended as new columns (``each``); ``filter``: a SQL predicate; ``function``: a Python
-    function ``DataFrame -> DataFrame``.
-    """
-
-    kind: str  # "select" | "with" | "filter" | "function"
-    exprs: tuple[str, ...] = ()
-    function: Callable[[Any], Any] | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("select", "with", "filter", "function"):
-            msg = f"unknown transform kind {self.kind!r}"
-            raise ValueError(msg)
-        if (self.kind == "function") != (self.function is not None) or (self.kind != "function" and not self.exprs):
-            msg = f"transform {self.kind!r} needs {'a function' if self.kind == 'function' else 'expressions'}"
-            raise ValueError(msg)
-
-
-@dataclass(frozen=True, slots=True)
-class Agg:
-    """One aggregate: ``aggregator`` over column ``input`` (None for Count), stored as column ``output``."""
-
-    aggregator: CombinerAggregator
-    output: str
-    input: str | None = None
-
-    def __post_init__(self) -> None:
-        check_identifier(self.output, "aggregate output column")
+__all__ = ["Agg", "GroupedStream", "PartitionPersist", "PersistentAggregate", "SinkT", "Stream", "Topology",
+           "Transform"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +55,6 @@ class PersistentAggregate:
     ttl_s: int | None = None
 
     def __post_init__(self) -> None:
-        from app.upserts import check_sink
-
         check_sink(self)
 
     @property
@@ -95,8 +64,6 @@ class PersistentAggregate:
     @property
     def stored_aggregates(self) -> tuple[Agg, ...]:
         """The aggregates the table stores: the user's, then the tombstone flag when tombstones delete."""
-        from app.upserts import stored_aggregates
-
         return stored_aggregates(self)
 
 

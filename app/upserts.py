@@ -17,19 +17,33 @@ as absent, yet its row and txid stay, so a replay of the txid is recognised like
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from app.steps import Agg, Transform
 from states.aggregators import STAMPED, Latest
 from states.spec import DELETED_COLUMN
-
-if TYPE_CHECKING:
-    from app.topology import Agg, PersistentAggregate, Transform
 
 TOMBSTONE_POLICIES = ("delete", "ignore")
 PLACE_COLUMN = "_place"  # struct<timestamp: bigint ms, partition: bigint, offset: bigint>; "_": no user name
 TOMBSTONE_COLUMN = "_tombstone"  # boolean: the record's value was null
 PLACE_SQL = ("named_struct('timestamp', coalesce(unix_millis(`timestamp`), -1), "
              "'partition', CAST(`partition` AS BIGINT), 'offset', `offset`)")
+
+
+class UpsertSink(Protocol):
+    """What the upsert rules read of a sink (:class:`app.topology.PersistentAggregate`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def aggregates(self) -> tuple[Agg, ...]: ...
+
+    @property
+    def tombstones(self) -> str | None: ...
+
+    @property
+    def ttl_s(self) -> int | None: ...
 
 
 def is_stamped(agg: Agg) -> bool:
@@ -54,7 +68,7 @@ def tombstone_problems(tombstones: str | None, aggregates: Sequence[tuple[str, s
                       "aggregate otherwise (as: ...)")
 
 
-def check_sink(sink: PersistentAggregate) -> None:
+def check_sink(sink: UpsertSink) -> None:
     """Refuse a sink whose upsert settings cannot work, saying why (ValueError)."""
     where = f"table {sink.name!r}"
     if sink.tombstones is not None and sink.tombstones not in TOMBSTONE_POLICIES:
@@ -75,26 +89,22 @@ def check_sink(sink: PersistentAggregate) -> None:
         raise ValueError(msg)
 
 
-def stored_aggregates(sink: PersistentAggregate) -> tuple[Agg, ...]:
+def stored_aggregates(sink: UpsertSink) -> tuple[Agg, ...]:
     """The sink's aggregates, then ``latest(_tombstone) AS deleted`` when tombstones delete."""
-    from app.topology import Agg
-
     if sink.tombstones != "delete":
         return sink.aggregates
     return (*sink.aggregates, Agg(Latest(), DELETED_COLUMN, TOMBSTONE_COLUMN))
 
 
-def hidden_columns(sink: PersistentAggregate) -> tuple[str, ...]:
+def hidden_columns(sink: UpsertSink) -> tuple[str, ...]:
     """The hidden columns the sink's rows must carry to its aggregation."""
     if not any(is_stamped(a) for a in stored_aggregates(sink)):
         return ()
     return (PLACE_COLUMN, TOMBSTONE_COLUMN) if sink.tombstones == "delete" else (PLACE_COLUMN,)
 
 
-def upsert_transforms(transforms: tuple[Transform, ...], sink: PersistentAggregate) -> tuple[Transform, ...]:
+def upsert_transforms(transforms: tuple[Transform, ...], sink: UpsertSink) -> tuple[Transform, ...]:
     """``transforms`` with the tombstone filter, and the hidden columns added first and kept by every select."""
-    from app.topology import Transform
-
     out: list[Transform] = []
     if sink.tombstones == "ignore":
         out.append(Transform("filter", ("`value` IS NOT NULL",)))

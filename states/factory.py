@@ -20,6 +20,7 @@ from states.metrics import STATE_METRICS, StateMetrics
 from states.non_transactional import NonTransactionalMap
 from states.opaque import OpaqueMap
 from states.protocols import CasBackingMap, CoordinatorStore, MapState
+from states.reader import TableReader
 from states.spec import MapSpec, StateKind, check_identifier
 from states.transactional import TransactionalMap
 
@@ -153,9 +154,20 @@ class StateFactory:
         """Whether ``spec``'s table exists now (the memory backend has no tables to lose: always)."""
         if self.backend == "memory":
             return True
-        from states.reader import open_reader
+        return bool(self.reader().column_types(spec.table))
 
-        return bool(open_reader(self).column_types(spec.table))
+    def reader(self) -> TableReader:
+        """The reader of this backend's state tables (sqlite or cassandra)."""
+        if self.backend == "sqlite":
+            from states.sqlite.reader import SqliteTableReader
+
+            return SqliteTableReader(self.sqlite_file())
+        if self.backend == "cassandra":
+            from states.cassandra.reader import CassandraTableReader
+
+            return CassandraTableReader(self.cassandra_settings())
+        msg = f"backend {self.backend!r} keeps no table to read"
+        raise ValueError(msg)
 
     def check_table(self, spec: MapSpec, committed_txid: int) -> None:
         """Raise :class:`~states.errors.StateTableMissingError` if ``spec``'s table is missing though txid

@@ -142,7 +142,3 @@ class RowLayout:
         if self.spec.scalar:
             return parts[0]
         return None if all(f is None for f in parts) else tuple(parts)
-
-    @staticmethod
-    def _convert(table: Mapping[str, Convert], type_: str, v: Any) -> Any:
-        return None if v is None else table[type_](v)

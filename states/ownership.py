@@ -16,16 +16,11 @@ from typing import TYPE_CHECKING
 
 from states.errors import StateError
 from states.spec import check_identifier
+from states.tables import RESERVED_TABLES
 
 if TYPE_CHECKING:
     from states.factory import StateFactory
 
-#: The transactional-state store's tables: no map state may be named like them.
-STORE_TABLES = frozenset({"trident_state", "trident_state_lease"})
-#: Where table claims are recorded, in the SQLite file or the Cassandra keyspace.
-OWNERS_TABLE = "trident_table_owners"
-#: Table names a pipeline's state may not use.
-RESERVED_TABLES = STORE_TABLES | {OWNERS_TABLE}
 
 
 class TableOwnedError(StateError):

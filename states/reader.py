@@ -1,7 +1,7 @@
 """Reading a state table for people: typed rows by key and the top N by a column; emptying it for a recount.
 
 Each backend answers for its own schema and reads (``states.sqlite.reader``,
-``states.cassandra.reader``). A row is a dict of the key columns, ``txid`` (when the kind stores
+``states.cassandra.reader``); :meth:`states.factory.StateFactory.reader` opens the one of a factory's backend. A row is a dict of the key columns, ``txid`` (when the kind stores
 one) and the value columns as readers see them (an opaque state's current value, never ``prev_``,
 never a stamped column's ``<name>_at``). A key deleted by a tombstone reads as absent.
 """
@@ -59,17 +59,3 @@ def visible_value(spec: MapSpec, value: Any) -> Any:
     if flag is not None and unstamped(flag):
         return None
     return unstamped(values[0]) if len(values) == 1 else unstamped(tuple(values))
-
-
-def open_reader(factory: Any) -> TableReader:
-    """The reader for a :class:`~states.factory.StateFactory`'s backend (sqlite or cassandra)."""
-    if factory.backend == "sqlite":
-        from states.sqlite.reader import SqliteTableReader
-
-        return SqliteTableReader(factory.sqlite_path)
-    if factory.backend == "cassandra":
-        from states.cassandra.reader import CassandraTableReader
-
-        return CassandraTableReader(factory.cassandra)
-    msg = f"backend {factory.backend!r} keeps no table to read"
-    raise ValueError(msg)

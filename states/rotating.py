@@ -49,10 +49,6 @@ class RotatingTransactionalState:
         i = bisect.bisect_left(self._txids, txid)
         return self.get_state(self._txids[i - 1]) if i else None
 
-    def get_last_state(self) -> Json | None:
-        """The state of the greatest stored txid, or None."""
-        return self.get_state(self._txids[-1]) if self._txids else None
-
     def override_state(self, txid: int, state: Json) -> None:
         """Store ``state`` for ``txid`` (fenced by the lease epoch)."""
         self._store.put(self._key(txid), state, epoch=self.epoch)

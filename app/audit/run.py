@@ -20,6 +20,8 @@ from app.audit.compare import Key, KeyResult, Outcome, SinkAudit, Snapshot, agai
 from app.audit.dead_letters import DeadLetterCheck, check, kafka_of, read_letters
 from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose, topics_read
 from app.audit.recount import Recounter
+from app.kafka_offsets import KafkaOffsets
+from app.key_text import parse_key
 from app.progress import ProgressLog, read_rewinds
 from app.topology import PartitionPersist
 from spouts.bad_records import BadRecord
@@ -75,8 +77,6 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
     """Audit ``compiled`` (a :class:`app.config.CompiledPipeline`); ``start_spark`` gives the Spark session (started
     once nothing is refused); ``log_starts`` each partition's log start now (Kafka's low watermark). Raises
     :class:`AuditRefusedError` for what cannot be audited."""
-    from app.commands.query import parse_key
-
     topology = compiled.topology
     sinks = [s for _, s in topology.sinks if sink in (None, s.name)]
     if not sinks:
@@ -139,7 +139,6 @@ def audit(config: Any, compiled: Any, start_spark: Callable[[], Any], *, at: int
 
 def log_starts_of(config: Any, pipeline: Any) -> Callable[[Sequence[Partition]], dict[Partition, int]]:
     """Each partition's log start now (Kafka's low watermark), asked of the cluster ``pipeline`` reads."""
-    from app.commands.offsets import KafkaOffsets
     from app.config import spout_config
 
     def starts(partitions: Sequence[Partition]) -> dict[Partition, int]:

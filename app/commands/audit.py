@@ -49,6 +49,7 @@ def main(args: argparse.Namespace) -> int:
     from app.audit.ranges import AuditRefusedError
     from app.audit.run import audit, log_starts_of
     from app.config import compile_pipeline
+    from app.key_text import KeyTextError
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.sample is not None and not 0 < args.sample <= 1:
@@ -64,6 +65,8 @@ def main(args: argparse.Namespace) -> int:
     except AuditRefusedError as e:
         msg = f"refused: {e}"
         raise CommandError(msg, BAD_INPUT) from None
+    except KeyTextError as e:
+        raise CommandError(str(e), BAD_INPUT) from None
     if args.metrics_file:
         write_metrics(args.metrics_file, report.pipeline, report.at, report.differences)
     if args.json:

@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import Any
 
-from app.commands.common import LOG_FORMAT, parser
+from app.commands.common import BAD_INPUT, LOG_FORMAT, CommandError, parser
 
 SUMMARY = "word count on Spark over an in-process Kafka, checked against the input"
 
@@ -28,6 +28,10 @@ def main(args: argparse.Namespace) -> int:
         from app.demo_memory import run as run_memory
 
         return run_memory(args.records, args.partitions)
+    from app.demo import DemoMasterError
     from app.demo import run as run_demo
 
-    return run_demo(args.records, args.partitions, db=args.db, master=args.master)
+    try:
+        return run_demo(args.records, args.partitions, db=args.db, master=args.master)
+    except DemoMasterError as e:
+        raise CommandError(str(e), BAD_INPUT) from None

@@ -8,8 +8,6 @@ the N largest rows in memory (progress on stderr), so it costs a full read of th
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from app.commands.common import (
@@ -24,10 +22,9 @@ from app.commands.common import (
     progress,
 )
 from app.commands.output import print_csv, print_json, print_table
+from app.key_text import KeyTextError, parse_key
 
 SUMMARY = "read a pipeline's state table by key, or its top N rows"
-_PARSE: dict[str, Callable[[str], Any]] = {"text": str, "bigint": int, "int": int, "double": float, "blob": bytes.fromhex,
-          "timestamp": datetime.fromisoformat}
 
 
 def add(sub: Any) -> None:
@@ -49,7 +46,7 @@ def add(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from app.config import compile_pipeline
     from app.query import stored_spec
-    from states.reader import open_reader, visible_columns
+    from states.reader import visible_columns
     from states.snapshottable import GLOBAL_KEY, GLOBAL_KEY_COLUMN
 
     config = load_config(args.config)
@@ -63,10 +60,14 @@ def main(args: argparse.Namespace) -> int:
     except LookupError as e:
         msg = f"pipeline {p.id!r}: {e}"
         raise CommandError(msg, FAILED) from None
-    reader = open_reader(sink.factory)
+    reader = sink.factory.reader()
     columns = [n for n, _ in visible_columns(spec)]
     if args.key:
-        found = reader.get(spec, [parse_key(spec, k) for k in args.key])
+        try:
+            keys = [parse_key(spec, k) for k in args.key]
+        except KeyTextError as e:
+            raise CommandError(str(e), BAD_INPUT) from None
+        found = reader.get(spec, keys)
         missing = [k for k, r in zip(args.key, found, strict=True) if r is None]
         rows = [r for r in found if r is not None]
         for k in missing:
@@ -88,45 +89,6 @@ def main(args: argparse.Namespace) -> int:
     else:
         print_table(columns, rows)
     return OK
-
-
-def parse_key(spec: Any, text: str) -> tuple[Any, ...]:
-    """``text`` as a typed key of ``spec``: 'v' (one column), 'v1,v2' (in order) or 'col=v,col=v'."""
-    names = [c.name for c in spec.key]
-    if len(names) == 1:
-        parts = [text[len(names[0]) + 1:] if text.startswith(f"{names[0]}=") else text]
-    else:
-        parts = text.split(",")
-        if all("=" in part for part in parts):
-            given = dict(part.split("=", 1) for part in parts)
-            if sorted(given) != sorted(names):
-                msg = (
-                    f"--key {text!r}: name every key column of table {spec.table!r}: "
-                    f"{', '.join(names)}"
-                )
-                raise CommandError(msg, BAD_INPUT)
-            parts = [given[n] for n in names]
-    if len(parts) != len(names):
-        msg = f"--key {text!r}: table {spec.table!r} has {len(names)} key column(s): {', '.join(names)}"
-        raise CommandError(msg,
-                           BAD_INPUT)
-    out = []
-    for c, raw in zip(spec.key, parts, strict=True):
-        try:
-            out.append(_typed(c.type, raw))
-        except ValueError as e:
-            msg = f"--key {text!r}: column {c.name!r} is {c.type}: {e}"
-            raise CommandError(msg, BAD_INPUT) from None
-    return tuple(out)
-
-
-def _typed(type_: str, raw: str) -> Any:
-    if type_ == "boolean":
-        if raw.lower() not in ("true", "false"):
-            msg = f"expected true or false, got {raw!r}"
-            raise ValueError(msg)
-        return raw.lower() == "true"
-    return _PARSE[type_](raw)
 
 
 class ProgressEvery:

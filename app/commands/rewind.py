@@ -45,7 +45,7 @@ from app.commands.common import (
     pipeline_of,
     progress,
 )
-from app.commands.offsets import KafkaOffsets, kafka_reason
+from app.kafka_offsets import KafkaOffsets, kafka_reason
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 
 SUMMARY = "move where a pipeline's next txid starts reading (earliest, latest, a time or offsets)"
@@ -151,21 +151,9 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
            reset_state: bool, forget: tuple[str, ...] = ()) -> dict[str, Any]:
     """Take the lease, commit the rewind txid (and truncate if asked), release; returns the audit line."""
     from app.progress import ProgressLog, StoredBatch, read_progress, record_rewind
-    from states.errors import LeaseHeldError
 
     store = compiled.store()
-    try:
-        epoch = store.acquire_lease(owner, LEASE_TTL_S)
-    except LeaseHeldError as e:
-        info = store.lease_info()
-        expiry = "" if info is None or info.expires_at is None else \
-            f", lease expires at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(info.expires_at))}"
-        msg = (
-            f"pipeline {compiled.id!r}: refused: the lease is held by {e.owner!r} (epoch {e.epoch}"
-            f"{expiry}); stop that service first (a standby would take over: stop every instance)"
-        )
-        raise CommandError(msg,
-                           REFUSED) from None
+    epoch = _take_lease(store, compiled.id, owner)
     started = done = False
     try:
         prog = read_progress(store)
@@ -220,6 +208,25 @@ def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner
     finally:
         if done or not started:
             _release(store, owner, epoch, compiled.id)
+
+
+def _take_lease(store: Any, pipeline_id: str, owner: str) -> int:
+    """The lease of the pipeline for ``owner`` (its epoch); refused (exit 3) while a service holds it."""
+    from states.errors import LeaseHeldError
+
+    try:
+        epoch: int = store.acquire_lease(owner, LEASE_TTL_S)
+    except LeaseHeldError as e:
+        info = store.lease_info()
+        expiry = "" if info is None or info.expires_at is None else \
+            f", lease expires at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(info.expires_at))}"
+        msg = (
+            f"pipeline {pipeline_id!r}: refused: the lease is held by {e.owner!r} (epoch {e.epoch}"
+            f"{expiry}); stop that service first (a standby would take over: stop every instance)"
+        )
+        raise CommandError(msg,
+                           REFUSED) from None
+    return epoch
 
 
 def _kept_log(stored: PartitionMetadata | None, offset: int) -> str | None:
@@ -322,11 +329,10 @@ def _targets(kafka: KafkaOffsets, target: tuple[str, Any], before: dict[Partitio
 
 
 def _truncate(compiled: Any) -> list[str]:
-    from states.reader import open_reader
-
     tables = [sink.name for _, sink in compiled.topology.sinks]
     progress(f"emptying table(s) {', '.join(tables)} for a full recount")
-    return open_reader(compiled.state).truncate(tables)
+    emptied: list[str] = compiled.state.reader().truncate(tables)
+    return emptied
 
 
 def _describe(target: tuple[str, Any]) -> str:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.common import OK, PARTIAL, add_config, compile_all, load_config, parser, pipeline_of, progress
-from app.commands.offsets import KafkaOffsets, kafka_reason
 from app.commands.output import print_json, print_table
+from app.kafka_offsets import KafkaOffsets, kafka_reason
 
 SUMMARY = "show every pipeline's lease, committed txid, frozen txid and per-partition lag"
 

@@ -33,6 +33,7 @@ declared Kafka topics and the retention check ``validate`` warns with).
 """
 
 from app.config.compile import (
+    AGGREGATORS,
     CompiledPipeline,
     compile_pipeline,
     coordinator_config,
@@ -41,7 +42,7 @@ from app.config.compile import (
     state_factory,
 )
 from app.config.errors import ConfigError
-from app.config.parse import AGGREGATORS, SECRET_ENV, load, loads, operator_name, parse
+from app.config.parse import SECRET_ENV, load, loads, operator_name, parse
 from app.config.schema import PipelineModel, ServiceConfig, json_schema
 from app.config.topics import TopicSettings, retention_warnings
 

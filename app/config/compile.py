@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.config.errors import ConfigError
-from app.config.parse import AGGREGATORS
 from app.config.runtime import build
 from app.config.schema import PipelineModel, ServiceConfig
 from app.coordinator import CoordinatorConfig
@@ -20,8 +20,12 @@ from app.topology import Agg, PersistentAggregate, Topology
 from spouts.kafka.config import KafkaSpoutConfig, redact
 from spouts.kafka.formats import RecordFormat
 from spouts.protocols import SpoutKind
+from states.aggregators import CombinerAggregator, Count, First, Latest, Max, Min, Sum
 from states.cassandra.settings import CassandraSettings
 from states.factory import StateFactory
+
+AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max,
+                                                      "latest": Latest, "first": First}
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ import yaml
 from pydantic import ValidationError
 
 from app.config import sql
+from app.config.compile import coordinator_config, spout_config, state_factory
 from app.config.errors import ConfigError, config_error
 from app.config.schema import Document, KafkaModel, PipelineModel, ServiceConfig
 from spouts.kafka.config import KafkaSpoutConfig
-from states.aggregators import CombinerAggregator, Count, First, Latest, Max, Min, Sum
 
 #: Environment variables that override secrets (and the settings secrets travel with).
 #: name -> (section, key): ``kafka`` keys are librdkafka properties, ``cassandra`` keys are settings.
@@ -32,8 +32,6 @@ SECRET_ENV: Mapping[str, tuple[str, str]] = {
     "TRIDENT_SCHEMA_REGISTRY_PASSWORD": ("schema_registry", "password"),
     "TRIDENT_SCHEMA_REGISTRY_KEY_PASSWORD": ("schema_registry", "key_password"),
 }
-AGGREGATORS: Mapping[str, type[CombinerAggregator]] = {"count": Count, "sum": Sum, "min": Min, "max": Max,
-                                                      "latest": Latest, "first": First}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _FILE_PROPERTIES = frozenset({"sasl.kerberos.keytab", "plugin.library.paths", "ssl.engine.location"})
@@ -194,8 +192,6 @@ def _check_pipeline(path: str, m: PipelineModel, raw: dict[str, Any]) -> None:
 def _check_runtime(path: str, m: Document, p: PipelineModel) -> None:
     """The runtime objects of the pipeline build: a check of theirs the models lack is a config error, not a
     traceback at start-up."""
-    from app.config.compile import coordinator_config, spout_config, state_factory
-
     for build in (spout_config, coordinator_config, state_factory):
         try:
             build(m, p)

@@ -40,11 +40,6 @@ def build(cls: type[T], *sources: BaseModel, **given: Any) -> T:
     return cls(**values)
 
 
-def fields_of(cls: type[Any]) -> tuple[str, ...]:
-    """The names a dataclass takes (what :func:`build` looks for in the models)."""
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
-
-
 _HINTS: dict[type[Any], dict[str, Any]] = {}
 
 

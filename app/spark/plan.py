@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.spark.tasks import COMMIT_PARTITION_COLUMN, Fold
 from app.topology import Agg, PartitionPersist, PersistentAggregate, Transform
 from app.upserts import PLACE_COLUMN, hidden_columns, is_stamped, upsert_transforms
 from states.aggregators import STAMPED, CombinerAggregator, Count, First, Max, Min, Sum
@@ -34,7 +35,6 @@ from states.snapshottable import GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec
 
 COUNT_COLUMN = "_n"  # rows behind a global aggregate (an output name can't start with "_")
-COMMIT_PARTITION_COLUMN = "_commit_partition"  # a keyed result row's hash partition (its commit cache)
 SOURCE_COLUMN = "_source"  # struct<topic, partition, offset>: the source record of a row, through every transform
 SOURCE_SQL = "named_struct('topic', `topic`, 'partition', CAST(`partition` AS BIGINT), 'offset', `offset`)"
 #: Spark SQL's generator functions (a record may yield several rows, or none).
@@ -228,8 +228,6 @@ class CompiledSink:
             if partitions != int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")):
                 grouped = grouped.repartition(partitions, *self.keys)
             return grouped
-        from app.spark.tasks import Fold
-
         inputs = tuple(a.input for a in sink.aggregates)
         needed = list(dict.fromkeys([*self.keys, *(i for i in inputs if i is not None)]))
         aggs = tuple(a.aggregator for a in sink.aggregates)

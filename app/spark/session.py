@@ -46,13 +46,6 @@ def local_cores(master: str) -> int | None:
     return (os.cpu_count() or 1) if local.threads is None else max(1, local.threads)
 
 
-def executor_cores(spark: Any) -> int:
-    """The cores tasks run on: a local master's threads, else Spark's default parallelism (the
-    executors' cores, unless ``spark.default.parallelism`` says otherwise)."""
-    sc = spark.sparkContext
-    return local_cores(sc.master) or max(1, int(sc.defaultParallelism))
-
-
 #: The driver JVM's log set-up unless the service logs at DEBUG: Spark's start-up chatter and banner left out,
 #: a warning one line without its stack trace, a retried task's tracebacks not at all (the file says why).
 LOG4J2 = Path(__file__).with_name("log4j2.properties")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.spark.plan import COMMIT_PARTITION_COLUMN
+from app.spark.tasks import COMMIT_PARTITION_COLUMN
 from states.spec import MapSpec
 
 

@@ -33,12 +33,13 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from app.spark.fatal import CARRIED, encode
-from app.spark.plan import COMMIT_PARTITION_COLUMN
 from spouts.metadata import PartitionMetadata
 from states.aggregators import CombinerAggregator, combine_updater
 from states.errors import StateTableMissingError
 from states.factory import StateFactory
 from states.spec import MapSpec
+
+COMMIT_PARTITION_COLUMN = "_commit_partition"  # a keyed result row's hash partition (its commit cache)
 
 TaskFaults = Callable[[str, int, int], None]
 STATS_SCHEMA = pa.schema([("keys", pa.int64()), ("metrics", pa.string()), ("fatal", pa.string())])

@@ -11,20 +11,21 @@ state, no store, no dead letter, no metric of the pipeline's) and runs under a j
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 from app.batch import Batch
+from app.spark.plan import CompiledSink
+from app.spark.processing import SinkRuns
+from app.spark.reading import Reads
+from app.topology import Topology
 from spouts.metadata import BatchPlan
 from states.errors import StateTableMissingError
 from states.factory import StateFactory
 from states.spec import MapSpec
-
-if TYPE_CHECKING:
-    from app.spark.executor import SparkExecutor
 
 OPENED = pa.schema([pa.field("opened", pa.int64())])
 
@@ -46,11 +47,36 @@ class OpenState:
         yield pa.record_batch([pa.array([1], pa.int64())], schema=OPENED)
 
 
-def group(executor: SparkExecutor) -> str:
+class Warmed(Protocol):
+    """What a warm-up uses of the executor it warms (:class:`~app.spark.executor.SparkExecutor`)."""
+
+    @property
+    def spark(self) -> Any: ...
+
+    @property
+    def topology(self) -> Topology: ...
+
+    @property
+    def reads(self) -> Reads: ...
+
+    @property
+    def runs(self) -> SinkRuns: ...
+
+    @property
+    def records_schema(self) -> Any: ...
+
+    @property
+    def sinks(self) -> Sequence[CompiledSink]: ...
+
+    @property
+    def commit_partitions(self) -> int: ...
+
+
+def group(executor: Warmed) -> str:
     return f"{executor.topology.name}:warm-up"
 
 
-def warm_up(executor: SparkExecutor, plan: BatchPlan) -> int:
+def warm_up(executor: Warmed, plan: BatchPlan) -> int:
     """Read and aggregate ``plan``'s ranges, then open every keyed sink's state on its commit tasks;
     returns how many commit tasks opened a state."""
     from pyspark.sql.pandas.types import from_arrow_schema

@@ -115,11 +115,6 @@ class ConsumerPool(Generic[C]):
             self._watches.pop(id(consumer), None)
         _close_quietly(consumer)
 
-    def idle_count(self) -> int:
-        with self._lock:
-            self._check_pid()
-            return sum(len(v) for v in self._idle.values())
-
     def close_all(self, bootstrap_servers: str | None = None) -> None:
         """Close idle consumers (only those for ``bootstrap_servers`` if given): tests, shutdown."""
         with self._lock:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cassandra import InvalidRequest
 from cassandra.cluster import ResultSet
 from cassandra.query import PreparedStatement
 
 from states.cassandra.batches import cas_by_shard
+from states.cassandra.pipe import CassandraPipe
 from states.cassandra.retry import Decision, decide
 from states.cassandra.schema import TableShape, ensure_table, schema_agreed, table_exists
 from states.cassandra.session import TUPLES, CassandraClient, shared_client
@@ -21,9 +22,6 @@ from states.layout import Row, RowLayout
 from states.metrics import STATE_METRICS, StateMetrics
 from states.protocols import CasResult
 from states.spec import MapSpec
-
-if TYPE_CHECKING:
-    from states.cassandra.pipe import CassandraPipe
 
 
 class CassandraBackingMap:
@@ -162,8 +160,6 @@ class CassandraBackingMap:
     def open_pipe(self) -> CassandraPipe | None:
         """Reads and LWTs of one ``cas_update`` through one window (:mod:`states.cassandra.pipe`); None for a
         sharded table, whose compare-and-sets go out together, a batch per shard (:meth:`multi_cas`)."""
-        from states.cassandra.pipe import CassandraPipe
-
         return None if self.shards else CassandraPipe(self)
 
     # -- requests and answers, shared with the pipe --------------------------------------------

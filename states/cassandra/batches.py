@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cassandra.cluster import ResultSet
 from cassandra.query import BatchStatement, BatchType
 
+from states.cassandra.requests import CasRequests
 from states.cassandra.retry import Decision, decide
 from states.cassandra.session import TUPLES
 from states.cassandra.unknown import resolve_partitions
@@ -33,13 +34,10 @@ from states.errors import CommitProtocolError
 from states.layout import Row
 from states.protocols import CasResult
 
-if TYPE_CHECKING:
-    from states.cassandra.backing_map import CassandraBackingMap
-
 MAX_BATCH_ROWS = 200  # rows per conditional batch: one Paxos round each, a mutation far below Cassandra's limit
 
 
-def cas_by_shard(backing: CassandraBackingMap, keys: Sequence[Any], expected: Sequence[Any],
+def cas_by_shard(backing: CasRequests, keys: Sequence[Any], expected: Sequence[Any],
                  values: Sequence[Any]) -> list[CasResult[Any]]:
     """Each key's compare-and-set answer, sent as conditional batches of one shard each."""
     return _ByShard(backing, keys, expected, values).run()
@@ -48,7 +46,7 @@ def cas_by_shard(backing: CassandraBackingMap, keys: Sequence[Any], expected: Se
 class _ByShard:
     """One ``multi_cas`` of a sharded table: the rows waiting per shard, and each row's answer."""
 
-    def __init__(self, backing: CassandraBackingMap, keys: Sequence[Any], expected: Sequence[Any],
+    def __init__(self, backing: CasRequests, keys: Sequence[Any], expected: Sequence[Any],
                  values: Sequence[Any]) -> None:
         self.backing = backing
         self.requests = [backing.cas_request(k, e, v) for k, e, v in zip(keys, expected, values, strict=True)]

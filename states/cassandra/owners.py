@@ -14,6 +14,7 @@ from states.cassandra.session import shared_client
 from states.cassandra.unknown import serial
 from states.errors import StateError
 from states.metrics import STATE_METRICS
+from states.tables import OWNERS_TABLE
 
 if TYPE_CHECKING:
     from states.factory import StateFactory
@@ -23,8 +24,6 @@ _ATTEMPTS = 3
 
 def claim(factory: StateFactory, table: str, topology_id: str) -> str:
     """The owner of ``table`` after claiming it for ``topology_id`` (the first claim wins)."""
-    from states.ownership import OWNERS_TABLE
-
     settings = factory.cassandra_settings()
     client = shared_client(settings)
     shape = TableShape(settings.keyspace, OWNERS_TABLE, (("table_name", "text"), ("topology", "text")),

@@ -13,8 +13,9 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from states.cassandra.requests import CasRequests
 from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.session import BACKEND, TUPLES
 from states.cassandra.unknown import serial, settle
@@ -24,16 +25,14 @@ from states.layout import Row
 from states.pipeline import READ, Answer, Stored
 from states.protocols import CasResult
 
-if TYPE_CHECKING:
-    from states.cassandra.backing_map import CassandraBackingMap
-
 Tag = tuple[str, int]  # ("read" | "cas" | "serial_read", the caller's tag)
 
 
 class CassandraPipe:
-    """A :class:`~states.pipeline.CasPipe` over a :class:`CassandraBackingMap`: nothing cached, every key read."""
+    """A :class:`~states.pipeline.CasPipe` over a Cassandra backing map (:class:`~states.cassandra.requests.CasRequests`):
+    nothing cached, every key read."""
 
-    def __init__(self, backing: CassandraBackingMap) -> None:
+    def __init__(self, backing: CasRequests) -> None:
         self.backing, self.client = backing, backing.client
         self.stream = RequestStream(self.client.session, self.client.settings.max_concurrency, TUPLES)
         self.size = self.stream.size

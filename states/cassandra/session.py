@@ -16,9 +16,9 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
@@ -41,9 +41,6 @@ from states.cassandra.retry import Decision, backoff_s, decide
 from states.cassandra.routing import AvoidUnanswering, Unanswering
 from states.cassandra.settings import CassandraSettings, TlsSettings
 from states.cassandra.window import AsyncWindow
-
-if TYPE_CHECKING:  # schema imports this module
-    from states.cassandra.schema import TableShape
 from states.metrics import StateMetrics
 
 Request = tuple[Any, Sequence[Any] | None]  # (statement, its values; None when already bound)
@@ -94,7 +91,7 @@ class CassandraClient:
             raise
         self.serial = ConsistencyLevel.name_to_value[s.serial_consistency]
         self._prepared: dict[str, PreparedStatement] = {}
-        self.validated_tables: set[TableShape] = set()  # schema checked once per session (states.cassandra.schema)
+        self.validated_tables: set[Hashable] = set()  # table shapes states.cassandra.schema checked this session
         self._lock = threading.Lock()
 
     def prepare(self, cql: str, *, idempotent: bool) -> PreparedStatement:
@@ -191,12 +188,3 @@ def shared_client(settings: CassandraSettings) -> CassandraClient:
         if client is None:
             client = _shared[key] = CassandraClient(settings)
         return client
-
-
-def close_shared_clients() -> None:
-    """Shut down every shared client of this process (tests, service shutdown)."""
-    with _shared_lock:
-        clients = [c for (_, pid), c in _shared.items() if pid == os.getpid()]
-        _shared.clear()
-    for c in clients:
-        c.close()

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from states.sqlite.connection import Connections, quote
 from states.sqlite.schema import validate_table
+from states.tables import OWNERS_TABLE
 
 if TYPE_CHECKING:
     from states.factory import StateFactory
@@ -13,8 +14,6 @@ if TYPE_CHECKING:
 
 def claim(factory: StateFactory, table: str, topology_id: str) -> str:
     """The owner of ``table`` after claiming it for ``topology_id``: one transaction, the first claim wins."""
-    from states.ownership import OWNERS_TABLE
-
     conns = Connections(factory.sqlite_file())
     try:
         with conns.immediate() as conn:

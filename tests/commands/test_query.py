@@ -10,7 +10,6 @@ import pytest
 
 from app.config import compile_pipeline, load
 from states.cassandra.reader import CassandraTableReader
-from states.reader import open_reader
 from states.values import OpaqueValue
 from tests.commands.backends import STATE_BACKENDS, state_section
 from tests.commands.helpers import WORDS_SPEC, cli, write_config
@@ -60,7 +59,7 @@ def test_reader_top_matches_a_sort_of_every_row(backend: str, request: pytest.Fi
     """The top N equals sorting the whole table, also when Cassandra's scan spans many small pages."""
     path = seeded(backend, request, tmp_path)
     factory = compile_pipeline(load(path), "wc").state
-    reader = open_reader(factory)
+    reader = factory.reader()
     if isinstance(reader, CassandraTableReader):
         reader.page_size = 7  # 60 rows: 9 pages
     seen: list[int] = []

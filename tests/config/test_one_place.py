@@ -11,7 +11,7 @@ from pydantic_core import PydanticUndefined
 
 from app.config import parse
 from app.config.compile import coordinator_config, spout_config, state_factory
-from app.config.runtime import _hints, convert, fields_of
+from app.config.runtime import _hints, convert
 from app.config.schema import (
     CapsModel,
     CassandraModel,
@@ -98,8 +98,8 @@ def test_runtime_defaults_are_the_models(runtime: type[Any], models: tuple[type[
 
 def test_every_model_field_reaches_the_runtime() -> None:
     """A model field is taken by a runtime dataclass of the same name, or listed with what reads it instead."""
-    taken = {(m, name) for runtime, models in RUNTIME for m in models for name in fields_of(runtime)
-             if name in m.model_fields}
+    taken = {(m, f.name) for runtime, models in RUNTIME for m in models for f in dataclasses.fields(runtime)
+             if f.init and f.name in m.model_fields}
     for model in {m for _, models in RUNTIME for m in models}:
         for name in model.model_fields:
             assert (model, name) in taken or (model, name) in READ_ELSEWHERE, \

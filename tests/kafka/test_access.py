@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from app.commands.offsets import KafkaOffsets
 from app.commands.topics.cluster import KafkaTopicCluster
 from app.failures import BAD_INPUT, Failure, FailurePolicy
+from app.kafka_offsets import KafkaOffsets
 from spouts.errors import AccessRefusedError, SourceUnavailableError
 from spouts.kafka import access, consumers, discovery
 from spouts.kafka.access import AccessWatch, refused
@@ -125,8 +125,9 @@ def test_a_pooled_reader_that_was_refused_raises_the_refusal(monkeypatch: pytest
             except KafkaException as e:
                 raise SourceUnavailableError("b:9093", "watermarks timed out") from e
     assert isinstance(raised.value.__cause__, SourceUnavailableError)
-    assert pool.idle_count() == 0
     assert not pool._watches
+    with pool.lease(spout_config().consumer_config("topo")) as again:
+        assert again is not consumer  # the refused consumer was not returned to the pool
 
 
 def test_a_read_refused_by_an_acl_raises_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,7 +139,7 @@ def test_a_read_refused_by_an_acl_raises_the_refusal(monkeypatch: pytest.MonkeyP
 
 
 def test_the_admin_and_ops_clients_raise_the_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.commands import offsets
+    from app import kafka_offsets as offsets
     from app.commands.topics import cluster
 
     monkeypatch.setattr(cluster, "AdminClient", RefusingClient)

@@ -133,13 +133,14 @@ def test_pool_starts_empty_after_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
     with pool.lease(conf) as parent_consumer:
         pass
-    assert (pool.idle_count(), pool.created) == (1, 1)
+    assert pool.created == 1
     real_pid = os.getpid()
     monkeypatch.setattr(os, "getpid", lambda: real_pid + 1)
-    assert pool.idle_count() == 0
     with pool.lease(conf) as child_consumer:
         assert child_consumer is not parent_consumer
-    assert (pool.idle_count(), pool.created) == (1, 1)
+    with pool.lease(conf) as again:
+        assert again is child_consumer
+    assert pool.created == 1  # counted afresh in the child
     monkeypatch.undo()
     parent_consumer.close()
     child_consumer.close()
@@ -155,11 +156,13 @@ def test_pool_reuses_idle_consumers_and_closes_a_failed_one() -> None:
         assert again is first
     with pytest.raises(RuntimeError), pool.lease(conf):
         raise RuntimeError("read failed")
-    assert pool.idle_count() == 0
     with pool.lease(conf) as fresh:
         assert fresh is not first
     pool.close_all()
-    assert pool.idle_count() == 0
+    with pool.lease(conf) as after_close:
+        assert after_close is not fresh
+    assert pool.created == 3
+    pool.close_all()
 
 
 def test_kafka_spouts_are_arrow_spouts() -> None:

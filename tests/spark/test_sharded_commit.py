@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.spark.plan import COMMIT_PARTITION_COLUMN
 from app.spark.sharding import by_shard
+from app.spark.tasks import COMMIT_PARTITION_COLUMN
 from states.cassandra import CassandraSettings
 from states.cassandra.shards import shard_of
 from states.spec import Column, MapSpec, StateKind

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 from app.batch import Batch
 from app.spark import SparkExecutor, TopologyCompileError, fatal
 from app.spark.reading import pack_ranges
-from app.spark.session import default_conf, executor_cores, local_master
+from app.spark.session import default_conf, local_master
 from app.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states import Count, Max, StaleBatchError, combiner
@@ -182,18 +181,6 @@ def test_only_fatal_and_configuration_state_errors_are_carried() -> None:
         fatal.encode(ValueError("not carried"))
     with pytest.raises(TypeError):
         fatal.encode(ValueError("not carried"))
-
-
-@pytest.mark.parametrize(("master", "cores"), [("local[3,4]", 3), ("local[1,4]", 1), ("local[*,4]", os.cpu_count())])
-def test_executor_cores_of_a_local_master_are_its_threads(master: str, cores: int) -> None:
-    """A local master runs N tasks at once, whatever ``spark.default.parallelism`` says."""
-    context = SimpleNamespace(master=master, defaultParallelism=99)
-    assert executor_cores(SimpleNamespace(sparkContext=context)) == cores
-
-
-def test_executor_cores_of_a_cluster_are_spark_default_parallelism() -> None:
-    context = SimpleNamespace(master="spark://host:7077", defaultParallelism=12)
-    assert executor_cores(SimpleNamespace(sparkContext=context)) == 12
 
 
 @settings(max_examples=300, deadline=None)

@@ -127,8 +127,19 @@ def behaviour_kind(request: pytest.FixtureRequest) -> str:
     return "cqlserver" if isinstance(_PEERS["real"], str) and not real_peers_required() else "real"
 
 
+def close_shared_clients() -> None:
+    """Shut down this process's shared Cassandra clients before the peer stops (the service never closes
+    them: they live as long as its process)."""
+    from states.cassandra import session
+
+    with session._shared_lock:
+        clients = [c for (_, pid), c in session._shared.items() if pid == os.getpid()]
+        session._shared.clear()
+    for c in clients:
+        c.close()
+
+
 def _start_peer(config: pytest.Config, kind: str) -> CassandraPeer | str:
-    from states.cassandra.session import close_shared_clients
     from states.cassandra.settings import CassandraSettings
 
     if kind == "cqlserver":

@@ -134,7 +134,7 @@ class TestLeaseInfo:
 
 class TestRotatingState:
     def test_states_by_txid_previous_last_and_cleanup(self, harness: StoreHarness) -> None:
-        """RotatingTransactionalState over the store: per-txid states, previous/last, cleanup and reload."""
+        """RotatingTransactionalState over the store: per-txid states, previous, cleanup and reload."""
         s = harness.store
         epoch = s.acquire_lease("a", 30)
         r = RotatingTransactionalState(s, "spout", epoch=epoch, retention=3)
@@ -144,7 +144,7 @@ class TestRotatingState:
         assert r.get_state(4) is None
         assert r.get_previous_state(9) == {"t": 3}
         assert r.get_previous_state(1) is None
-        assert r.get_last_state() == {"t": 10}
+        assert r.get_previous_state(11) == {"t": 10}
         r.rotate(10)  # keep txids >= 8
         assert r.txids == [9, 10]
         reloaded = RotatingTransactionalState(harness.reopen(), "spout", epoch=epoch, retention=3)

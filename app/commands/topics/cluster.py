@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from app.commands.offsets import kafka_reason
 from app.commands.topics.plan import TopicState
 from app.config.topics import TopicSettings
+from app.kafka_offsets import kafka_reason
 from spouts.kafka.access import refused, watched
 
 

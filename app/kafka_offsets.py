@@ -1,6 +1,7 @@
 """Offsets of a pipeline's source partitions from Kafka: which partitions, their watermarks, offsets by time.
 
-Shared by ``status`` (end offsets and lag) and ``rewind`` (earliest, latest, timestamp targets).
+Shared by the commands ``status`` (end offsets and lag) and ``rewind`` (earliest, latest, timestamp targets),
+and by the audit (each partition's log start).
 Queries go through an assign-only consumer with the spout's own settings (SASL, TLS, isolation
 level: in ``read_committed`` mode the end offset is the last stable offset, as the spout plans).
 """
