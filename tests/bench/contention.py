@@ -192,13 +192,13 @@ def table(layouts: list[list[Layout]]) -> list[str]:
     """Per layout and query: p50 and p99 idle, while the pipeline ran and while a commit was in flight, and the
     ratios busy/idle (medians over repetitions, taken within each)."""
     lines = [("| layout | query | idle p50 / p99 ms | pipeline running p50 / p99 ms | x p50 | x p99 "
-              "| in a commit p50 / p99 ms | queries idle / busy | load (1 min) |"), "|---|---|---|---|---|---|---|---|---|"]
+              "| in a commit p50 / p99 ms | queries idle / busy / in a commit | load (1 min) |"), "|---|---|---|---|---|---|---|---|---|"]
     names = list(dict.fromkeys(lay.name for rep in layouts for lay in rep))
     for name in names:
         runs_of = [lay for rep in layouts for lay in rep if lay.name == name]
         for query in dict.fromkeys(s.query for s in runs_of[0].samples):
             cells: dict[str, list[float]] = {k: [] for k in ("i50", "i99", "b50", "b99", "r50", "r99", "c50", "c99")}
-            counts = [0, 0]
+            counts = [0, 0, 0]
             for lay in runs_of:
                 idle, busy, commit = (lay.latencies(query, ph) for ph in ("idle", "busy", "commit"))
                 i50, i99, b50, b99 = (percentile(idle, 50), percentile(idle, 99), percentile(busy, 50),
@@ -208,11 +208,12 @@ def table(layouts: list[list[Layout]]) -> list[str]:
                     cells[k].append(v)
                 counts[0] += len(idle)
                 counts[1] += len(busy)
+                counts[2] += len(commit)
             med = {k: statistics.median(v) for k, v in cells.items()}
             loads = [float(x.split()[1]) for lay in runs_of for x in lay.loads]
             lines.append(f"| {name} | {query} | {med['i50']:.2f} / {med['i99']:.2f} | {med['b50']:.2f} / "
                          f"{med['b99']:.2f} | {med['r50']:.2f} | {med['r99']:.2f} | {med['c50']:.2f} / "
-                         f"{med['c99']:.2f} | {counts[0]:,} / {counts[1]:,} | {min(loads):.1f}-{max(loads):.1f} |")
+                         f"{med['c99']:.2f} | {counts[0]:,} / {counts[1]:,} / {counts[2]:,} | {min(loads):.1f}-{max(loads):.1f} |")
     return lines
 
 
