@@ -4,15 +4,15 @@
         [--records 1600000] [--partitions 8] [--shards 0,16] [--rate 100] [--idle-s 20] [--repeat 1]
 
 Per layout (``--shards``: 0 a partition per key, N > 0 that many shards) the word count (:class:`~tests.bench.runs.
-Pipeline`) reads the whole topic at the default caps into a table of its own, after two small warm-up txids. A reader
-in a process of its own (so that the driver's GIL does not count) sends ``--rate`` single-key queries a second from
-one thread, synchronously, at LOCAL_QUORUM: ``SELECT count FROM t WHERE word = ?`` with a random word of the
-vocabulary (on a sharded table through its storage-attached key index, alternating with the same query given the
-shard, ``WHERE shard = ? AND word = ?``). The reader runs ``--idle-s`` seconds with no commits, then while the
-pipeline runs, then ``--idle-s`` seconds idle again: each query's round trip falls in the phase it was sent in
-(idle: both idle windows; busy: the pipeline's run; and, within it, the queries sent while a commit was in flight).
-Prints p50 and p99 per layout and query, the busy to idle ratios, and the load average; each pipeline's table must
-then equal the producer's truth.
+Pipeline`) reads the whole topic at the default caps into a table of its own, after two small warm-up txids. A
+reader in a process of its own (so that the driver's GIL does not count) sends ``--rate`` single-key queries a
+second from one thread, synchronously (a slow answer delays the next, never a burst after it), at LOCAL_QUORUM:
+``SELECT count FROM t WHERE word = ?`` with a random word of the vocabulary (on a sharded table through its
+storage-attached key index, alternating with the same query given the shard, ``WHERE shard = ? AND word = ?``). The
+reader runs ``--idle-s`` seconds with no commits, then while the pipeline runs, then ``--idle-s`` seconds idle
+again: each query's round trip falls in the phase it was sent in (idle: both idle windows; busy: the pipeline's run;
+and, within it, the queries sent while a commit was in flight). Prints p50 and p99 per layout and query, the busy to
+idle ratios, and the load average; each pipeline's table must then equal the producer's truth.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ def read(settings: CassandraSettings, table: str, shards: int, rate: float, read
             session.execute(statement, args(VOCABULARY[0]))
         ready.set()
         samples: list[tuple[float, float, str]] = []
-        start, i = time.perf_counter(), 0
+        due, i = time.perf_counter(), 0
         while not stop.is_set():
-            due = start + i / rate
             if (wait := due - time.perf_counter()) > 0:
                 time.sleep(wait)
+            due = max(due + 1 / rate, time.perf_counter())  # behind after a slow answer: no burst to catch up
             kind = kinds[i % len(kinds)]
             statement, args = queries[kind]
             word = rng.choice(VOCABULARY)
