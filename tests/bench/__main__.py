@@ -9,6 +9,9 @@
   (:mod:`tests.bench.fixed_cost`; needs ``--bootstrap``, not in ``all``);
 * ``servercost``: the Cassandra server's CPU per 1,000 keys as LWTs, counter updates, plain writes and
   conditional batches per partition (:mod:`tests.bench.server_cost`; a Cassandra on this machine, not in ``all``);
+* ``contention``: a reader's single-key query's p50 and p99 while the pipeline commits into its table, against
+  the same reader idle, per table layout (:mod:`tests.bench.contention`; needs ``--bootstrap`` and a Cassandra,
+  not in ``all``);
 * ``decode``: input formats' decoding cost (:mod:`tests.bench.decode`);
 * ``badrecords``: a txid with bad records (decode errors, null keys, transform errors) against the same
   txid clean (:mod:`tests.bench.bad_records`);
@@ -35,8 +38,8 @@ def badrecords_args(suite_args: list[str]) -> list[str]:
 
 BENCHES = {"suite": "tests.bench.suite", "commit": "tests.bench.commit_path", "decode": "tests.bench.decode",
            "badrecords": "tests.bench.bad_records", "commit-cluster": "tests.bench.commit_cluster", "fixedcost": "tests.bench.fixed_cost",
-           "servercost": "tests.bench.server_cost"}
-ON_ITS_OWN = {"commit-cluster", "fixedcost", "servercost"}  # not in ``all``
+           "servercost": "tests.bench.server_cost", "contention": "tests.bench.contention"}
+ON_ITS_OWN = {"commit-cluster", "fixedcost", "servercost", "contention"}  # not in ``all``
 
 if __name__ == "__main__":  # not again in the benchmark's spawned client processes
     args = sys.argv[1:]
