@@ -366,8 +366,9 @@ def test_a_build_of_an_older_rangeread_c_is_unavailable_saying_rebuild(tmp_path:
                                 "RANGEREAD_CFLAGS": "-O0 -Drr_held_bytes=rr_held_bytes_later"},
                            capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr
-    said = subprocess.run([sys.executable, "-c", "from spouts.kafka import native; print(native.available())"],
-                          env={**os.environ, "RANGEREAD_LIBRARY": str(old)}, capture_output=True, text=True, timeout=60)
+    said = subprocess.run([sys.executable, "-c", ("import pathlib, sys; from spouts.kafka import native; "
+                           "native.LIBRARY = pathlib.Path(sys.argv[1]); print(native.available())"), str(old)],
+                          capture_output=True, text=True, timeout=60)
     assert said.returncode == 0, said.stderr[-2000:]
     assert "was built from another rangeread.c (" in said.stdout, said.stdout
     assert "rr_held_bytes" in said.stdout, said.stdout

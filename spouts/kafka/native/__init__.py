@@ -24,8 +24,8 @@ from confluent_kafka import KafkaError, KafkaException
 from spouts.kafka.access import LIBRDKAFKA_LOG, AccessWatch
 from spouts.kafka.consumers import ConsumerPool
 
-#: The library: beside this module, or RANGEREAD_LIBRARY (a sanitized build, ``make test-native-sanitized``).
-LIBRARY = Path(os.environ.get("RANGEREAD_LIBRARY") or Path(__file__).with_name("_rangeread.so"))
+#: The library: beside this module (the tests point it at a sanitized build: ``make test-native-sanitized``).
+LIBRARY = Path(__file__).with_name("_rangeread.so")
 TEXT = 512
 #: A chunk's values (and keys) stop growing past this many bytes; the rest waits for the next chunk.
 CHUNK_BYTES = 64 * 1024 * 1024
