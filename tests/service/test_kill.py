@@ -117,7 +117,7 @@ def stop_in_freeze_window(service: ServiceProcess, documents: Callable[[], dict[
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockKafkaCluster,
                                                                     tmp_path: Path) -> None:
     """SIGKILLs of the whole service at each kill point while a producer keeps producing, a restart after
@@ -152,7 +152,7 @@ def test_sigkill_at_random_moments_counts_every_record_exactly_once(kafka: MockK
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_path: Path) -> None:
     """The kill test with the opaque state and the lease in Cassandra (the CQL test server in its own
     process, surviving every kill): after the drain and SIGTERM every word equals the ground truth."""
@@ -185,15 +185,21 @@ def test_sigkill_with_the_state_on_the_cql_server(kafka: MockKafkaCluster, tmp_p
     assert all(landed[point] > 0 for point in KILL_POINTS), summary  # a freeze-window kill read after the kill
 
 
-def drain_then_terminate(service: Any, stored: Callable[[], Any], truth: Any, *, poll_s: float) -> None:
-    """Restart the service after the last kill, wait until ``stored()`` equals ``truth`` (4 minutes at
-    most, the service alive throughout), then SIGTERM it: it must exit 0."""
+def drain_then_terminate(service: Any, stored: Callable[[], Any], truth: Any, *, poll_s: float,
+                         stall_s: float = 180) -> None:
+    """Restart the service after the last kill, wait until ``stored()`` equals ``truth``, then SIGTERM it: it must
+    exit 0. The wait ends in failure when the stored counts stop moving for ``stall_s`` while short of the truth
+    (a lost record never arrives), not after a fixed time: on a loaded machine a slow drain is still a drain."""
     service.start()
-    deadline = time.monotonic() + 240
-    while stored() != truth:
+    last, moved = stored(), time.monotonic()
+    while last != truth:
         service.check_alive()
-        assert time.monotonic() < deadline, f"did not drain: {stored()} != {dict(truth)}"
+        assert time.monotonic() - moved < stall_s, (
+            f"did not drain: no stored count changed for {stall_s:.0f} s, {last} != {dict(truth)}")
         time.sleep(poll_s)
+        now = stored()
+        if now != last:
+            last, moved = now, time.monotonic()
     service.wait_ready()
     assert service.terminate() == 0
     assert stored() == truth, "counts changed after the drain: a late write while stopping"
