@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -57,8 +57,7 @@ class KafkaEmitter:
         self.topic_ids = TopicIds(self.config, self.topology_id)  # driver only: opens its client when first asked
         self._prefetched_ids: dict[str, str] | None = None  # topic ids fetched for the plan under way
         self._adopted: set[str] = set()  # topics whose stored positions had no id, told once
-        self._recreations: set[tuple[Partition, str]] = set()  # re-creations counted (the new id), once each
-        self._truncations: set[tuple[Partition, int]] = set()  # truncations counted (the stored position), once each
+        self._losses: set[Hashable] = set()  # losses counted once each: a re-creation's new id, a truncation's position
 
     def __getstate__(self) -> dict[str, object]:
         return {"config": self.config, "topology_id": self.topology_id, "kind": self.kind, "metrics": None}
@@ -158,37 +157,25 @@ class KafkaEmitter:
         return self._checked_resume(p, last.next_offset, low, end), current or stored
 
     def _recreated(self, p: Partition, next_offset: int, stored: str, current: str, *, frozen: bool = False) -> None:
-        """Count (once per new id) a topic re-created under the stored position; raise under policy fail."""
-        policy = self.config.data_loss
-        if (p, current) not in self._recreations:
-            self._recreations.add((p, current))
-            metrics = self.metrics or SPOUT_METRICS
-            metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
-        if policy is DataLossPolicy.FAIL:
-            raise TopicRecreatedError(p, next_offset, stored, current)
+        """A topic re-created under the stored position (counted once per new id)."""
         where = "inside a frozen, uncommitted txid" if frozen else "resuming"
-        self.last_data_loss = (f"{_now()}: {p.id} re-created (topic id {stored} -> {current}) under the stored next "
-                               f"offset {next_offset}; read the new log from its start (data_loss: skip)")
-        log.warning("data loss on %s: topic %s was re-created (its id was %s, now %s); what the old log held past "
-                    "the stored next offset %d was never read; %s at the new log's start", p.id, p.topic, stored,
-                    current, next_offset, where)
-
+        self._data_loss(
+            p, TopicRecreatedError(p, next_offset, stored, current),
+            f"{p.id} re-created (topic id {stored} -> {current}) under the stored next offset {next_offset}; read the "
+            "new log from its start (data_loss: skip)",
+            f"data loss on {p.id}: topic {p.topic} was re-created (its id was {stored}, now {current}); what the old "
+            f"log held past the stored next offset {next_offset} was never read; {where} at the new log's start",
+            once=(p, current))
     def _truncated(self, p: Partition, next_offset: int, low: int, end: int) -> None:
-        """Count (and under policy fail raise) a log of the same topic id that now ends below ``next_offset``."""
-        policy = self.config.data_loss
-        if (p, next_offset) not in self._truncations:
-            self._truncations.add((p, next_offset))
-            metrics = self.metrics or SPOUT_METRICS
-            metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
-        if policy is DataLossPolicy.FAIL:
-            raise LogRestartedError(p, next_offset, low, end)
-        self.last_data_loss = (f"{_now()}: {p.id} truncated below the stored next offset {next_offset} to {end} "
-                               "(same topic id); continued at the log end (data_loss: skip)")
-        log.warning("data loss on %s: the log ends at %d, below the stored next offset %d, with the same topic id "
-                    "(a truncated log: an unclean leader election); the records read at [%d, %d) are no longer in "
-                    "the log; continuing at the log end %d, nothing read twice", p.id, end, next_offset, end,
-                    next_offset, end)
-
+        """A log of the same topic id that now ends below ``next_offset`` (counted once per position)."""
+        self._data_loss(
+            p, LogRestartedError(p, next_offset, low, end),
+            f"{p.id} truncated below the stored next offset {next_offset} to {end} (same topic id); continued at the "
+            "log end (data_loss: skip)",
+            f"data loss on {p.id}: the log ends at {end}, below the stored next offset {next_offset}, with the same "
+            f"topic id (a truncated log: an unclean leader election); the records read at [{end}, {next_offset}) "
+            f"are no longer in the log; continuing at the log end {end}, nothing read twice",
+            once=(p, next_offset))
     def _publish_lag(self, p: Partition, lag: float) -> None:
         """Set the lag gauge; the partition's data-loss series appear (at 0) with its first lag."""
         metrics = self.metrics or SPOUT_METRICS
@@ -292,19 +279,15 @@ class KafkaEmitter:
         return low
 
     def _restarted(self, p: Partition, next_offset: int, low: int, end: int, *, frozen: bool = False) -> None:
-        """Count (and under policy fail raise) a log that now ends below the stored ``next_offset``."""
-        policy = self.config.data_loss
-        metrics = self.metrics or SPOUT_METRICS
-        metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
-        if policy is DataLossPolicy.FAIL:
-            raise LogRestartedError(p, next_offset, low, end)
+        """A log that now ends below the stored ``next_offset``, told apart by offsets alone."""
         where = "inside a frozen, uncommitted txid" if frozen else "resuming"
-        self.last_data_loss = (f"{_now()}: {p.id} restarted below the stored next offset {next_offset} (log end {end}); "
-                               f"read from the new log's start {low} (data_loss: skip)")
-        log.warning("data loss on %s: the stored next offset is %d but the log ends at %d (topic re-created or log "
-                    "truncated); what the old log held past %d was never read; %s at the new log's start %d",
-                    p.id, next_offset, end, next_offset, where, low)
-
+        self._data_loss(
+            p, LogRestartedError(p, next_offset, low, end),
+            f"{p.id} restarted below the stored next offset {next_offset} (log end {end}); read from the new log's "
+            f"start {low} (data_loss: skip)",
+            f"data loss on {p.id}: the stored next offset is {next_offset} but the log ends at {end} (topic "
+            f"re-created or log truncated); what the old log held past {next_offset} was never read; {where} at "
+            f"the new log's start {low}")
     def replan_frozen(self, meta: PartitionMetadata) -> PartitionMetadata:
         """``meta``, or what retention left of it (see :class:`spouts.protocols.PartitionedEmitter`)."""
         if meta.empty:
@@ -343,19 +326,31 @@ class KafkaEmitter:
         return None
 
     def _lost(self, p: Partition, start: int, resume: int, low: int, *, frozen: bool = False) -> None:
-        """Count (and under policy fail raise) offsets ``[start, resume)`` gone below the log start ``low``."""
+        """Offsets ``[start, resume)`` gone below the log start ``low`` (retention)."""
+        where = "inside a frozen, uncommitted txid; replaying what is left" if frozen else f"continuing at {resume}"
+        self._data_loss(
+            p, DataLossError(p, start, low),
+            f"{p.id} offsets [{start}, {low}) gone (retention); {resume - start} skipped (data_loss: skip)",
+            f"data loss on {p.id}: offsets [{start}, {low}) are gone (retention); {resume - start} offsets "
+            f"skipped, {where}",
+            skipped=resume - start)
+
+    def _data_loss(self, p: Partition, error: Exception, summary: str, warning: str, *,
+                   once: Hashable | None = None, skipped: int = 0) -> None:
+        """Count a data-loss event on ``p`` (once per ``once`` key when given), then raise ``error`` under policy
+        fail, or keep ``summary`` for /readyz and log ``warning`` under policy skip."""
         policy = self.config.data_loss
         metrics = self.metrics or SPOUT_METRICS
-        metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
+        if once is None or once not in self._losses:
+            if once is not None:
+                self._losses.add(once)
+            metrics.data_loss_events.labels(self.topology_id, p.topic, str(p.partition), policy.value).inc()
         if policy is DataLossPolicy.FAIL:
-            raise DataLossError(p, start, low)
-        metrics.data_loss_offsets.labels(self.topology_id, p.topic, str(p.partition)).inc(resume - start)
-        where = "inside a frozen, uncommitted txid; replaying what is left" if frozen else f"continuing at {resume}"
-        self.last_data_loss = (f"{_now()}: {p.id} offsets [{start}, {low}) gone (retention); {resume - start} "
-                               "skipped (data_loss: skip)")
-        log.warning("data loss on %s: offsets [%d, %d) are gone (retention); %d offsets skipped, %s",
-                    p.id, start, low, resume - start, where)
-
+            raise error
+        if skipped:
+            metrics.data_loss_offsets.labels(self.topology_id, p.topic, str(p.partition)).inc(skipped)
+        self.last_data_loss = f"{_now()}: {summary}"
+        log.warning("%s", warning)
     def _count(self, p: Partition, start: int, stop: int) -> int:
         """Records actually delivered in ``[start, stop)`` (markers and aborted records excluded): reads it."""
         probe = PartitionMetadata(p.topic, p.partition, start, stop, 0, self.topology_id)
