@@ -139,10 +139,13 @@ def _delete(path: Path, backend: str, word: str) -> None:
         conn.close()
     else:
         from states.cassandra.session import shared_client
+        from states.cassandra.shards import shard_of
 
         s = compiled.state.cassandra
         assert s is not None
-        shared_client(s).session.execute(f"DELETE FROM {s.keyspace}.word_counts WHERE word = %s", (word,))
+        where, values = ("shard = %s AND word = %s", (shard_of((word,), s.shards), word)) if s.shards else \
+            ("word = %s", (word,))
+        shared_client(s).session.execute(f"DELETE FROM {s.keyspace}.word_counts WHERE {where}", values)
 
 
 def test_keys_written_again_since_the_audited_txid_are_compared_as_of_the_txid_before_from_prev(

@@ -65,6 +65,8 @@ def write_config(path: Path, *, bootstrap: str, topic: str, state: dict[str, Any
                             "keyspace": cassandra.keyspace, "local_dc": cassandra.local_dc,
                             "protocol_version": cassandra.protocol_version,
                             "backoff_initial_s": 0.02, "max_retries": 8, **(cassandra_extra or {})}
+        if cassandra.shards:
+            doc["cassandra"]["shards"] = cassandra.shards
         if cassandra.username:
             doc["cassandra"]["username"] = cassandra.username
             doc["cassandra"]["password"] = cassandra.password.get()

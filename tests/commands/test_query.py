@@ -23,6 +23,7 @@ def seeded(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Path
     state, cassandra = state_section(backend, request, tmp_path)
     path = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="t", state=state, cassandra=cassandra)
     factory = compile_pipeline(load(path), "wc").state
+    assert factory.shards == (4 if backend == "cassandra-sharded" else 0)
     words = sorted(COUNTS)
     factory.backing_map(WORDS_SPEC).multi_put([(w,) for w in words],
                                               [OpaqueValue(5, COUNTS[w], COUNTS[w] - 1) for w in words])
