@@ -47,8 +47,8 @@ def moved_reason(doc: Mapping[str, Any], pipeline_id: str) -> str:
     if doc.get("state") != DONE:
         return (f"table {doc['from']} is being migrated to {doc['to']} (a copy not finished or interrupted): "
                 f"run python -m app migrate --pipeline {pipeline_id} --shards {shards} again to finish it")
-    return (f"table {doc['from']} was migrated to {doc['to']} ({_layout(shards)}): set state.table: {table} and "
-            f"cassandra.shards: {shards} in the config (the old table is kept until you drop it)")
+    return (f"table {doc['from']} was migrated to {doc['to']} ({_layout(shards)}): set state.table: {table} in the "
+            f"config, and cassandra.shards: {shards} if the config sets it (the old table is kept until you drop it)")
 
 
 def refuse_moved(store: TransactionalStateStore, where: str, pipeline_id: str) -> None:

@@ -28,8 +28,8 @@ def sharded_tables(sinks: Iterable[tuple[StateFactory, str]]) -> list[ShardedTab
     """The sharded Cassandra tables among ``(factory, table)`` sinks; a partition per key, SQLite or memory: none."""
     out = []
     for factory, table in sinks:
-        if factory.shards and factory.cassandra is not None:
-            out.append(ShardedTable(factory.cassandra.keyspace, table, factory.shards))
+        if factory.cassandra is not None and (shards := factory.shards_of(table)):
+            out.append(ShardedTable(factory.cassandra.keyspace, table, shards))
     return out
 
 

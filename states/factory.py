@@ -90,10 +90,18 @@ class StateFactory:
             raise ValueError(msg)
         return self.cassandra
 
-    @property
-    def shards(self) -> int:
-        """The shards of this state's tables (``states.cassandra.shards``); 0: a partition per key, or not Cassandra."""
-        return self.cassandra.shards if self.backend == "cassandra" and self.cassandra is not None else 0
+    def shards_of(self, table: str) -> int:
+        """The shards ``table`` is used with (``states.cassandra.shards``); 0: a partition per key, or not Cassandra.
+        With ``cassandra.shards`` unset, the count the table was created with (one schema read per process)."""
+        if self.backend != "cassandra" or self.cassandra is None:
+            return 0
+        if self.cassandra.shards is not None:
+            return self.cassandra.shards
+        from states.cassandra.schema import shards_in_use
+        from states.cassandra.session import shared_client
+
+        s = self.cassandra
+        return shards_in_use(shared_client(s), s.keyspace, table, s.shards, self.metrics)
 
     @property
     def shared_across_processes(self) -> bool:

@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         msg = (f"pipeline {pipeline.id!r}: its state is on {factory.backend}, which has one layout; "
                "shards are a Cassandra table layout (state.backend: cassandra)")
         raise CommandError(msg, BAD_INPUT)
-    if shards == factory.shards:
+    if all(shards == sink.factory.shards_of(sink.name) for _, sink in compiled.topology.sinks):
         msg = f"pipeline {pipeline.id!r}: its tables are already laid out as --shards {shards} (cassandra.shards)"
         raise CommandError(msg, BAD_INPUT)
     done = migrate(compiled, shards, owner=args.owner, page_size=args.page_size)
@@ -87,8 +87,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"pipeline {pipeline.id}: table {doc['from']} ({_layout(doc['from_shards'])}) copied to {doc['to']} "
               f"({_layout(doc['to_shards'])}): {doc['rows']} rows, checksum {doc['checksum']} verified")
     tables = ", ".join(f"state.table: {doc['to_table']}" for doc in done)
-    print(f"next: set {tables} and cassandra.shards: {shards} in the config, then start the service "
-          "(it refuses the old table until then)")
+    pinned = factory.cassandra_settings().shards is not None
+    print(f"next: set {tables}{f' and cassandra.shards: {shards}' if pinned else ''} in the config, then start the "
+          "service (it refuses the old table until then)")
     drops = "; ".join(f"DROP TABLE {doc['from']}" for doc in done)
     print(f"the old table(s) are kept: after checking the new one, drop them ({drops})")
     return OK
@@ -143,6 +144,7 @@ class _TableMove:
         self.pipeline_id, self.store, self.owner, self.epoch, self.shards = pipeline_id, store, owner, epoch, shards
         self.factory = sink.factory
         settings = self.factory.cassandra_settings()
+        self.source_shards = self.factory.shards_of(sink.name)
         self.where = f"{settings.keyspace}.{sink.name}"
         try:
             self.spec = stored_spec(sink)
@@ -157,7 +159,7 @@ class _TableMove:
         self.target_factory = replace(self.factory, cassandra=replace(settings, shards=shards))
         self.target_spec = replace(self.spec, table=self.target)
         self.copier = TableCopy(shared_client(settings), settings.keyspace, self.spec,
-                                source_shards=self.factory.shards, target_table=self.target, target_shards=shards)
+                                source_shards=self.source_shards, target_table=self.target, target_shards=shards)
         self.doc: dict[str, Any] = {}
 
     def check(self, committed_txid: int) -> None:
@@ -178,7 +180,7 @@ class _TableMove:
                 msg = (f"table {name} exists already (kept from an earlier migration?): check it and drop it "
                        f"(DROP TABLE {name}), then migrate again")
                 raise CommandError(msg, REFUSED)
-            doc = {"from": self.where, "from_shards": self.factory.shards,
+            doc = {"from": self.where, "from_shards": self.source_shards,
                    "to": self.target_factory.where(self.target_spec), "to_table": self.target,
                    "to_shards": self.shards, "state": COPYING, "after_token": None, "copied": 0, "who": self.owner,
                    "started_at": time.time()}
@@ -223,7 +225,7 @@ class _TableMove:
         doc.update(state=DONE, rows=source.rows, checksum=source.checksum, finished_at=time.time())
         record_migration(self.store, doc, epoch=self.epoch)
         log.info("migration of %s by %s: %s (%s) -> %s (%s), %d rows, checksum %s", self.pipeline_id, self.owner,
-                 self.where, _layout(self.factory.shards), doc["to"], _layout(self.shards), source.rows,
+                 self.where, _layout(self.source_shards), doc["to"], _layout(self.shards), source.rows,
                  source.checksum)
         return doc
 

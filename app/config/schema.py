@@ -44,7 +44,7 @@ from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy, SpoutKind
 from states.cassandra.guarantees import ConsistencyGap, consistency_gap
 from states.cassandra.settings import CONSISTENCY_LEVELS, SERIAL_LEVELS, CassandraSettings, TlsSettings
-from states.cassandra.shards import MAX_SHARDS
+from states.cassandra.shards import DEFAULT_SHARDS, MAX_SHARDS
 from states.ownership import check_claimable
 from states.spec import StateKind, check_identifier
 
@@ -440,14 +440,16 @@ class CassandraModel(Section):
         "the keyspace yourself (then a keyspace that does not exist stops `run` before Spark starts, exit 2)"))
     replication: Annotated[dict[str, Scalar], _none_is_empty(dict)] = Field(default=dict(_C.replication), description=(
         "the keyspace's replication, when `create_keyspace` creates it"))
-    shards: Annotated[Int, Field(ge=0, le=MAX_SHARDS)] = Field(default=_C.shards, description=(
-        "0: a partition per key. N: new state tables keep their keys in N partitions (`PRIMARY KEY ((shard), "
-        "key)`), so a commit is one conditional batch per shard instead of one LWT per key (several times "
-        "cheaper for Cassandra); for key spaces up to a few million keys. Fixed per table when it is created "
-        "(`python -m app migrate` copies a table to another layout). On Cassandra 5.0 a sharded table is created "
-        "with a storage-attached index on its key columns, so cqlsh reads a key without its shard (`SELECT word, "
-        "count FROM trident.word_counts WHERE word = 'the'`); on 4.x list every shard (see "
-        '[operations.md](operations.md), "Reading results"). See [design.md](design.md), "Sharded tables"'))
+    shards: Annotated[Int, Field(ge=0, le=MAX_SHARDS)] | None = Field(default=_C.shards, description=(
+        "unset: each state table is used with the layout it was created with, and a new one gets "
+        f"{f'{DEFAULT_SHARDS} shards' if DEFAULT_SHARDS else 'a partition per key'}. 0: a partition per key. N: state tables keep their keys in N partitions "
+        "(`PRIMARY KEY ((shard), key)`), so a commit is one conditional batch per shard instead of one LWT per key "
+        "(several times cheaper for Cassandra); about one shard per million keys. Fixed per table when it is "
+        "created: a number that differs from an existing table's is refused (`python -m app migrate` copies a "
+        "table to another layout). On Cassandra 5.0 a sharded table is created with a storage-attached index on "
+        "its key columns, so cqlsh reads a key without its shard (`SELECT word, count FROM trident.word_counts "
+        "WHERE word = 'the'`); on 4.x list every shard (see [operations.md](operations.md), \"Reading results\"). "
+        'See [design.md](design.md), "Sharded tables"'))
 
     @model_validator(mode="after")
     def _credentials(self) -> CassandraModel:

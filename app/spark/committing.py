@@ -89,8 +89,8 @@ class Commits:
             stats = self._on_driver(replace(task, driver_cache=cache), r)
         else:
             frame = r.frame  # partitioned by key: one stage, no shuffle after the process job's
-            if isinstance(task, CommitAggregates) and c.sink.factory.shards:
-                frame = by_shard(frame, c.spec, c.sink.factory.shards, partitions)  # a shard's batches never contend
+            if isinstance(task, CommitAggregates) and (shards := c.sink.factory.shards_of(c.spec.table)):
+                frame = by_shard(frame, c.spec, shards, partitions)  # a shard's batches never contend
             stats = frame.mapInArrow(task, self.stats_schema).collect()
             for row in stats:
                 self._add_metrics(row["metrics"])

@@ -12,7 +12,7 @@ from cassandra.query import PreparedStatement
 from states.cassandra.batches import cas_by_shard
 from states.cassandra.pipe import CassandraPipe
 from states.cassandra.retry import Decision, decide
-from states.cassandra.schema import TableShape, ensure_table, schema_agreed, table_exists
+from states.cassandra.schema import TableShape, ensure_table, schema_agreed, shards_in_use, table_exists
 from states.cassandra.session import TUPLES, CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.shards import sharded
@@ -53,8 +53,8 @@ class CassandraBackingMap:
         self.create, self.committed_txid = create, committed_txid
         self.client = client or shared_client(settings)
         self._layout = layout = RowLayout(spec)
-        self.shards = settings.shards
-        self._shape = shape = TableShape.of(settings.keyspace, layout, settings.shards)
+        self.shards = shards_in_use(self.client, settings.keyspace, spec.table, settings.shards, metrics)
+        self._shape = shape = TableShape.of(settings.keyspace, layout, self.shards)
         ensure_table(self.client, shape, metrics, create=create, committed_txid=committed_txid)
         self._stored = [n for n, _ in layout.stored_columns]
         self._keys = shape.key_columns  # the shard first when sharded

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from states.cassandra.retry import Decision, backoff_s, decide
-from states.cassandra.schema import TableShape, check_cql_identifier
+from states.cassandra.schema import TableShape, check_cql_identifier, shards_in_use
 from states.cassandra.session import CassandraClient, shared_client
 from states.cassandra.settings import CassandraSettings
 from states.cassandra.shards import sharded
@@ -45,7 +45,8 @@ class CassandraTableReader:
     def get(self, spec: MapSpec, keys: Sequence[tuple[Any, ...]]) -> list[Row | None]:
         cols = visible_columns(spec)
         layout = RowLayout(spec)
-        shape = TableShape.of(self.keyspace, layout, self.settings.shards)  # the shard first when sharded
+        shards = shards_in_use(self.client, self.keyspace, spec.table, self.settings.shards, self.metrics)
+        shape = TableShape.of(self.keyspace, layout, shards)  # the shard first when sharded
         where = " AND ".join(f"{n} = ?" for n in shape.key_columns)
         stmt = self.client.prepare(f"SELECT {', '.join(n for n, _ in cols)} FROM {shape.name} WHERE {where}",
                                    idempotent=True)

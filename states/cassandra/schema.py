@@ -14,7 +14,7 @@ from typing import Any
 
 from states.cassandra.key_index import ensure_key_index
 from states.cassandra.session import BACKEND, CassandraClient
-from states.cassandra.shards import SHARD_COLUMN, SHARD_TYPE
+from states.cassandra.shards import DEFAULT_SHARDS, SHARD_COLUMN, SHARD_TYPE
 from states.errors import InvalidIdentifierError, SchemaMismatchError, StateTableMissingError
 from states.layout import RowLayout
 from states.metrics import StateMetrics
@@ -175,19 +175,48 @@ def _check_shards(client: CassandraClient, shape: TableShape, found: dict[str, d
                   metrics: StateMetrics) -> None:
     """A table sharded another way than the settings say would have its keys looked for in other partitions:
     refused, naming the count the table was created with."""
-    created = 0
-    if found.get(SHARD_COLUMN, {}).get("kind") == "partition_key":  # else certainly not sharded: skip a read
-        stmt = client.prepare("SELECT comment FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?",
-                              idempotent=True)
-        row = client.run_one(stmt, (shape.keyspace, shape.table), kind="schema", metrics=metrics).one()
-        match = _SHARDS_IN_COMMENT.search(row["comment"] or "") if row is not None else None
-        created = int(match.group(1)) if match else 0  # a key column of the user's named shard
+    created = _created_shards(client, shape.keyspace, shape.table, found, metrics)
     if created == shape.shards:
         return
     was = f"{created} shards" if created else "a partition per key (shards: 0)"
     msg = (f"table {shape.name} was created with {was}, the settings say cassandra.shards: {shape.shards}; "
-           f"a table's layout is fixed when it is created: set shards back or configure another table name")
+           f"a table's layout is fixed when it is created: leave cassandra.shards unset (each table is used as it "
+           f"was created), set it back, or configure another table name")
     raise SchemaMismatchError(msg)
+
+
+def shards_in_use(client: CassandraClient, keyspace: str, table: str, configured: int | None,
+                  metrics: StateMetrics) -> int:
+    """The shards a state table is used with: ``configured`` (``cassandra.shards``) when set; unset, the count
+    the table was created with, or :data:`~states.cassandra.shards.DEFAULT_SHARDS` for a table not created yet.
+    Remembered per session once the table exists (a table's layout never changes)."""
+    if configured is not None:
+        return configured
+    known = client.table_shards.get((keyspace, table))
+    if known is None:
+        created = table_shards(client, keyspace, table, metrics)
+        if created is None:
+            return DEFAULT_SHARDS
+        known = client.table_shards[(keyspace, table)] = created
+    return known
+
+
+def table_shards(client: CassandraClient, keyspace: str, table: str, metrics: StateMetrics) -> int | None:
+    """The shards ``keyspace.table`` was created with (0: a partition per key); None when it does not exist."""
+    found = _columns(client, TableShape(keyspace, table, (), ()), metrics)
+    return _created_shards(client, keyspace, table, found, metrics) if found else None
+
+
+def _created_shards(client: CassandraClient, keyspace: str, table: str, found: dict[str, dict[str, Any]],
+                    metrics: StateMetrics) -> int:
+    """The shard count in the table's comment when ``shard`` is its partition key, else 0."""
+    if found.get(SHARD_COLUMN, {}).get("kind") != "partition_key":  # certainly not sharded: skip a read
+        return 0
+    stmt = client.prepare("SELECT comment FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?",
+                          idempotent=True)
+    row = client.run_one(stmt, (keyspace, table), kind="schema", metrics=metrics).one()
+    match = _SHARDS_IN_COMMENT.search(row["comment"] or "") if row is not None else None
+    return int(match.group(1)) if match else 0  # a key column of the user's named shard
 
 
 def _columns(client: CassandraClient, shape: TableShape, metrics: StateMetrics) -> dict[str, dict[str, Any]]:

@@ -92,6 +92,7 @@ class CassandraClient:
         self.serial = ConsistencyLevel.name_to_value[s.serial_consistency]
         self._prepared: dict[str, PreparedStatement] = {}
         self.validated_tables: set[Hashable] = set()  # table shapes states.cassandra.schema checked this session
+        self.table_shards: dict[tuple[str, str], int] = {}  # (keyspace, table) -> shards it was created with
         self._lock = threading.Lock()
 
     def prepare(self, cql: str, *, idempotent: bool) -> PreparedStatement:

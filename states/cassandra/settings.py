@@ -54,8 +54,9 @@ class CassandraSettings:
     ``max_concurrency`` caps the requests in flight per call. Reads and plain writes that fail
     with Unavailable, Overloaded or a timeout are retried up to ``max_retries`` times with
     exponential backoff from ``backoff_initial_s`` to ``backoff_max_s``; a lightweight transaction
-    is never retried blindly (see ``states.cassandra.unknown``). ``shards`` > 0 lays new state tables out
-    with that many keys' partitions (``states.cassandra.shards``): a commit is one conditional batch per shard.
+    is never retried blindly (see ``states.cassandra.unknown``). ``shards`` > 0 lays state tables out with
+    that many keys' partitions (``states.cassandra.shards``): a commit is one conditional batch per shard; unset,
+    each table is used as it was created and a new one gets ``DEFAULT_SHARDS`` (:func:`~.schema.shards_in_use`).
     """
 
     contact_points: tuple[str, ...] = ("127.0.0.1",)
@@ -78,7 +79,7 @@ class CassandraSettings:
     protocol_version: int | None = None  # None: negotiate
     create_keyspace: bool = True  # CREATE KEYSPACE IF NOT EXISTS with ``replication`` below
     replication: tuple[tuple[str, str], ...] = (("class", "SimpleStrategy"), ("replication_factor", "1"))
-    shards: int = 0  # 0: a partition per key
+    shards: int | None = None  # 0: a partition per key; None: each table as it was created, a new one DEFAULT_SHARDS
     # A consistency pair that loses exactly-once on the keyspace's replication (states.cassandra.guarantees)
     # runs with a warning instead of being refused.
     accept_weak_consistency: bool = False
@@ -104,7 +105,8 @@ class CassandraSettings:
         if (self.username is None) != (self.password is None):
             msg = "set both username and password, or neither"
             raise ValueError(msg)
-        check_shards(self.shards)
+        if self.shards is not None:
+            check_shards(self.shards)
         if self.max_concurrency < 1 or self.max_retries < 0:
             msg = "max_concurrency must be >= 1 and max_retries >= 0"
             raise ValueError(msg)

@@ -23,7 +23,7 @@ def _client(rows: dict[int, int], mib: int | None) -> Any:
 def test_only_sharded_cassandra_tables_are_watched() -> None:
     """A partition per key has no partition to outgrow; SQLite has no partitions at all."""
     sharded = StateFactory(backend="cassandra", cassandra=CassandraSettings(keyspace="ks", shards=16))
-    per_key = StateFactory(backend="cassandra", cassandra=CassandraSettings(keyspace="ks"))
+    per_key = StateFactory(backend="cassandra", cassandra=CassandraSettings(keyspace="ks", shards=0))
     sqlite = StateFactory(backend="sqlite", sqlite_path="/tmp/x.db")
     assert sharded_tables([(sharded, "words"), (per_key, "orders"), (sqlite, "clicks")]) == \
         [ShardedTable("ks", "words", 16)]

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+import yaml
 
 from app.config import compile_pipeline, load
 from states.cassandra.reader import CassandraTableReader
@@ -23,7 +24,7 @@ def seeded(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Path
     state, cassandra = state_section(backend, request, tmp_path)
     path = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="t", state=state, cassandra=cassandra)
     factory = compile_pipeline(load(path), "wc").state
-    assert factory.shards == (4 if backend == "cassandra-sharded" else 0)
+    assert factory.shards_of("word_counts") == (4 if backend == "cassandra-sharded" else 0)
     words = sorted(COUNTS)
     factory.backing_map(WORDS_SPEC).multi_put([(w,) for w in words],
                                               [OpaqueValue(5, COUNTS[w], COUNTS[w] - 1) for w in words])
@@ -71,6 +72,21 @@ def test_reader_top_matches_a_sort_of_every_row(backend: str, request: pytest.Fi
     assert seen[-1] == (60 if backend != "sqlite" else 10)
     keys = random.Random(3).sample(sorted(COUNTS), 9)
     assert [(r or {})["count"] for r in reader.get(WORDS_SPEC, [(k,) for k in keys])] == [COUNTS[k] for k in keys]
+
+
+def test_a_config_without_shards_reads_a_sharded_table(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """A table created with 4 shards, queried through a config that leaves cassandra.shards unset: the keys and
+    the top are read in the table's own layout (the config need not know it)."""
+    path = seeded("cassandra-sharded", request, tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    del doc["cassandra"]["shards"]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = cli("query", "--config", str(path), "--pipeline", "wc", "--key", "w001", "--key", "w059", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == [{"word": w, "txid": 5, "count": COUNTS[w]} for w in ("w001", "w059")]
+    r = cli("query", "--config", str(path), "--pipeline", "wc", "--top", "3", "--json")
+    assert r.code == 0, r.err
+    assert [row["count"] for row in json.loads(r.out)] == sorted(COUNTS.values(), reverse=True)[:3]
 
 
 def test_query_errors_name_the_object(tmp_path: Path, request: pytest.FixtureRequest) -> None:

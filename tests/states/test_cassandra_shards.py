@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from states import CasCachedMap, Count, OpaqueMap
 from states.aggregators import combine_updater
-from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings
+from states.cassandra import CassandraBackingMap, CassandraClient, CassandraSettings, schema
 from states.cassandra.batches import MAX_BATCH_ROWS
 from states.cassandra.key_index import SAI_SINCE, release
 from states.cassandra.reader import CassandraTableReader
@@ -191,6 +191,45 @@ class TestLayout:
         try:
             with pytest.raises(SchemaMismatchError, match=re.escape(says)):
                 CassandraBackingMap(replace(settings, shards=opened), WORDS, client=client)
+        finally:
+            client.close()
+
+    @pytest.mark.parametrize("created", [0, SHARDS])
+    def test_with_shards_unset_a_table_is_used_as_it_was_created(self, request: pytest.FixtureRequest,
+                                                                 server: CqlServer, created: int) -> None:
+        """A config that leaves shards unset writes and reads a table in its own layout (in a new process's
+        session): the rows after two commits equal the truth, each in the partition its layout puts it."""
+        settings = cassandra_settings(request, "cqlserver", shards=created)
+        commit(OpaqueMap(CassandraBackingMap(settings, WORDS)), 1)
+        unset = replace(settings, shards=None)
+        client = CassandraClient(unset)
+        try:
+            backing = CassandraBackingMap(unset, WORDS, client=client)
+            commit(OpaqueMap(backing), 2)
+            got = CassandraTableReader(unset, client=client).get(WORDS, [("the",), ("mat",), ("dog",)])
+        finally:
+            client.close()
+        assert backing.shards == created
+        rows = server.rows(settings.keyspace, "word_counts")
+        assert {r["word"]: (r["txid"], r["count"], r["prev_count"]) for r in rows} == truth(2)
+        assert all((r.get("shard") == zlib.crc32(r["word"].encode()) % SHARDS) if created else "shard" not in r
+                   for r in rows)
+        assert [(r or {}).get("count") for r in got] == [truth(2)["the"][1], truth(2)["mat"][1], None]
+
+    def test_with_shards_unset_a_new_table_gets_the_default_layout(self, request: pytest.FixtureRequest,
+                                                                    server: CqlServer,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+        """A table not created yet is created with DEFAULT_SHARDS (here 3), and a later session reads it so."""
+        monkeypatch.setattr(schema, "DEFAULT_SHARDS", SHARDS)
+        unset = cassandra_settings(request, "cqlserver", shards=None)
+        commit(OpaqueMap(CassandraBackingMap(unset, WORDS)), 1)
+        assert stored(server, unset) == truth(1)  # every row in its shard
+        client = CassandraClient(unset)
+        try:
+            assert schema.table_shards(client, unset.keyspace, "word_counts", StateMetrics(CollectorRegistry())) \
+                == SHARDS
+            monkeypatch.setattr(schema, "DEFAULT_SHARDS", 0)  # the table's own count wins over the default
+            assert CassandraBackingMap(unset, WORDS, client=client).shards == SHARDS
         finally:
             client.close()
 
