@@ -6,7 +6,7 @@
    the ground truth.
 3. Build the word count from a config (the same path as ``python -m app run``): opaque Kafka spout,
    Spark SQL transforms, count per word into an opaque SQLite state.
-4. Run the coordinator until there is nothing new (:func:`app.loop.run_steps`), printing one line
+4. Run the coordinator until there is nothing new (:func:`app.coordinator.loop.run_steps`), printing one line
    per committed txid.
 5. Read the table back and compare every word with the ground truth: exit 0 when all match.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from app.config import compile_pipeline, parse
-from app.coordinator import Coordinator
-from app.loop import Callbacks
+from app.coordinator.coordinator import Coordinator
+from app.coordinator.loop import Callbacks
 from app.masters import is_local
 
 TOPIC = "sentences"

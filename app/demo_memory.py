@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from app.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.local import LocalExecutor, Sink
 from spouts.memory import MemorySource, MemorySpout
 from spouts.metadata import Partition

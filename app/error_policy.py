@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 from spouts.bad_records import BadRecord, BadRecordError
 
 if TYPE_CHECKING:
+    from app.coordinator.progress import ProgressLog
     from app.dead_letters import DeadLetterWriter
     from app.metrics import Metrics
-    from app.progress import ProgressLog
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from confluent_kafka import KafkaError
 
 from app import errors as app_errors
 from app.causes import chain
+from app.coordinator.loop import backoff
 from app.error_text import describe
-from app.loop import backoff
 from app.refusals import kafka_error, refusal
 from app.spark_errors import deterministic_spark_error
 from spouts import errors as spout_errors

@@ -8,10 +8,10 @@ Lifecycle of the process:
    setting exits 2 at once, in one line; Cassandra away is waited for, under ``outage_limit_s``); start
    Spark, then install the handlers again (PySpark replaces SIGINT's handler while it starts). A signal
    before the pipelines start exits 0 without taking a lease.
-2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.Coordinator`
+2. Per pipeline: compile the config, open its state store, build a :class:`~app.coordinator.coordinator.Coordinator`
    over a Spark executor and run it in its own thread: it takes the lease, or waits as a standby
    (not ready, ``role: standby``) while another instance holds it, and takes over when that lease
-   is released or expires (:mod:`app.lease`).
+   is released or expires (:mod:`app.coordinator.lease`).
 3. On SIGTERM/SIGINT each pipeline finishes the txid it is committing (up to
    ``service.shutdown_grace_s``); then every Spark job still running is cancelled: later txids
    that were only being processed, or a txid past its grace, are abandoned. An abandoned txid that
@@ -46,15 +46,15 @@ from typing import TYPE_CHECKING, Any
 from app.access import StartupError, check_access
 from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline, spout_config
-from app.coordinator import FATAL, Coordinator
+from app.coordinator.coordinator import FATAL, Coordinator
+from app.coordinator.loop import Callbacks
+from app.coordinator.progress import read_progress
 from app.error_text import describe
 from app.failures import BAD_INPUT, FAILED, fatal_cause
 from app.health import Health, PipelineState, assess
 from app.kafka_watch import KafkaWatch
-from app.loop import Callbacks
 from app.metrics import METRICS, Metrics
 from app.pod_resources import sized_spark
-from app.progress import read_progress
 from app.refusals import refusal
 from app.topology import Topology
 from states.errors import LeaseNotRenewedError

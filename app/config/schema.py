@@ -33,9 +33,9 @@ from pydantic_core import PydanticCustomError
 
 from app.config.runtime import build
 from app.config.topics import TopicSettings
+from app.coordinator.lease import unique_owner
 from app.error_policy import Action, ErrorPolicy
 from app.guarantees import check_combination
-from app.lease import unique_owner
 from app.masters import state_refusal
 from app.upserts import tombstone_problems
 from spouts.kafka.config import FirstPoll, redact

@@ -3,7 +3,7 @@
     from app.spark import SparkExecutor, spark_session
 
     spark = spark_session("local[*]")
-    executor = SparkExecutor(spark, topology)        # a BatchExecutor for app.coordinator.Coordinator
+    executor = SparkExecutor(spark, topology)        # a BatchExecutor for app.coordinator.coordinator.Coordinator
 
 Modules: :mod:`.session` (the SparkSession and its defaults), :mod:`.plan` (a topology compiled
 to steps, aggregations and table specs), :mod:`.tasks` (the picklable functions executors run),

@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.local import LocalExecutor, Sink
 from app.metrics import Metrics
 from spouts.memory import MemorySource, MemorySpout

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
-from app.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.loop import Outcome
+from app.coordinator.progress import StoredBatch
 from app.errors import MissingBatchMetadataError
 from app.failures import Failure, FailurePolicy
 from app.guarantees import CombinationError, Guarantee, check_combination
-from app.loop import Outcome
-from app.progress import StoredBatch
 from spouts.errors import DataLossError
 from spouts.memory import MemorySpout
 from spouts.metadata import BatchPlan, Partition

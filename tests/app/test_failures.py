@@ -11,10 +11,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException
 
 from app.commands import common
-from app.coordinator import Coordinator
+from app.coordinator.coordinator import Coordinator
+from app.coordinator.loop import Outcome
 from app.failures import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
 from app.local import LocalExecutor
-from app.loop import Outcome
 from app.spark import fatal
 from spouts.errors import AccessRefusedError, DataLossError, PartitionUnavailableError
 from spouts.memory import MemoryEmitter, MemorySpout

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.batch import Batch
-from app.progress import ProgressLog, record_rewind
+from app.coordinator.progress import ProgressLog, record_rewind
 from app.spark.state_tables import StateTables
 from spouts.metadata import BatchPlan
 from states.errors import SchemaMismatchError, StateTableMissingError

@@ -19,7 +19,7 @@ import pytest
 
 import app.config
 from app.config import compile_pipeline, load
-from app.coordinator import Coordinator
+from app.coordinator.coordinator import Coordinator
 from app.metrics import Metrics
 from tests.audit import faults
 from tests.commands.helpers import cli, forget_opened, write_config

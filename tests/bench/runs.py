@@ -1,7 +1,7 @@
 """One measurement each: the raw consume loop, Quix Streams, the product at a batch size, its fixed cost, its latency.
 
 The product runs the word count (``explode(split(value))``, Count per word) through
-:class:`~app.coordinator.Coordinator` and :class:`~app.spark.SparkExecutor` into an opaque state
+:class:`~app.coordinator.coordinator.Coordinator` and :class:`~app.spark.SparkExecutor` into an opaque state
 (SQLite, or the CQL test server), each run under its own topology id reading the topic from its start.
 """
 
@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from app.batch import Batch, CommitStats
 from app.config.schema import PipelineModel
-from app.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
 from app.spark import SparkExecutor
 from app.spark.reading import READ_TASK_RECORDS

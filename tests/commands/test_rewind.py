@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from app.config import compile_pipeline, load
+from app.coordinator.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
 from app.local import LocalExecutor
-from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states.errors import LeaseHeldError
 from tests.commands.backends import STATE_BACKENDS, state_section

@@ -25,7 +25,7 @@ from app.config.schema import (
     TopicModel,
 )
 from app.config.topics import TopicSettings
-from app.coordinator import CoordinatorConfig
+from app.coordinator.coordinator import CoordinatorConfig
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.formats import RecordFormat, RegistrySettings
 from spouts.planner import Caps

@@ -16,7 +16,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
-from app.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.local import LocalExecutor, Sink
 from app.metrics import Metrics
 from spouts.errors import DataLossError

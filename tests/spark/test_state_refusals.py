@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from app.coordinator.progress import record_rewind
 from app.dead_letters import coordinates_of
 from app.error_policy import ErrorPolicy
 from app.metrics import Metrics
-from app.progress import record_rewind
 from app.spark import SparkExecutor
 from app.topology import Agg, Topology
 from spouts.bad_records import BadRecordError

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.progress import read_progress
+from app.coordinator.progress import read_progress
 from app.spark import SparkExecutor
 from app.topology import Topology
 from spouts.planner import Caps

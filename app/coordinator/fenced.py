@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.lease import LeaseKeeper
+from app.coordinator.lease import LeaseKeeper
 from states.protocols import CoordinatorStore, Json
 
 

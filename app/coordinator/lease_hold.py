@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from app.coordinator.lease import LeaseKeeper, release_lease, take_lease
 from app.errors import CoordinatorNotStartedError
 from app.failures import Decision, FailurePolicy
-from app.lease import LeaseKeeper, release_lease, take_lease
 from app.metrics import Metrics
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, LeaseInfo
@@ -30,7 +30,7 @@ class LeaseHold:
 
     def take(self, stop: threading.Event | None, *, on_standby: Callable[[LeaseInfo | None], None],
              on_permanent: Callable[[Decision], None], on_lost: Callable[[LeaseLostError], None]) -> LeaseKeeper | None:
-        """Take the lease (:func:`app.lease.take_lease`) and start its heartbeat; None when ``stop`` was set."""
+        """Take the lease (:func:`app.coordinator.lease.take_lease`) and start its heartbeat; None when ``stop`` was set."""
         gauge = self._metrics.lease_held.labels(self.store.topology_id)
         gauge.set(0)
         granted = take_lease(self.store, self.owner, self.ttl_s, stop, on_standby=on_standby, policy=self._policy,

@@ -12,12 +12,12 @@ One coordinator per topology id is active (a lease in the transactional-state st
 A failure of txid N fails every later in-flight txid too; N is replayed (from its frozen plan if
 it has one, storing the next attempt number first). Whether a failure is retried or stops the
 pipeline is decided by :class:`app.failures.FailurePolicy`, never here. Transactional spouts freeze at plan time, so
-their txids never change content. Every stored document goes through :mod:`app.progress`; the loop
-that drives :meth:`Coordinator.step` is :mod:`app.loop`; docs/design.md walks one txid through it all.
+their txids never change content. Every stored document goes through :mod:`app.coordinator.progress`; the loop
+that drives :meth:`Coordinator.step` is :mod:`app.coordinator.loop`; docs/design.md walks one txid through it all.
 
-The coordinator composes its parts: :mod:`app.lease_hold` (the lease), :mod:`app.inflight` (the txids being
-processed), :mod:`app.planning` (what a plan says before it runs), :mod:`app.failure_streak` (failures in a
-row and the degraded state), :mod:`app.phases` (phase timing) and :mod:`app.fenced` (the store it writes through).
+The coordinator composes its parts: :mod:`app.coordinator.lease_hold` (the lease), :mod:`app.coordinator.inflight` (the txids being
+processed), :mod:`app.coordinator.planning` (what a plan says before it runs), :mod:`app.coordinator.failure_streak` (failures in a
+row and the degraded state), :mod:`app.coordinator.phases` (phase timing) and :mod:`app.coordinator.fenced` (the store it writes through).
 """
 
 from __future__ import annotations
@@ -39,28 +39,28 @@ from app.batch import (
     RunsTopology,
     first_problem,
 )
+from app.coordinator.failure_streak import Degraded, FailureStreak, frozen_read_lost
+from app.coordinator.fenced import FencedStore
+from app.coordinator.inflight import InFlight
+from app.coordinator.lease import unique_owner
+from app.coordinator.lease_hold import LeaseHold
+from app.coordinator.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
+from app.coordinator.phases import PhaseTimer
+from app.coordinator.planning import log_planned, replan_frozen, same_position
+from app.coordinator.progress import ProgressLog, StoredBatch
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.error_text import describe
 from app.errors import CoordinatorNotStartedError, MissingBatchMetadataError
-from app.failure_streak import Degraded, FailureStreak, frozen_read_lost
 from app.failures import FATAL, Decision, FailurePolicy
-from app.fenced import FencedStore
 from app.guarantees import check_combination
-from app.inflight import InFlight
-from app.lease import unique_owner
-from app.lease_hold import LeaseHold
-from app.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.metrics import METRICS, Metrics
-from app.phases import PhaseTimer
-from app.planning import log_planned, replan_frozen, same_position
-from app.progress import ProgressLog, StoredBatch
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
 from spouts.protocols import PartitionedSpout, ReportsDataLoss, SpoutKind
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, LeaseInfo
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.coordinator")  # the name operators filter on (its package, as it was the module)
 
 __all__ = ["FATAL", "Coordinator", "CoordinatorConfig", "Degraded"]
 
@@ -79,7 +79,7 @@ class CoordinatorConfig:
     max_pending: int = 1  # txids processed at once; commits are still one at a time, in order
     retention: int = 16  # txids of metadata kept in the rotating state
     lease_ttl_s: float = 30.0
-    owner: str = field(default_factory=unique_owner)  # unique per process: see app.lease
+    owner: str = field(default_factory=unique_owner)  # unique per process: see app.coordinator.lease
     retry_backoff_s: tuple[float, float] = (0.05, 5.0)  # first and largest wait before replaying a failed txid
     idle_sleep_s: float = 0.5  # wait when there is nothing new to read
     outage_limit_s: float | None = 1800.0  # transient failures ridden out this long, then the pipeline stops
@@ -152,7 +152,7 @@ class Coordinator:
               on_standby: Callable[[LeaseInfo | None], None] | None = None) -> bool:
         """Take the lease, start renewing it, and load where the topology stands. Without ``stop`` one attempt
         (LeaseHeldError when another owner holds it); with ``stop``, wait as a standby until the lease is free
-        (:func:`app.lease.take_lease`). False when ``stop`` was set while waiting."""
+        (:func:`app.coordinator.lease.take_lease`). False when ``stop`` was set while waiting."""
         keeper = self._lease.take(stop, on_standby=on_standby or _no_holder, on_permanent=self._stop_with,
                                   on_lost=self._cancel_running)
         if keeper is None:
@@ -183,7 +183,7 @@ class Coordinator:
             until_idle: bool = False, callbacks: Callbacks = NO_CALLBACKS) -> int:
         """Commit batches until ``stop`` is set, ``max_batches`` committed, or (``until_idle``) nothing is new; the
         number committed. A failure the policy calls permanent propagates (:attr:`stopped_by` says why); anything
-        else is retried with backoff (:func:`app.loop.run_steps`, which tells ``callbacks`` about every step)."""
+        else is retried with backoff (:func:`app.coordinator.loop.run_steps`, which tells ``callbacks`` about every step)."""
         if self._lease.epoch is None:
             self.start()
         return run_steps(self.step, stop or threading.Event(), idle_sleep_s=self.config.idle_sleep_s,
