@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.command}: {e}", file=sys.stderr)
         return e.code
     except Exception as e:
-        from app.error_text import describe
-        from app.refusals import refusal
+        from app.failures.error_text import describe
+        from app.failures.refusals import refusal
 
         refused = refusal(e, cassandra_role=_cassandra_role(args))
         if refused is not None:
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 def _unreachable_line(args: argparse.Namespace, e: BaseException) -> tuple[str, int]:
     """What to say (and the exit code) when a server cannot be reached: a Cassandra TLS refusal or a wrong
     local data centre, found by asking again, else the error itself."""
-    from app.error_text import describe
-    from app.refusals import refusal
+    from app.failures.error_text import describe
+    from app.failures.refusals import refusal
 
     untrusted = _cassandra_tls_refusal(args)
     refused = None if untrusted is None else refusal(untrusted, cassandra_role=_cassandra_role(args))

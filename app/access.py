@@ -25,10 +25,10 @@ from typing import Any
 
 from app.config import ServiceConfig, compile_pipeline
 from app.config.compile import spout_config
-from app.error_text import describe
-from app.failures import BAD_INPUT, FAILED
+from app.failures.error_text import describe
+from app.failures.policy import BAD_INPUT, FAILED
+from app.failures.refusals import refusal
 from app.metrics import Metrics
-from app.refusals import refusal
 from spouts.errors import AccessRefusedError, SpoutError
 from spouts.kafka.discovery import KafkaCoordinator
 

@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from app.coordinator.progress import ProgressLog
-from app.errors import BadRecordsGoneError
+from app.failures.errors import BadRecordsGoneError
 from spouts.bad_records import BadRecord
 from spouts.kafka.access import AccessWatch, refused, serve, watched
 from spouts.metadata import PartitionMetadata

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-from app.failures import CAUSES
+from app.failures.policy import CAUSES
 from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from states.metrics import STATE_METRICS, StateMetrics
 
@@ -64,7 +64,7 @@ class Metrics:
         # -- Failures that stop a pipeline (the alerts key on them) ---------------------------------
         self.pipeline_failures = Counter(
             "trident_pipeline_failures_total", "Pipelines stopped by a permanent failure, by reason "
-            "(app.failures.CAUSES); every reason's series exists from the pipeline's start at 0.",
+            "(app.failures.policy.CAUSES); every reason's series exists from the pipeline's start at 0.",
             ["pipeline", "reason"], registry=r)
 
         # -- bad-record isolation (app.spark.isolation) ---------------------------------------------

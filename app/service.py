@@ -19,7 +19,7 @@ Lifecycle of the process:
    batch protocol's normal recovery, so abandoning is safe. Coordinators release their leases
    (a successor starts at once), Spark stops, and the process exits 0.
 
-A failure the policy calls permanent (:mod:`app.failures`: data loss with policy ``fail``, a lost
+A failure the policy calls permanent (:mod:`app.failures.policy`: data loss with policy ``fail``, a lost
 lease, a batch behind the state, configuration that only shows at run time) stops that pipeline:
 its state is ``failed`` (``/readyz`` names it and the reason), ``trident_pipeline_failures_total``
 counts it by reason. What happens next is ``service.on_pipeline_failure``: ``isolate`` (the
@@ -49,13 +49,13 @@ from app.config import CompiledPipeline, ServiceConfig, compile_pipeline, spout_
 from app.coordinator.coordinator import FATAL, Coordinator
 from app.coordinator.loop import Callbacks
 from app.coordinator.progress import read_progress
-from app.error_text import describe
-from app.failures import BAD_INPUT, FAILED, fatal_cause
+from app.failures.error_text import describe
+from app.failures.policy import BAD_INPUT, FAILED, fatal_cause
+from app.failures.refusals import refusal
 from app.health import Health, PipelineState, assess
 from app.kafka_watch import KafkaWatch
 from app.metrics import METRICS, Metrics
 from app.pod_resources import sized_spark
-from app.refusals import refusal
 from app.topology import Topology
 from states.errors import LeaseNotRenewedError
 from states.protocols import LeaseInfo
@@ -117,7 +117,7 @@ class PipelineRunner:
 
     @property
     def failure_reason(self) -> str | None:
-        """The permanent failure's class (:data:`app.failures.CAUSES`), None while the pipeline has not failed."""
+        """The permanent failure's class (:data:`app.failures.policy.CAUSES`), None while the pipeline has not failed."""
         if self.error is None:
             return None
         stopped = self.coordinator.stopped_by

@@ -11,7 +11,7 @@ One coordinator per topology id is active (a lease in the transactional-state st
 
 A failure of txid N fails every later in-flight txid too; N is replayed (from its frozen plan if
 it has one, storing the next attempt number first). Whether a failure is retried or stops the
-pipeline is decided by :class:`app.failures.FailurePolicy`, never here. Transactional spouts freeze at plan time, so
+pipeline is decided by :class:`app.failures.policy.FailurePolicy`, never here. Transactional spouts freeze at plan time, so
 their txids never change content. Every stored document goes through :mod:`app.coordinator.progress`; the loop
 that drives :meth:`Coordinator.step` is :mod:`app.coordinator.loop`; docs/design.md walks one txid through it all.
 
@@ -49,9 +49,9 @@ from app.coordinator.phases import PhaseTimer
 from app.coordinator.planning import log_planned, replan_frozen, same_position
 from app.coordinator.progress import ProgressLog, StoredBatch
 from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
-from app.error_text import describe
-from app.errors import CoordinatorNotStartedError, MissingBatchMetadataError
-from app.failures import FATAL, Decision, FailurePolicy
+from app.failures.error_text import describe
+from app.failures.errors import CoordinatorNotStartedError, MissingBatchMetadataError
+from app.failures.policy import FATAL, Decision, FailurePolicy
 from app.guarantees import check_combination
 from app.metrics import METRICS, Metrics
 from spouts.metadata import BatchPlan

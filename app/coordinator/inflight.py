@@ -6,7 +6,7 @@ import logging
 from collections import deque
 
 from app.batch import Batch, BatchExecutor, BatchStatus
-from app.error_text import describe
+from app.failures.error_text import describe
 
 log = logging.getLogger("app.coordinator")  # the coordinator's lines, under the name operators filter on
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from app.error_text import describe
-from app.failures import Decision, Failure, FailurePolicy
+from app.failures.error_text import describe
+from app.failures.policy import Decision, Failure, FailurePolicy
 from states.errors import LeaseHeldError, LeaseLostError, LeaseNotRenewedError
 from states.protocols import CoordinatorStore, LeaseInfo
 

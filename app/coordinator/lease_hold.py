@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable
 
 from app.coordinator.lease import LeaseKeeper, release_lease, take_lease
-from app.errors import CoordinatorNotStartedError
-from app.failures import Decision, FailurePolicy
+from app.failures.errors import CoordinatorNotStartedError
+from app.failures.policy import Decision, FailurePolicy
 from app.metrics import Metrics
 from states.errors import LeaseLostError
 from states.protocols import CoordinatorStore, LeaseInfo

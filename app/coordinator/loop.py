@@ -1,4 +1,4 @@
-"""The one loop that drives a coordinator's steps: what each step's outcome means, and the retry backoff.
+"""The one loop that drives a coordinator's steps: what each step's outcome means, and when it retries.
 
 The coordinator (``Coordinator.run``), the service's pipeline threads and the demo all run it;
 they differ only in their callbacks (log a commit, record progress for ``/readyz``, print).
@@ -7,11 +7,12 @@ they differ only in their callbacks (log a commit, record progress for ``/readyz
 from __future__ import annotations
 
 import enum
-import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from app.failures.policy import backoff
 
 
 class Outcome(enum.StrEnum):
@@ -20,11 +21,6 @@ class Outcome(enum.StrEnum):
     COMMITTED = "committed"  # the oldest in-flight txid was committed
     IDLE = "idle"  # nothing new to read
     FAILED = "failed"  # a txid failed; it (and every later in-flight txid) is replayed
-
-
-def backoff(failures: int, first_s: float, largest_s: float) -> float:
-    """The wait before the next step after ``failures`` failures in a row: doubling from ``first_s``, capped."""
-    return min(largest_s, math.ldexp(first_s, min(max(failures, 1) - 1, 16)))  # first_s * 2**(failures-1)
 
 
 def _nothing(*_: object) -> None:
@@ -50,7 +46,7 @@ def run_steps(step: Callable[[], Outcome], stop: threading.Event, *, idle_sleep_
               clock: Callable[[], float] = time.monotonic) -> int:
     """Call ``step`` until ``stop`` is set, ``max_batches`` commits, or (``until_idle``) an idle step.
 
-    Waits ``idle_sleep_s`` after an idle step and :func:`backoff` after a failure (``stop`` ends
+    Waits ``idle_sleep_s`` after an idle step and :func:`~app.failures.policy.backoff` after a failure (``stop`` ends
     either wait at once). Exceptions from ``step`` (the fatal errors) propagate. Returns the commits.
     """
     committed = failures = 0

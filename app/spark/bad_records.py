@@ -38,9 +38,9 @@ from typing import Any
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
-from app.error_text import describe
+from app.failures.error_text import describe
+from app.failures.spark_errors import deterministic_spark_error, raised_message
 from app.spark.jvm import gateway, java_frame
-from app.spark_errors import deterministic_spark_error, raised_message
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import PartitionMetadata
 from states.limits import KeyLimits, KeyProblem

@@ -21,8 +21,8 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from app.batch import Batch
+from app.failures import spark_fatal as fatal
 from app.metrics import Metrics
-from app.spark import fatal
 from app.spark.processing import COLLECT_ALL, SinkResult
 from app.spark.sharding import by_shard
 from app.spark.state_tables import StateTables

@@ -27,7 +27,7 @@
    state once per worker process, ``begin_commit``, one ``multi_update`` of all its keys
    with ``combine_updater`` (one bounded request window across the task), ``commit``, and return one stats row (keys written, metric deltas for the
    driver, and the fatal state error that stopped the task, if any: the driver raises it, see
-   :mod:`app.spark.fatal`).
+   :mod:`app.failures.spark_fatal`).
 2. Global sinks: on the driver, through a ``SnapshottableMap`` (one key, one value).
 3. ``partition_persist`` sinks: tasks call the user's updater with their rows.
 4. The persisted results are unpersisted (in every case: a failed commit is replayed from process).

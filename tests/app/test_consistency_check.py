@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from app import access
 from app.access import StartupError, check_access, check_consistency, driver_local_dc
 from app.config import parse
-from app.failures import BAD_INPUT
+from app.failures.policy import BAD_INPUT
 from app.metrics import Metrics
 from states.cassandra.session import shared_client
 from states.cassandra.settings import CassandraSettings

@@ -13,8 +13,8 @@ from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.coordinator.loop import Outcome
 from app.coordinator.progress import StoredBatch
-from app.errors import MissingBatchMetadataError
-from app.failures import Failure, FailurePolicy
+from app.failures.errors import MissingBatchMetadataError
+from app.failures.policy import Failure, FailurePolicy
 from app.guarantees import CombinationError, Guarantee, check_combination
 from spouts.errors import DataLossError
 from spouts.memory import MemorySpout

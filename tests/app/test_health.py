@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from app.batch import Batch, CommitStats
 from app.config import compile_pipeline, loads
-from app.failures import BAD_INPUT, FAILED
+from app.failures.policy import BAD_INPUT, FAILED
 from app.health import PipelineState, assess
 from app.metrics import PIPELINE_STATES, Metrics
 from app.service import PipelineRunner, Service

@@ -120,7 +120,7 @@ def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_pa
     import threading
 
     from app.access import cassandra_tls_refusal
-    from app.refusals import refusal
+    from app.failures.refusals import refusal
     from states.cassandra.settings import CassandraSettings, TlsSettings
 
     if shutil.which("openssl") is None:

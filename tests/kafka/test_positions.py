@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.coordinator.progress import read_progress
-from app.failures import FAILED
+from app.failures.policy import FAILED
 from app.local import LocalExecutor, Sink
 from app.metrics import Metrics
 from spouts.errors import LogRestartedError, TopicRecreatedError

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.batch import Batch
-from app.spark import SparkExecutor, TopologyCompileError, fatal
+from app.failures import spark_fatal as fatal
+from app.spark import SparkExecutor, TopologyCompileError
 from app.spark.reading import pack_ranges
 from app.spark.session import default_conf, local_master
 from app.topology import Agg, Topology

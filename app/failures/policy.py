@@ -12,13 +12,13 @@ driver's retry policies). Two classes:
 - **permanent** (it can never succeed, so retrying only hides it): stop the pipeline with an exit
   code and a message naming the object. Exit 2 for configuration that shows only at run time (an
   unknown librdkafka property, a bootstrap address that is no address, a table whose schema does not
-  match) and for a refusal (:mod:`app.refusals`: credentials, a missing ACL or grant, an untrusted
+  match) and for a refusal (:mod:`app.failures.refusals`: credentials, a missing ACL or grant, an untrusted
   certificate, told in one line naming the server, the principal and the setting to check); exit 1 for everything else (data loss under ``fail``, a batch behind the
   state, a lost lease, a deterministic error of the user's transform that fails every attempt of a
   txid alike, a poison record under ``fail``).
 
-The policy decides by type only: refusals are recognised in :mod:`app.refusals`, Spark's error
-conditions read in :mod:`app.spark_errors`; the reason is told by :func:`app.error_text.describe`.
+The policy decides by type only: refusals are recognised in :mod:`app.failures.refusals`, Spark's error
+conditions read in :mod:`app.failures.spark_errors`; the reason is told by :func:`app.failures.error_text.describe`.
 
 The exit codes equal the commands' (:mod:`app.commands.common`, which imports the config and so
 cannot be imported here) and are listed in docs/configuration.md.
@@ -27,16 +27,16 @@ cannot be imported here) and are listed in docs/configuration.md.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError
 
-from app import errors as app_errors
-from app.causes import chain
-from app.coordinator.loop import backoff
-from app.error_text import describe
-from app.refusals import kafka_error, refusal
-from app.spark_errors import deterministic_spark_error
+from app.failures import errors as app_errors
+from app.failures.causes import chain
+from app.failures.error_text import describe
+from app.failures.refusals import kafka_error, refusal
+from app.failures.spark_errors import deterministic_spark_error
 from spouts import errors as spout_errors
 from spouts.bad_records import BadRecordError
 from states import errors as state_errors
@@ -52,12 +52,17 @@ FATAL: tuple[type[BaseException], ...] = spout_errors.FATAL + state_errors.FATAL
 CAUSES = ("lease_lost", "data_loss", "stale_batch", "bad_record", "configuration", "authentication",
           "authorization", "tls", "kafka_fatal", "deterministic_error", "outage_limit", "unexpected")
 
-#: librdkafka errors that no retry can mend (KafkaError codes): bad settings (refusals: :mod:`app.refusals`).
+#: librdkafka errors that no retry can mend (KafkaError codes): bad settings (refusals: :mod:`app.failures.refusals`).
 KAFKA_CONFIG_ERRORS = frozenset({
     KafkaError._INVALID_ARG,  # librdkafka's local error codes are public, named with a leading underscore
     KafkaError._UNKNOWN_PROTOCOL,  # as above
     KafkaError._NOT_IMPLEMENTED,  # as above
 })
+
+
+def backoff(failures: int, first_s: float, largest_s: float) -> float:
+    """The wait before the next step after ``failures`` failures in a row: doubling from ``first_s``, capped."""
+    return min(largest_s, math.ldexp(first_s, min(max(failures, 1) - 1, 16)))  # first_s * 2**(failures-1)
 
 
 class FailureClass(enum.StrEnum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.causes import chain
+from app.failures.causes import chain
 
 #: Spark SQL error classes that a replay of the same records raises again (ANSI mode, bad casts,
 #: arithmetic): the same input gives the same error on every attempt.

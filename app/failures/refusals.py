@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
 
-from app.causes import chain
+from app.failures.causes import chain
 from spouts.errors import AccessRefusedError
 from spouts.kafka.access import REFUSALS
 
