@@ -6,7 +6,7 @@ import random
 from collections import Counter
 
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySource, MemorySpout
 from spouts.metadata import Partition
 from spouts.planner import Caps

@@ -44,7 +44,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.access import StartupError, check_access
-from app.batch import BatchExecutor, WarmsUp
 from app.config import CompiledPipeline, ServiceConfig, compile_pipeline, spout_config
 from app.coordinator.coordinator import FATAL, Coordinator
 from app.coordinator.loop import Callbacks
@@ -56,7 +55,8 @@ from app.health import Health, PipelineState, assess
 from app.kafka_watch import KafkaWatch
 from app.metrics import METRICS, Metrics
 from app.pod_resources import sized_spark
-from app.topology import Topology
+from app.topology.batch import BatchExecutor, WarmsUp
+from app.topology.topology import Topology
 from states.errors import LeaseNotRenewedError
 from states.protocols import LeaseInfo
 

@@ -15,7 +15,7 @@ Kafka and Cassandra connections, Spark, the HTTP port, and one or more pipelines
         state: {backend: sqlite, table: word_counts, sqlite_path: data/state.db}
 
 :func:`load` returns a :class:`ServiceConfig` (the validated, frozen models); :func:`compile_pipeline` turns
-one pipeline into the same objects the Python API builds: a :class:`~app.topology.Topology`, a
+one pipeline into the same objects the Python API builds: a :class:`~app.topology.topology.Topology`, a
 :class:`~app.coordinator.coordinator.CoordinatorConfig` and a :class:`~states.factory.StateFactory`. A bad
 field raises :class:`ConfigError` naming its path (``pipelines[0].state.table: ...``); unknown
 keys are errors. ``${NAME}`` (or ``${NAME:-default}``) in a string value is replaced from the

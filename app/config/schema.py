@@ -31,13 +31,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.bad_records.error_policy import Action, ErrorPolicy
 from app.config.runtime import build
 from app.config.topics import TopicSettings
 from app.coordinator.lease import unique_owner
-from app.error_policy import Action, ErrorPolicy
-from app.guarantees import check_combination
 from app.masters import state_refusal
-from app.upserts import tombstone_problems
+from app.topology.guarantees import check_combination
+from app.topology.upserts import tombstone_problems
 from spouts.kafka.config import FirstPoll, redact
 from spouts.kafka.formats import FormatType, RecordFormat, RegistrySettings
 from spouts.planner import Caps

@@ -29,16 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from app.batch import (
-    Batch,
-    BatchExecutor,
-    BatchStatus,
-    ChecksState,
-    CommitStats,
-    FindsBadRecords,
-    RunsTopology,
-    first_problem,
-)
+from app.bad_records.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.coordinator.failure_streak import Degraded, FailureStreak, frozen_read_lost
 from app.coordinator.fenced import FencedStore
 from app.coordinator.inflight import InFlight
@@ -48,12 +39,21 @@ from app.coordinator.loop import NO_CALLBACKS, Callbacks, Outcome, run_steps
 from app.coordinator.phases import PhaseTimer
 from app.coordinator.planning import log_planned, replan_frozen, same_position
 from app.coordinator.progress import ProgressLog, StoredBatch
-from app.error_policy import BadRecordHandler, ErrorPolicy, handler_for
 from app.failures.error_text import describe
 from app.failures.errors import CoordinatorNotStartedError, MissingBatchMetadataError
 from app.failures.policy import FATAL, Decision, FailurePolicy
-from app.guarantees import check_combination
 from app.metrics import METRICS, Metrics
+from app.topology.batch import (
+    Batch,
+    BatchExecutor,
+    BatchStatus,
+    ChecksState,
+    CommitStats,
+    FindsBadRecords,
+    RunsTopology,
+    first_problem,
+)
+from app.topology.guarantees import check_combination
 from spouts.metadata import BatchPlan
 from spouts.planner import Caps, plan_batch
 from spouts.protocols import PartitionedSpout, ReportsDataLoss, SpoutKind

@@ -6,10 +6,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.batch import Batch
 from app.failures.error_text import describe
 from app.failures.policy import FATAL, Decision, Failure, FailurePolicy
 from app.failures.spark_errors import deterministic_spark_error, error_key
+from app.topology.batch import Batch
 from spouts.errors import DataLossError, PartitionUnavailableError, SpoutError
 from spouts.protocols import ArrowSpout, PartitionedSpout, SpoutKind
 from spouts.typed_failures import typed_read_failure

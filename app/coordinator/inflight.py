@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections import deque
 
-from app.batch import Batch, BatchExecutor, BatchStatus
 from app.failures.error_text import describe
+from app.topology.batch import Batch, BatchExecutor, BatchStatus
 
 log = logging.getLogger("app.coordinator")  # the coordinator's lines, under the name operators filter on
 

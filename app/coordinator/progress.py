@@ -20,7 +20,7 @@ The coordinator reads and writes its progress only through this module. The docu
   (``{"v": 1, "txid": ..., "partitions": ...}``): their attempt is unknown and read as 1.
 
 - ``dead_letters/<txid, 20 digits>`` (:data:`DEAD_LETTERS_NAMESPACE`), the dead-letter topic's end
-  offsets before the first dead letter of the txid was produced (:mod:`app.dead_letters`); only the
+  offsets before the first dead letter of the txid was produced (:mod:`app.bad_records.dead_letters`); only the
   latest txid's is kept::
 
       {"start": {"0": 17, "1": 4}}

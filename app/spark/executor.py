@@ -59,7 +59,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from app.batch import Batch, CommitStats
 from app.masters import state_refusal
 from app.metrics import METRICS, Metrics
 from app.spark import bad_records as bad_records_
@@ -75,7 +74,8 @@ from app.spark.record_columns import read_columns
 from app.spark.record_isolation import Isolated, RecordIsolation
 from app.spark.state_tables import StateTables
 from app.spark.tasks import STATS_SCHEMA, TaskFaults, spark_arrow_schema
-from app.topology import Topology
+from app.topology.batch import Batch, CommitStats
+from app.topology.topology import Topology
 from spouts.bad_records import BadRecord
 from spouts.metadata import BatchPlan
 from spouts.protocols import ArrowSpout, DescribesRead
@@ -97,7 +97,7 @@ class SparkBatch:
 
 
 class SparkExecutor:
-    """Runs a :class:`~app.topology.Topology`'s batches on Spark (the BatchExecutor protocol).
+    """Runs a :class:`~app.topology.topology.Topology`'s batches on Spark (the BatchExecutor protocol).
 
     ``spark``: a SparkSession (:func:`app.spark.session.spark_session`). The topology's spout must
     be an :class:`~spouts.protocols.ArrowSpout` (KafkaSpout is): picklable, read on executors with

@@ -8,10 +8,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
-from app.batch import Batch
 from app.spark import bad_records as bad_records_
 from app.spark.record_columns import padded
 from app.spark.tasks import ReadRanges, TaskFaults
+from app.topology.batch import Batch
 from spouts.bad_records import BadRecord
 from spouts.metadata import PartitionMetadata
 from spouts.protocols import ArrowSpout

@@ -6,8 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from app.batch import Batch
-from app.error_policy import Action
+from app.bad_records.error_policy import Action
 from app.metrics import Metrics
 from app.spark import bad_records as bad_records_
 from app.spark import capture as capture_
@@ -16,8 +15,9 @@ from app.spark.jvm import gateway, java_frame, java_session
 from app.spark.plan import SOURCE_COLUMN, CompiledSink
 from app.spark.processing import LeftOutRows, SinkResult, SinkRuns, unpersist
 from app.spark.reading import Reads
-from app.topology import Topology
-from app.upserts import PLACE_COLUMN
+from app.topology.batch import Batch
+from app.topology.topology import Topology
+from app.topology.upserts import PLACE_COLUMN
 from spouts.bad_records import BadRecord, Stage
 
 #: The executor's log (these lines are the executor's, wherever its parts live).

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.batch import Batch
 from app.migrations import refuse_moved
 from app.spark.plan import CompiledSink
+from app.topology.batch import Batch
 
 
 class StateTables:

@@ -15,7 +15,7 @@ from app.coordinator.coordinator import Coordinator
 from app.coordinator.loop import Outcome
 from app.failures import spark_fatal as fatal
 from app.failures.policy import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
-from app.local import LocalExecutor
+from app.topology.local import LocalExecutor
 from spouts.errors import AccessRefusedError, DataLossError, PartitionUnavailableError
 from spouts.memory import MemoryEmitter, MemorySpout
 from spouts.metadata import Partition

@@ -13,12 +13,12 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from app.batch import Batch, CommitStats
 from app.config import compile_pipeline, loads
 from app.failures.policy import BAD_INPUT, FAILED
 from app.health import PipelineState, assess
 from app.metrics import PIPELINE_STATES, Metrics
 from app.service import PipelineRunner, Service
+from app.topology.batch import Batch, CommitStats
 from spouts.errors import PartitionUnavailableError
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster

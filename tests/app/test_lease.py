@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from cassandra import AuthenticationFailed
 
-from app.batch import Batch
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.coordinator.lease import take_lease, unique_owner
 from app.failures.policy import Decision, FailurePolicy
-from app.local import LocalExecutor, Sink
+from app.topology.batch import Batch
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySpout
 from spouts.protocols import SpoutKind
 from states import Count, OpaqueMap

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySource, MemorySpout
 from spouts.metadata import Partition
 from spouts.protocols import SpoutKind

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from app.coordinator.coordinator import Coordinator
-from app.local import LocalExecutor, Sink
 from app.spark.plan import TupleAggregator
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySpout
 from spouts.metadata import Partition
 from spouts.protocols import Record, SpoutKind

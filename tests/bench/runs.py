@@ -24,13 +24,13 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from prometheus_client import CollectorRegistry
 
-from app.batch import Batch, CommitStats
 from app.config.schema import PipelineModel
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
 from app.spark import SparkExecutor
 from app.spark.reading import READ_TASK_RECORDS
-from app.topology import Topology
+from app.topology.batch import Batch, CommitStats
+from app.topology.topology import Topology
 from spouts.kafka import KafkaSpout, KafkaSpoutConfig
 from spouts.planner import Caps
 from states import Count

@@ -14,7 +14,7 @@ import yaml
 from app.__main__ import main
 from app.config import compile_pipeline, load
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.topology.local import LocalExecutor, Sink
 from states import factory as state_factory
 from states.aggregators import Count
 from states.spec import Column, MapSpec, StateKind

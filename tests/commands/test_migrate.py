@@ -24,9 +24,9 @@ import yaml
 from app.config import compile_pipeline, load
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.coordinator.progress import ProgressLog, read_progress
-from app.local import LocalExecutor, Sink
 from app.migrations import COPYING, DONE, read_migration
 from app.spark.state_tables import StateTables
+from app.topology.local import LocalExecutor, Sink
 from states.aggregators import Count
 from states.cassandra.session import shared_client
 from states.errors import LeaseHeldError, SchemaMismatchError

@@ -23,8 +23,8 @@ from prometheus_client import CollectorRegistry
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.coordinator.progress import read_progress
 from app.failures.policy import FAILED
-from app.local import LocalExecutor, Sink
 from app.metrics import Metrics
+from app.topology.local import LocalExecutor, Sink
 from spouts.errors import LogRestartedError, TopicRecreatedError
 from spouts.kafka import FirstPoll, KafkaSpout
 from spouts.kafka.emitter import KafkaEmitter

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.error_policy import BadRecordHandler, ErrorPolicy, brief
+from app.bad_records.error_policy import BadRecordHandler, ErrorPolicy, brief
 from app.metrics import Metrics
 from app.spark.isolation import SLOW_S, Isolation
 from spouts.bad_records import BadRecord, Stage
@@ -26,7 +26,7 @@ def test_skipping_a_txids_bad_records_is_one_line_naming_the_first(caplog: Any) 
     """200 bad records skipped in one txid: one WARNING line with the count, the kind and the first record's
     coordinates and reason; the 200 per-record lines only at DEBUG."""
     handler = BadRecordHandler("sales", ErrorPolicy.skip(), Metrics(CollectorRegistry()))
-    caplog.set_level(logging.DEBUG, logger="app.error_policy")
+    caplog.set_level(logging.DEBUG, logger="app.bad_records.error_policy")
     handler.settle(4, [cast_error(o) for o in range(99, 20_000, 100)], progress=None)  # type: ignore[arg-type]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert warnings == [("pipeline sales txid 4: skipped 200 bad records (transform CAST_INVALID_INPUT 200); first "

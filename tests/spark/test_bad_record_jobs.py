@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.error_policy import ErrorPolicy
+from app.bad_records.error_policy import ErrorPolicy
 from app.metrics import Metrics
 from app.spark import SparkExecutor
 from app.spark import bad_records as bad_records_
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
 from states import Count, Sum

@@ -16,11 +16,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from app.dead_letters import coordinates_of
-from app.error_policy import ErrorPolicy
+from app.bad_records.dead_letters import coordinates_of
+from app.bad_records.error_policy import ErrorPolicy
 from app.metrics import Metrics
 from app.spark import SparkExecutor
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.bad_records import BadRecord, BadRecordError, OnBad, Stage
 from spouts.kafka import KafkaSpout
 from spouts.metadata import PartitionMetadata

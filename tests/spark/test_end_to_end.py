@@ -13,11 +13,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.batch import Batch
 from app.metrics import Metrics
 from app.query import query, stored_spec
 from app.spark import GLOBAL_KEY_COLUMN, SparkExecutor
-from app.topology import Agg, Topology
+from app.topology.batch import Batch
+from app.topology.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps
 from states import Count, Sum, combiner

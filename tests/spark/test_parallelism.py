@@ -11,7 +11,7 @@ import pytest
 
 from app.spark import SparkExecutor, parallelism
 from app.spark.parallelism import ExecutorCounts, Parallelism, choose, observe
-from app.topology import Topology
+from app.topology.topology import Topology
 from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.spark.helpers import Topic, coordinator, expected_words, lines, sqlite_table, word_counts

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from app.steps import Agg, Transform
+from app.topology.steps import Agg, Transform
 from states.aggregators import STAMPED, Latest
 from states.spec import DELETED_COLUMN
 
@@ -31,7 +31,7 @@ PLACE_SQL = ("named_struct('timestamp', coalesce(unix_millis(`timestamp`), -1), 
 
 
 class UpsertSink(Protocol):
-    """What the upsert rules read of a sink (:class:`app.topology.PersistentAggregate`)."""
+    """What the upsert rules read of a sink (:class:`app.topology.topology.PersistentAggregate`)."""
 
     @property
     def name(self) -> str: ...

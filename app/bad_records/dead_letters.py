@@ -24,11 +24,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from app.coordinator.progress import ProgressLog
 from app.failures.errors import BadRecordsGoneError
 from spouts.bad_records import BadRecord
 from spouts.kafka.access import AccessWatch, refused, serve, watched
@@ -42,6 +41,14 @@ PREFIX = "trident."
 HEADERS = ("source.topic", "source.partition", "source.offset", "source.timestamp", "pipeline", "stage",
            "error.class", "error.message")
 Coordinates = tuple[str, int, int]
+
+
+class DeadLetterStarts(Protocol):
+    """Where a txid's dead letters start, kept in the pipeline's store (the coordinator's progress log)."""
+
+    def dead_letter_start(self, txid: int) -> dict[int, int] | None: ...
+
+    def store_dead_letter_start(self, txid: int, start: Mapping[int, int]) -> None: ...
 
 
 def coordinates_of(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[str | None, Coordinates | None]:
@@ -86,7 +93,7 @@ class DeadLetterWriter:
         return cls(pipeline, topic, spout, {**cfg.properties, "bootstrap.servers": cfg.bootstrap_servers},
                    timeout_s=max(30.0, cfg.request_timeout_s))
 
-    def write(self, txid: int, bad: Sequence[BadRecord], progress: ProgressLog) -> int:
+    def write(self, txid: int, bad: Sequence[BadRecord], progress: DeadLetterStarts) -> int:
         """Make sure every record of ``bad`` is in the topic once; returns how many were produced now.
 
         A refusal (credentials, certificate, a missing ACL on the topic or the transactional id) raises
@@ -111,7 +118,7 @@ class DeadLetterWriter:
     def transactional_id(self) -> str:
         return f"trident-dead-letters-{self.pipeline}"
 
-    def _write(self, txid: int, bad: Sequence[BadRecord], progress: ProgressLog) -> int:
+    def _write(self, txid: int, bad: Sequence[BadRecord], progress: DeadLetterStarts) -> int:
         producer = self._ready_producer()
         start = progress.dead_letter_start(txid)
         if start is None:

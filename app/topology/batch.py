@@ -11,7 +11,7 @@ from spouts.metadata import BatchPlan
 from states.spec import StateKind
 
 if TYPE_CHECKING:
-    from app.topology import Topology
+    from app.topology.topology import Topology
     from spouts.bad_records import BadRecord
 
 

@@ -7,7 +7,7 @@ partition and offset and the error: a record the pipeline cannot use is a surpri
 look, and nothing is lost while the pipeline waits. ``skip`` drops it, counted by stage and reason,
 in one line per txid (how many, of which kinds, the first one's coordinates and error; each record's
 own line at DEBUG); ``dead_letter`` writes it to a Kafka topic with its source coordinates and the
-error as headers (:mod:`app.dead_letters`). Either way the rest of its txid commits.
+error as headers (:mod:`app.bad_records.dead_letters`). Either way the rest of its txid commits.
 
 :class:`BadRecordHandler` applies the policy to a txid's bad records once its plan is frozen and
 before any of its state is written (the coordinator calls :meth:`BadRecordHandler.settle`).
@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING
 from spouts.bad_records import BadRecord, BadRecordError
 
 if TYPE_CHECKING:
-    from app.coordinator.progress import ProgressLog
-    from app.dead_letters import DeadLetterWriter
+    from app.bad_records.dead_letters import DeadLetterStarts, DeadLetterWriter
     from app.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -105,7 +104,7 @@ def handler_for(pipeline: str, policy: ErrorPolicy, spout: object, metrics: Metr
     """The handler of ``policy``; a dead-letter policy writes to the cluster the (Kafka) ``spout`` reads."""
     writer = None
     if policy.topic is not None:
-        from app.dead_letters import DeadLetterWriter
+        from app.bad_records.dead_letters import DeadLetterWriter
 
         writer = DeadLetterWriter.for_spout(pipeline, policy.topic, spout)
     return BadRecordHandler(pipeline, policy, metrics, writer)
@@ -122,7 +121,7 @@ class BadRecordHandler:
         self.pipeline, self.policy, self.metrics, self.dead_letters = pipeline, policy, metrics, dead_letters
         self._counted_txid = 0  # a replay in this process does not count its records again
 
-    def settle(self, txid: int, records: Sequence[BadRecord], progress: ProgressLog) -> None:
+    def settle(self, txid: int, records: Sequence[BadRecord], progress: DeadLetterStarts) -> None:
         """Apply the policy to ``txid``'s bad records: raise (fail), count (skip), or write them (dead letter)."""
         if not records:
             return

@@ -14,9 +14,9 @@ must compute the same result from the same records.
 Records enter as columns ``topic, partition, offset, timestamp, key, value, headers``.
 
 ``Topology(name, errors=ErrorPolicy.dead_letter("topic"))`` says what happens to a record the
-pipeline cannot decode, transform or store (:mod:`app.error_policy`; default: fail).
+pipeline cannot decode, transform or store (:mod:`app.bad_records.error_policy`; default: fail).
 ``Latest``/``First`` aggregates also see each row's record place, carried through the transforms
-(:mod:`app.upserts`).
+(:mod:`app.topology.upserts`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from app.error_policy import ErrorPolicy
-from app.steps import Agg, Transform
-from app.upserts import check_sink, stored_aggregates
+from app.bad_records.error_policy import ErrorPolicy
+from app.topology.steps import Agg, Transform
+from app.topology.upserts import check_sink, stored_aggregates
 from spouts.protocols import PartitionedSpout
 from states.aggregators import CombinerAggregator
 from states.factory import StateFactory
@@ -43,7 +43,7 @@ class PersistentAggregate:
 
     ``tombstones`` says what a record with a null value does: None, it is aggregated like any
     other; ``ignore``, it is skipped; ``delete``, it deletes its key (every aggregate must then be
-    ``Latest``: the key reads as absent until a newer record comes, see :mod:`app.upserts`).
+    ``Latest``: the key reads as absent until a newer record comes, see :mod:`app.topology.upserts`).
     ``ttl_s``: rows expire that long after their key's last write (Cassandra only).
     """
 
@@ -154,7 +154,7 @@ class Topology:
     name: str
     spout: PartitionedSpout | None = None
     sinks: list[tuple[Stream, PersistentAggregate | PartitionPersist]] = field(default_factory=list)
-    errors: ErrorPolicy = field(default_factory=ErrorPolicy)  # what a bad record does (app.error_policy)
+    errors: ErrorPolicy = field(default_factory=ErrorPolicy)  # what a bad record does (app.bad_records.error_policy)
 
     def source(self) -> PartitionedSpout:
         """The spout the topology reads (set by :meth:`new_stream`)."""

@@ -1,6 +1,6 @@
 """The parts a stream is built of: a transform of its records and an aggregate into a sink (plain data).
 
-They sit below :mod:`app.topology`, which chains them into streams and sinks, and :mod:`app.upserts`,
+They sit below :mod:`app.topology.topology`, which chains them into streams and sinks, and :mod:`app.topology.upserts`,
 which adds the steps a latest-value sink needs.
 """
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.batch import Batch, CommitStats
+from app.topology.batch import Batch, CommitStats
 from spouts.protocols import PartitionedEmitter, Record
 from states.aggregators import CombinerAggregator, combine_updater
 from states.spec import StateKind
