@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules():
         module.add(sub)  # type: ignore[attr-defined]
     args = parser.parse_args(argv)
-    from app.access import fold_driver_tracebacks
+    from app.service.access import fold_driver_tracebacks
 
     fold_driver_tracebacks()  # a failed Cassandra connection: one line, not the driver's traceback
     try:
@@ -91,7 +91,7 @@ def _unreachable(e: BaseException) -> bool:
 
 def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
     """Whether the config's Cassandra refuses this client's TLS (a failed connection asked again, typed)."""
-    from app.access import cassandra_tls_refusal
+    from app.service.access import cassandra_tls_refusal
 
     path = getattr(args, "config", None)
     if not path:
@@ -106,7 +106,7 @@ def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
 
 def _wrong_local_dc(args: argparse.Namespace) -> str | None:
     """Whether the config's ``cassandra.local_dc`` is a data centre the cluster does not have (then: one line)."""
-    from app.access import wrong_local_dc
+    from app.service.access import wrong_local_dc
 
     path = getattr(args, "config", None)
     if not path:

@@ -16,7 +16,7 @@ from app.failures.policy import CAUSES
 from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from states.metrics import STATE_METRICS, StateMetrics
 
-PIPELINE_STATES = ("standby", "active", "degraded", "failed")  # app.health.PipelineState
+PIPELINE_STATES = ("standby", "active", "degraded", "failed")  # app.service.health.PipelineState
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -88,7 +88,7 @@ class Metrics:
         self.audit_txid = Gauge("trident_audit_last_txid", "The committed txid the last audit compared as of.",
                                 ["pipeline"], registry=r)
 
-        # -- partition size of sharded Cassandra state tables (app.partition_watch) ------------------
+        # -- partition size of sharded Cassandra state tables (app.service.partition_watch) ------------------
         self.partition_max_bytes = Gauge(
             "trident_state_partition_max_bytes", "Largest partition of a sharded state table, in bytes, as "
             "Cassandra's SSTables report it (system_views.max_partition_size: whole MiB, the largest over the nodes; "

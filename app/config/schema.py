@@ -468,7 +468,7 @@ class CassandraModel(Section):
     @model_validator(mode="after")
     def _guarantees(self) -> CassandraModel:
         """A pair that loses exactly-once on the replication ``create_keyspace`` creates the keyspace with
-        (``run`` checks the keyspace the cluster has, :mod:`app.access`)."""
+        (``run`` checks the keyspace the cluster has, :mod:`app.service.access`)."""
         replication = self.settings().replication if self.create_keyspace else None
         gap = consistency_gap(self.consistency, self.serial_consistency, replication, self.local_dc,
                               "from cassandra.replication")

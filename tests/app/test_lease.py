@@ -323,7 +323,7 @@ class FakeCompiled:
 
 class TestRunnerStandby:
     def runner(self, world: World) -> Any:
-        from app.service import PipelineRunner
+        from app.service.runner import PipelineRunner
 
         spout = MemorySpout(world.source, SpoutKind.OPAQUE, topology_id="world")
         executor = LocalExecutor(spout.emitter(), [Sink(OpaqueMap(world.backing, metrics=world.metrics.states), Count(),

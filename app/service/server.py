@@ -4,7 +4,7 @@
 passes (else 503 with its JSON details: a hung coordinator, which a restart cures).
 
 ``/readyz`` answers 200 when every pipeline is ``active`` (holds its lease, not degraded, not
-failed: :mod:`app.health`), else 503; its JSON body gives each pipeline's state, why and since when.
+failed: :mod:`app.service.health`), else 503; its JSON body gives each pipeline's state, why and since when.
 The server runs in a daemon thread; :meth:`HttpServer.close` stops it.
 """
 
