@@ -67,7 +67,7 @@ class Metrics:
             "(app.failures.policy.CAUSES); every reason's series exists from the pipeline's start at 0.",
             ["pipeline", "reason"], registry=r)
 
-        # -- bad-record isolation (app.spark.isolation) ---------------------------------------------
+        # -- bad-record isolation (app.spark.isolation_report) ---------------------------------------------
         self.isolation_rounds = Counter("trident_isolation_rounds_total", "Rounds of bad-record isolation (each "
                                         "one or more Spark jobs), by the stage the bad records failed at.",
                                         ["pipeline", "stage"], registry=r)

@@ -35,7 +35,7 @@ from app.bad_records.error_policy import Action, ErrorPolicy
 from app.config.runtime import build
 from app.config.topics import TopicSettings
 from app.coordinator.lease import unique_owner
-from app.masters import state_refusal
+from app.spark.masters import state_refusal
 from app.topology.guarantees import check_combination
 from app.topology.upserts import tombstone_problems
 from spouts.kafka.config import FirstPoll, redact

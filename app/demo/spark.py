@@ -25,7 +25,7 @@ from typing import Any
 from app.config import compile_pipeline, parse
 from app.coordinator.coordinator import Coordinator
 from app.coordinator.loop import Callbacks
-from app.masters import is_local
+from app.spark.masters import is_local
 
 TOPIC = "sentences"
 TABLE = "word_counts"
@@ -97,7 +97,7 @@ def produce(bootstrap: str, records: int, partitions: int, seed: int) -> Counter
 
 def count_words(bootstrap: str, db: str, master: str) -> tuple[dict[str, int], dict[str, float]]:
     """Run the word-count pipeline until idle; the stored counts and run statistics."""
-    from app.spark.executor import SparkExecutor
+    from app.spark.batch_executor import SparkExecutor
     from app.spark.session import spark_session
     from spouts.kafka import POOL
     from spouts.kafka.native import NATIVE_POOL

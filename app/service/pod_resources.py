@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from app.masters import parse_local
+from app.spark.masters import parse_local
 
 CGROUP = Path("/sys/fs/cgroup")
 #: The driver JVM's heap as a share of the container's memory limit; the rest is the JVM's off-heap

@@ -175,9 +175,9 @@ class Service:
             log.info("sized to the container: %s", change)
         log.info("starting Spark (master %s)", master)
         self.spark = spark_session(master=master, app_name=s.app_name, conf=conf)
-        from app.spark import executors
+        from app.spark import executor_watch
 
-        executors.watch(self.spark, s.executors_gone_s, self.metrics.spark_executors)  # cluster masters only
+        executor_watch.watch(self.spark, s.executors_gone_s, self.metrics.spark_executors)  # cluster masters only
 
     def _start_http(self) -> None:
         h = self.config.http
@@ -279,9 +279,9 @@ class Service:
             self.http.close()
         if self.spark is not None:
             try:
-                from app.spark import executors
+                from app.spark import executor_watch
 
-                executors.unwatch(self.spark)
+                executor_watch.unwatch(self.spark)
                 self.spark.stop()
             except Exception:
                 log.warning("Spark did not stop cleanly", exc_info=True)
@@ -289,6 +289,6 @@ class Service:
 
 
 def _spark_executor(spark: SparkSession, topology: Topology) -> BatchExecutor:
-    from app.spark.executor import SparkExecutor
+    from app.spark.batch_executor import SparkExecutor
 
     return SparkExecutor(spark, topology)

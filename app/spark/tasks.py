@@ -71,7 +71,7 @@ class ReadRanges:
     Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
     the same range adds the same entry again, so the count is exact however often Spark recomputes.
     ``bad`` (an accumulator) gets the range's undecodable records the same way; ``rows`` filters the
-    records read (the txid's bad records left out, :mod:`app.spark.bad_records`).
+    records read (the txid's bad records left out, :mod:`app.spark.bad_record_finding`).
     """
 
     spout: Any
@@ -81,7 +81,7 @@ class ReadRanges:
     attempt: int
     counts: Any  # a pyspark Accumulator merging dicts (see executor.RangeCounts)
     faults: TaskFaults | None = None
-    bad: Any = None  # a pyspark Accumulator merging dicts (app.spark.bad_records.SeenBadRecords)
+    bad: Any = None  # a pyspark Accumulator merging dicts (app.spark.bad_record_finding.SeenBadRecords)
     rows: Callable[[Any, pa.RecordBatch], pa.RecordBatch] | None = None
     columns: tuple[str, ...] | None = None  # the spout's columns to read (None: all)
 

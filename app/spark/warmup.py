@@ -48,7 +48,7 @@ class OpenState:
 
 
 class Warmed(Protocol):
-    """What a warm-up uses of the executor it warms (:class:`~app.spark.executor.SparkExecutor`)."""
+    """What a warm-up uses of the executor it warms (:class:`~app.spark.batch_executor.SparkExecutor`)."""
 
     @property
     def spark(self) -> Any: ...

@@ -97,7 +97,7 @@ def test_the_service_starts_spark_sized_to_its_container(tmp_path: Path, monkeyp
 def test_the_sizing_and_the_master_check_read_the_local_syntax_alike(tmp_path: Path, master: str) -> None:
     """Spark's syntax, parsed in one place: a master is resized only when it is a local ``*`` master, with the
     blanks Spark allows around the comma."""
-    from app.masters import is_local, parse_local
+    from app.spark.masters import is_local, parse_local
 
     resized = sized_spark(master, {}, v2(tmp_path, "250000 100000", "max"))[0] != master
     parsed = parse_local(master)

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from app.bad_records.error_policy import BadRecordHandler, ErrorPolicy, brief
 from app.metrics import Metrics
-from app.spark.isolation import SLOW_S, Isolation
+from app.spark.isolation_report import SLOW_S, Isolation
 from spouts.bad_records import BadRecord, Stage
 
 SPARK_TEXT = ("NumberFormatException: [CAST_INVALID_INPUT] The value 'x99' of the type \"STRING\" cannot be cast to "
@@ -56,7 +56,7 @@ class Clock:
 def test_a_quick_isolation_logs_nothing_at_info_and_a_slow_one_says_its_rounds(caplog: Any) -> None:
     """Isolation ending within SLOW_S is DEBUG only (the skip line names the records); past it, each round and
     the summary are INFO lines naming the pipeline and txid."""
-    caplog.set_level(logging.INFO, logger="app.spark.isolation")
+    caplog.set_level(logging.INFO, logger="app.spark.isolation_report")
     clock, metrics = Clock(), Metrics(CollectorRegistry())
     quick = Isolation("sales", 3, "transform", 2000, metrics, clock=clock)
     quick.round("error-capturing run", 1, 20)

@@ -268,7 +268,7 @@ def test_quieting_probes_leaves_pyspark_s_own_loggers_alone(tmp_path: Any) -> No
     script = tmp_path / "probe_first.py"
     script.write_text(
         "from pyspark.errors import AnalysisException\n"
-        "from app.spark.bad_records import quiet\n"
+        "from app.spark.bad_record_finding import quiet\n"
         "from app.spark.session import spark_session\n"
         "spark = spark_session(master='local[1]', app_name='probe-first')\n"
         "with quiet(spark):\n"

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.masters import is_local
 from app.spark.jvm import java_context
+from app.spark.masters import is_local
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ job of its own).
 A failed task is retried by Spark (``local[N,F]``, see :mod:`app.spark.session`); a failed job
 raises, and the coordinator replays the txid. Where the transforms are SQL without a generator, the
 process job runs them in the error-capturing form (:mod:`app.spark.capture`): a record they fail on
-is a row marked and left out in the same job (:mod:`app.spark.bad_records`), never a failed task, so
+is a row marked and left out in the same job (:mod:`app.spark.bad_record_finding`), never a failed task, so
 a dirty txid costs the clean one's jobs and one more that names the errors. Jobs carry the job group ``<topology>:txid-<N>``
 (``cancel(txid)``) and run in scheduler pool ``process`` or ``commit``: with ``max_pending > 1``
 the coordinator processes N+1 in a worker thread while committing N, and both share executors.
@@ -59,13 +59,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from app.masters import state_refusal
 from app.metrics import METRICS, Metrics
-from app.spark import bad_records as bad_records_
-from app.spark import executors as executors_
-from app.spark import warmup
+from app.spark import bad_record_finding, executor_watch, warmup
 from app.spark.committing import Commits, driver_commit_keys
 from app.spark.job_control import JobControl
+from app.spark.masters import state_refusal
 from app.spark.parallelism import Parallelism
 from app.spark.plan import CompiledSink, compile_sink, register_spec
 from app.spark.processing import SinkResult, SinkRuns, unpersist
@@ -165,9 +163,9 @@ class SparkExecutor:
     @property
     def problem(self) -> str | None:
         """What holds this executor up now, for ``/readyz``: bad records being isolated, or no Spark executor
-        for longer than the bound (:mod:`app.spark.executors`)."""
+        for longer than the bound (:mod:`app.spark.executor_watch`)."""
         isolating = self.isolation.isolating
-        return isolating.status if isolating is not None else executors_.problem(self.spark)
+        return isolating.status if isolating is not None else executor_watch.problem(self.spark)
 
     @property
     def parallelism(self) -> Parallelism | None:
@@ -221,7 +219,7 @@ class SparkExecutor:
                 # in a result: run the txid once more without those records
                 unpersist(results)
                 results, _ = self.runs.results(
-                    self.reads.records(batch, ranges, bad_records_.leave_out_filter([*failing, *null_keys])),
+                    self.reads.records(batch, ranges, bad_record_finding.leave_out_filter([*failing, *null_keys])),
                     partitions, collect=collect)
             self.runs.txid_done(bad_keys=bool(null_keys))
             self.commits.processed(planned, results)
@@ -244,11 +242,11 @@ class SparkExecutor:
             # forms it reads the columns their plans use (a job naming bad-key records reads the coordinates)
             planned = not self.runs.checks_rows()
             results, left_out = self.runs.results(
-                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing), planned=planned),
+                self.reads.records(batch, ranges, bad_record_finding.leave_out_filter(failing), planned=planned),
                 partitions, collect=collect,
                 named=(lambda: self.reads.records(batch, ranges, counted=False)) if planned else None)
         except Exception as e:
-            if failing or self.runs.capturable() or bad_records_.record_error(e) is None:
+            if failing or self.runs.capturable() or bad_record_finding.record_error(e) is None:
                 raise  # transient, or not a record's fault (the capturing form found none): retried whole
             return self.isolation.without_failing(batch, ranges, partitions, e, collect=collect)
         return results, left_out, failing

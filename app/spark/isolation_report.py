@@ -4,7 +4,7 @@ An isolation that ends within :data:`SLOW_S` logs at DEBUG only (start, rounds, 
 skip, dead-letter or stop line (:mod:`app.bad_records.error_policy`) names its bad records. One slower than that
 says each further round (but the last) and its summary at INFO, so a person waiting sees what the txid
 is doing. The
-Java stack traces of probes that fail on purpose are kept out of the log (:func:`app.spark.bad_records.quiet`).
+Java stack traces of probes that fail on purpose are kept out of the log (:func:`app.spark.bad_record_finding.quiet`).
 """
 
 from __future__ import annotations
