@@ -30,6 +30,9 @@ secret overrides, librdkafka's check, SQL resolution), :mod:`.runtime` (a lower 
 from the model fields of the same name), :mod:`.compile` (the models to Topology, CoordinatorConfig and
 StateFactory), :mod:`.topics` (the
 declared Kafka topics and the retention check ``validate`` warns with).
+
+May import :mod:`app.coordinator` and what lies below it (``app/__init__.py`` lists the layers); never
+:mod:`app.audit`, :mod:`app.service` or :mod:`app.commands`.
 """
 
 from app.config.compile import (
