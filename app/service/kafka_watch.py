@@ -9,11 +9,11 @@ connection; while no broker answers, the pipeline is ``degraded`` with the reaso
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from app.service.watch import Watch
 from spouts.kafka.access import watched
 from spouts.kafka.config import KafkaSpoutConfig
 
@@ -23,23 +23,20 @@ INTERVAL_S = 5.0  # how often the cluster is asked
 TIMEOUT_S = 5.0  # the longest a metadata request may take (less when kafka.request_timeout_s is shorter)
 
 
-class KafkaWatch:
+class KafkaWatch(Watch):
     """``problem`` (None while Kafka answers) and ``since`` (wall-clock seconds) for one pipeline."""
 
     def __init__(self, config: KafkaSpoutConfig, topology_id: str, *, interval_s: float = INTERVAL_S,
                  clock: Callable[[], float] = time.time) -> None:
-        self.config, self.topology_id, self.interval_s, self._clock = config, topology_id, interval_s, clock
+        super().__init__(f"kafka-watch-{topology_id}", interval_s)
+        self.config, self.topology_id, self._clock = config, topology_id, clock
         self.timeout_s = min(TIMEOUT_S, config.request_timeout_s)
         self.problem: str | None = None
         self.since: float | None = None
         self._consumer: Any = None
-        self._thread: threading.Thread | None = None
 
-    def start(self, stop: threading.Event) -> None:
-        """Ask every ``interval_s`` until ``stop`` is set (a daemon thread; the consumer is closed at the end)."""
-        self._thread = threading.Thread(target=self._loop, args=(stop,), name=f"kafka-watch-{self.topology_id}",
-                                        daemon=True)
-        self._thread.start()
+    def look(self) -> None:
+        self.check()
 
     def check(self) -> None:
         """Ask once; set or clear :attr:`problem`."""
@@ -66,13 +63,9 @@ class KafkaWatch:
             log.warning("pipeline %s: %s", self.topology_id, problem)
         self.problem = problem
 
-    def _loop(self, stop: threading.Event) -> None:
-        try:
-            while not stop.wait(self.interval_s):
-                try:
-                    self.check()
-                except Exception as e:  # noqa: BLE001 - a watch that cannot ask says nothing, it never stops the pipeline
-                    log.debug("pipeline %s: the Kafka watch could not ask: %s", self.topology_id, e)
-        finally:
-            if self._consumer is not None:
-                self._consumer.close()
+    def failed(self, error: Exception) -> None:
+        log.debug("pipeline %s: the Kafka watch could not ask: %s", self.topology_id, error)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()

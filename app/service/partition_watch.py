@@ -11,10 +11,10 @@ table. Off the commit path: a failed reading is logged and tried again at the ne
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 
 from app.metrics import Metrics
+from app.service.watch import Watch
 from states.cassandra.partition_size import ShardCounts, ShardedTable, server_largest_bytes
 from states.cassandra.session import CassandraClient
 from states.factory import StateFactory
@@ -33,22 +33,22 @@ def sharded_tables(sinks: Iterable[tuple[StateFactory, str]]) -> list[ShardedTab
     return out
 
 
-class PartitionWatch:
-    """Refreshes the partition-size gauges of one pipeline's sharded tables."""
+class PartitionWatch(Watch):
+    """Refreshes the partition-size gauges of one pipeline's sharded tables; ``active``: while the lease is held."""
 
     def __init__(self, pipeline: str, tables: list[ShardedTable], client: Callable[[], CassandraClient],
                  metrics: Metrics, *, active: Callable[[], bool] = lambda: True,
                  interval_s: float = INTERVAL_S) -> None:
-        self.pipeline, self.metrics, self.interval_s = pipeline, metrics, interval_s
-        self._client, self._active = client, active
+        super().__init__(f"partition-watch-{pipeline}", interval_s)
+        self.pipeline, self.metrics = pipeline, metrics
+        self._client, self._is_active = client, active
         self.counts = [ShardCounts(t) for t in tables]
-        self._thread: threading.Thread | None = None
 
-    def start(self, stop: threading.Event) -> None:
-        """Refresh every ``interval_s`` until ``stop`` is set (a daemon thread)."""
-        self._thread = threading.Thread(target=self._loop, args=(stop,), name=f"partition-watch-{self.pipeline}",
-                                        daemon=True)
-        self._thread.start()
+    def look(self) -> None:
+        self.refresh()
+
+    def active(self) -> bool:
+        return self._is_active()
 
     def refresh(self) -> None:
         """Read every table once: the bytes from every node, the rows of its next shard; set the gauges."""
@@ -62,12 +62,6 @@ class PartitionWatch:
             if counts.largest is not None:
                 self.metrics.partition_max_rows.labels(self.pipeline, table.name).set(counts.largest)
 
-    def _loop(self, stop: threading.Event) -> None:
-        while not stop.wait(self.interval_s):
-            if not self._active():
-                continue
-            try:
-                self.refresh()
-            except Exception as e:  # noqa: BLE001 - a watch that cannot read says nothing, it never stops the pipeline
-                log.info("pipeline %s: the partition sizes could not be read (again in %.0f s): %s", self.pipeline,
-                         self.interval_s, e)
+    def failed(self, error: Exception) -> None:
+        log.info("pipeline %s: the partition sizes could not be read (again in %.0f s): %s", self.pipeline,
+                 self.interval_s, error)

@@ -98,6 +98,6 @@ def test_the_service_watches_the_sharded_tables_of_each_pipeline(monkeypatch: An
     for r in (runner, plain):
         service._watch_partitions(r)  # type: ignore[arg-type]
     assert [(w.pipeline, [c.table for c in w.counts]) for w in started] == [("wc", [ShardedTable("ks", "words", 8)])]
-    assert not started[0]._active()
+    assert not started[0].active()
     runner.role = "active"
-    assert started[0]._active()
+    assert started[0].active()
