@@ -11,7 +11,8 @@ from app.service.watch import Watch
 class Counting(Watch):
     def __init__(self, *, fail_first: int = 0) -> None:
         super().__init__("counting-watch", 0.01)
-        self.looks, self.errors, self.closed, self.fail_first = 0, [], threading.Event(), fail_first
+        self.looks, self.closed, self.fail_first = 0, threading.Event(), fail_first
+        self.errors: list[str] = []
         self.allowed = threading.Event()
         self.allowed.set()
         self.enough = threading.Event()
