@@ -46,7 +46,8 @@ from app.config.compile import (
 )
 from app.config.errors import ConfigError
 from app.config.parse import SECRET_ENV, load, loads, operator_name, parse
-from app.config.schema import PipelineModel, ServiceConfig, json_schema
+from app.config.schema.document import ServiceConfig, json_schema
+from app.config.schema.pipeline import PipelineModel
 from app.config.topics import TopicSettings, retention_warnings
 
 __all__ = [

@@ -105,7 +105,7 @@ def check_consistency(settings: Any, client: Any) -> None:
     replication as the cluster has it (as ``replication`` will create it when the keyspace does not exist yet);
     with ``accept_weak_consistency`` log one warning saying what is lost instead. ``validate`` judged the config's
     ``replication``; a keyspace created otherwise, or since, is only known here."""
-    from app.config.schema import consistency_refusal
+    from app.config.schema.cassandra import consistency_refusal
     from states.cassandra.guarantees import consistency_gap, live_replication
 
     keyspace = client.cluster.metadata.keyspaces.get(settings.keyspace)

@@ -298,7 +298,7 @@ class TestOwnerIdentity:
 
     def test_config_default_owner_is_unique(self) -> None:
         """Two configs without an owner get different owners, each with the hostname as its prefix."""
-        from app.config.schema import ServiceModel
+        from app.config.schema.service import ServiceModel
 
         a, b = ServiceModel().owner_or_unique(), ServiceModel().owner_or_unique()
         assert a != b

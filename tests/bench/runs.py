@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from prometheus_client import CollectorRegistry
 
-from app.config.schema import PipelineModel
+from app.config.schema.pipeline import PipelineModel
 from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
 from app.spark import SparkExecutor

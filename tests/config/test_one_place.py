@@ -12,18 +12,9 @@ from pydantic_core import PydanticUndefined
 from app.config import parse
 from app.config.compile import coordinator_config, spout_config, state_factory
 from app.config.runtime import _hints, convert
-from app.config.schema import (
-    CapsModel,
-    CassandraModel,
-    FormatModel,
-    KafkaModel,
-    PipelineModel,
-    RegistryModel,
-    SpoutModel,
-    StateModel,
-    TlsModel,
-    TopicModel,
-)
+from app.config.schema.cassandra import CassandraModel, TlsModel
+from app.config.schema.kafka import KafkaModel, RegistryModel, TopicModel
+from app.config.schema.pipeline import CapsModel, FormatModel, PipelineModel, SpoutModel, StateModel
 from app.config.topics import TopicSettings
 from app.coordinator.coordinator import CoordinatorConfig
 from spouts.kafka.config import KafkaSpoutConfig
