@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # PySpark starts a JVM: imported only once the service starts
     from pyspark.sql import SparkSession
 
     from app.audit.schedule import AuditSchedule
-    from app.service.server import HttpServer
+    from app.service.endpoints import HttpServer
 
 log = logging.getLogger("app.service")  # the service's lines, under the name operators filter on
 
@@ -182,7 +182,7 @@ class Service:
     def _start_http(self) -> None:
         h = self.config.http
         if h.enabled:
-            from app.service.server import HttpServer
+            from app.service.endpoints import HttpServer
 
             try:
                 self.http = HttpServer(h.host, h.port, self.readiness, self.metrics.registry,
