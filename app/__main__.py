@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules():
         module.add(sub)  # type: ignore[attr-defined]
     args = parser.parse_args(argv)
-    from app.access import fold_driver_tracebacks
+    from app.service.access import fold_driver_tracebacks
 
     fold_driver_tracebacks()  # a failed Cassandra connection: one line, not the driver's traceback
     try:
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.command}: {e}", file=sys.stderr)
         return e.code
     except Exception as e:
-        from app.error_text import describe
-        from app.refusals import refusal
+        from app.failures.error_text import describe
+        from app.failures.refusals import refusal
 
         refused = refusal(e, cassandra_role=_cassandra_role(args))
         if refused is not None:
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 def _unreachable_line(args: argparse.Namespace, e: BaseException) -> tuple[str, int]:
     """What to say (and the exit code) when a server cannot be reached: a Cassandra TLS refusal or a wrong
     local data centre, found by asking again, else the error itself."""
-    from app.error_text import describe
-    from app.refusals import refusal
+    from app.failures.error_text import describe
+    from app.failures.refusals import refusal
 
     untrusted = _cassandra_tls_refusal(args)
     refused = None if untrusted is None else refusal(untrusted, cassandra_role=_cassandra_role(args))
@@ -91,7 +91,7 @@ def _unreachable(e: BaseException) -> bool:
 
 def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
     """Whether the config's Cassandra refuses this client's TLS (a failed connection asked again, typed)."""
-    from app.access import cassandra_tls_refusal
+    from app.service.access import cassandra_tls_refusal
 
     path = getattr(args, "config", None)
     if not path:
@@ -106,7 +106,7 @@ def _cassandra_tls_refusal(args: argparse.Namespace) -> Exception | None:
 
 def _wrong_local_dc(args: argparse.Namespace) -> str | None:
     """Whether the config's ``cassandra.local_dc`` is a data centre the cluster does not have (then: one line)."""
-    from app.access import wrong_local_dc
+    from app.service.access import wrong_local_dc
 
     path = getattr(args, "config", None)
     if not path:

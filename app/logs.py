@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-THREAD_PREFIX = "pipeline-"  # app.service names each pipeline's thread so
+THREAD_PREFIX = "pipeline-"  # app.service.runner names each pipeline's thread so
 #: Spark's local property holding a job's group, sent with each task; ``app.spark.job_control`` and
 #: ``app.spark.warmup`` name a pipeline's groups ``<pipeline>:<what>`` (a pipeline id has no colon).
 JOB_GROUP = "spark.jobGroup.id"

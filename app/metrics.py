@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-from app.failures import CAUSES
+from app.failures.policy import CAUSES
 from spouts.metrics import SPOUT_METRICS, SpoutMetrics
 from states.metrics import STATE_METRICS, StateMetrics
 
-PIPELINE_STATES = ("standby", "active", "degraded", "failed")  # app.health.PipelineState
+PIPELINE_STATES = ("standby", "active", "degraded", "failed")  # app.service.health.PipelineState
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -64,10 +64,10 @@ class Metrics:
         # -- Failures that stop a pipeline (the alerts key on them) ---------------------------------
         self.pipeline_failures = Counter(
             "trident_pipeline_failures_total", "Pipelines stopped by a permanent failure, by reason "
-            "(app.failures.CAUSES); every reason's series exists from the pipeline's start at 0.",
+            "(app.failures.policy.CAUSES); every reason's series exists from the pipeline's start at 0.",
             ["pipeline", "reason"], registry=r)
 
-        # -- bad-record isolation (app.spark.isolation) ---------------------------------------------
+        # -- bad-record isolation (app.spark.isolation_report) ---------------------------------------------
         self.isolation_rounds = Counter("trident_isolation_rounds_total", "Rounds of bad-record isolation (each "
                                         "one or more Spark jobs), by the stage the bad records failed at.",
                                         ["pipeline", "stage"], registry=r)
@@ -88,7 +88,7 @@ class Metrics:
         self.audit_txid = Gauge("trident_audit_last_txid", "The committed txid the last audit compared as of.",
                                 ["pipeline"], registry=r)
 
-        # -- partition size of sharded Cassandra state tables (app.partition_watch) ------------------
+        # -- partition size of sharded Cassandra state tables (app.service.partition_watch) ------------------
         self.partition_max_bytes = Gauge(
             "trident_state_partition_max_bytes", "Largest partition of a sharded state table, in bytes, as "
             "Cassandra's SSTables report it (system_views.max_partition_size: whole MiB, the largest over the nodes; "

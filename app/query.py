@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.spark.plan import registered_spec
-from app.topology import PartitionPersist, PersistentAggregate
-from app.upserts import is_stamped
+from app.topology.topology import PartitionPersist, PersistentAggregate
+from app.topology.upserts import is_stamped
 from states.reader import visible_value
 from states.snapshottable import GLOBAL_KEY, GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec

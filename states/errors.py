@@ -72,7 +72,7 @@ class SchemaMismatchError(StateError):
     """A table exists with a schema different from the one the configuration asks for."""
 
     def __init__(self, message: str) -> None:
-        self.message = message  # the one field, so the error can cross Spark as data (app.spark.fatal)
+        self.message = message  # the one field, so the error can cross Spark as data (app.failures.spark_fatal)
         super().__init__(message)
 
 

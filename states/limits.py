@@ -3,7 +3,7 @@
 A key the database would refuse for the row itself (Cassandra: an empty one-column partition key,
 "Key may not be empty"; a serialized partition key over 65535 bytes) can never be stored, however
 often it is retried. Known before the commit, such a key is a bad record of its source record, the
-same decision on every replay (``app.spark.bad_records``); the commit never sends it. A backend
+same decision on every replay (``app.spark.bad_record_finding``); the commit never sends it. A backend
 without such limits (SQLite, memory) has none: ``StateFactory.key_limits`` returns None for it.
 """
 

@@ -4,4 +4,7 @@
 reads them with a consumer of its own, :mod:`app.audit.recount` transforms and aggregates them with Spark's
 built-in functions (never the pipeline's read tasks, pruning or combine), :mod:`app.audit.compare` compares
 key by key, and :mod:`app.audit.run` ties them together for ``python -m app audit``.
+
+May import :mod:`app.config` and what lies below it (``app/__init__.py`` lists the layers); never
+:mod:`app.service` or :mod:`app.commands`.
 """

@@ -2,7 +2,7 @@
 
 The pipeline's committed dead letters are read back (``read_committed``) from the topic's log start
 and matched to the recount's bad records by the source coordinates their headers name
-(:func:`app.dead_letters.coordinates_of`), for the audited ranges only. A bad record without a dead
+(:func:`app.bad_records.dead_letters.coordinates_of`), for the audited ranges only. A bad record without a dead
 letter, one with two, and a dead letter of a record the recount counted as good are differences; a
 missing letter while the topic no longer holds its start (retention, records deleted) cannot be told
 from one deleted with it, so it is counted as unverifiable instead, and the report says why. After a
@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from app.dead_letters import Coordinates, coordinates_of
+from app.bad_records.dead_letters import Coordinates, coordinates_of
 from spouts.kafka.client_log import logged
 from spouts.metadata import BatchPlan
 

@@ -1,7 +1,7 @@
 """Which source ranges an audit recounts, and what makes an audit impossible (refused in one line).
 
 A full audit reads, per partition, from the first offset the pipeline ever covered
-(:class:`app.progress.FirstOffsets`) to the end frozen for the audited txid ``T``; ``--since M``
+(:class:`app.coordinator.progress.FirstOffsets`) to the end frozen for the audited txid ``T``; ``--since M``
 reads from M's frozen ends instead. Both need the stored plans of those txids, and the source must
 still hold every offset to read.
 
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.progress import ProgressLog, StoredBatch, read_rewinds
+from app.coordinator.progress import ProgressLog, StoredBatch, read_rewinds
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states.protocols import TransactionalStateStore
 

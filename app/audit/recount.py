@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from app.audit.ranges import AuditRefusedError
 from app.audit.source import RAW_SCHEMA, Range, ranges_of, read_ranges
-from app.topology import Agg, PersistentAggregate, Topology, Transform
+from app.topology.topology import Agg, PersistentAggregate, Topology, Transform
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import BatchPlan
 from states.aggregators import STAMPED, CombinerAggregator, Count, Max, Min, Sum

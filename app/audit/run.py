@@ -20,10 +20,10 @@ from app.audit.compare import Key, KeyResult, Outcome, SinkAudit, Snapshot, agai
 from app.audit.dead_letters import DeadLetterCheck, check, kafka_of, read_letters
 from app.audit.ranges import AuditRanges, AuditRefusedError, check_held, choose, topics_read
 from app.audit.recount import Recounter
+from app.coordinator.progress import ProgressLog, read_rewinds
 from app.kafka_offsets import KafkaOffsets
-from app.key_text import parse_key
-from app.progress import ProgressLog, read_rewinds
-from app.topology import PartitionPersist
+from app.topology.key_text import parse_key
+from app.topology.topology import PartitionPersist
 from spouts.bad_records import BadRecord
 from spouts.metadata import Partition, PartitionMetadata
 from states.aggregators import combine_updater

@@ -19,7 +19,7 @@ from typing import Any
 from app.audit.compare import DIFFERENCES
 from app.audit.ranges import AuditRefusedError
 from app.audit.run import AuditReport, audit, log_starts_of
-from app.error_text import describe
+from app.failures.error_text import describe
 from app.metrics import Metrics
 
 log = logging.getLogger(__name__)

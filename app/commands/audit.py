@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     from app.audit.ranges import AuditRefusedError
     from app.audit.run import audit, log_starts_of
     from app.config import compile_pipeline
-    from app.key_text import KeyTextError
+    from app.topology.key_text import KeyTextError
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.sample is not None and not 0 < args.sample <= 1:

@@ -25,11 +25,11 @@ def add(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     if args.memory:
-        from app.demo_memory import run as run_memory
+        from app.demo.memory import run as run_memory
 
         return run_memory(args.records, args.partitions)
-    from app.demo import DemoMasterError
-    from app.demo import run as run_demo
+    from app.demo.spark import DemoMasterError
+    from app.demo.spark import run as run_demo
 
     try:
         return run_demo(args.records, args.partitions, db=args.db, master=args.master)

@@ -100,7 +100,7 @@ def migrate(compiled: Any, shards: int, *, owner: str, page_size: int) -> list[d
     store = compiled.store()
     epoch = _acquire(store, owner, compiled.id)
     try:
-        from app.progress import read_progress
+        from app.coordinator.progress import read_progress
 
         prog = read_progress(store)
         return [_migrate_table(compiled, sink, shards, store, owner=owner, epoch=epoch, page_size=page_size,
@@ -207,8 +207,8 @@ class _TableMove:
 
     def verify_and_switch(self, committed_txid: int) -> dict[str, Any]:
         """3. Compare count and checksum of both tables; 4. only then record the new table as the pipeline's."""
+        from app.coordinator.progress import ProgressLog
         from app.migrations import DONE, record_migration
-        from app.progress import ProgressLog
         from states.ownership import claim_table
 
         doc = self.doc

@@ -22,7 +22,7 @@ from app.commands.common import (
     progress,
 )
 from app.commands.output import print_csv, print_json, print_table
-from app.key_text import KeyTextError, parse_key
+from app.topology.key_text import KeyTextError, parse_key
 
 SUMMARY = "read a pipeline's state table by key, or its top N rows"
 

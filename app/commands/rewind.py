@@ -150,7 +150,7 @@ def _partition_offset(item: str) -> tuple[Partition, int] | None:
 def rewind(compiled: Any, kafka: KafkaOffsets, target: tuple[str, Any], *, owner: str,
            reset_state: bool, forget: tuple[str, ...] = ()) -> dict[str, Any]:
     """Take the lease, commit the rewind txid (and truncate if asked), release; returns the audit line."""
-    from app.progress import ProgressLog, StoredBatch, read_progress, record_rewind
+    from app.coordinator.progress import ProgressLog, StoredBatch, read_progress, record_rewind
 
     store = compiled.store()
     epoch = _take_lease(store, compiled.id, owner)

@@ -1,4 +1,4 @@
-"""``run``: every pipeline of a config until SIGTERM/SIGINT (see :mod:`app.service`)."""
+"""``run``: every pipeline of a config until SIGTERM/SIGINT (see :mod:`app.service.process`)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,6 @@ def main(args: argparse.Namespace) -> int:
     from app.logs import configure
 
     configure(config.service.log_level, debug=args.debug)
-    from app.service import Service
+    from app.service.process import Service
 
     return Service(config).run()

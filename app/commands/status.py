@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
 def pipeline_status(config: Any, compiled: Any) -> dict[str, Any]:
     """One pipeline's status as plain data (what ``--json`` prints)."""
     from app.config import spout_config
-    from app.progress import read_progress
+    from app.coordinator.progress import read_progress
 
     now = time.time()
     report: dict[str, Any] = {"pipeline": compiled.id, "backend": compiled.state.backend, "lease": None,

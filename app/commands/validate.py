@@ -31,8 +31,8 @@ def schema_text() -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from app.access import sqlite_path_problem
     from app.config import describe, retention_warnings
+    from app.service.access import sqlite_path_problem
 
     if args.schema:
         sys.stdout.write(schema_text())

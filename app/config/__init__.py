@@ -15,8 +15,8 @@ Kafka and Cassandra connections, Spark, the HTTP port, and one or more pipelines
         state: {backend: sqlite, table: word_counts, sqlite_path: data/state.db}
 
 :func:`load` returns a :class:`ServiceConfig` (the validated, frozen models); :func:`compile_pipeline` turns
-one pipeline into the same objects the Python API builds: a :class:`~app.topology.Topology`, a
-:class:`~app.coordinator.CoordinatorConfig` and a :class:`~states.factory.StateFactory`. A bad
+one pipeline into the same objects the Python API builds: a :class:`~app.topology.topology.Topology`, a
+:class:`~app.coordinator.coordinator.CoordinatorConfig` and a :class:`~states.factory.StateFactory`. A bad
 field raises :class:`ConfigError` naming its path (``pipelines[0].state.table: ...``); unknown
 keys are errors. ``${NAME}`` (or ``${NAME:-default}``) in a string value is replaced from the
 environment, and the variables in :data:`SECRET_ENV` override secrets. Secrets are held as
@@ -30,6 +30,9 @@ secret overrides, librdkafka's check, SQL resolution), :mod:`.runtime` (a lower 
 from the model fields of the same name), :mod:`.compile` (the models to Topology, CoordinatorConfig and
 StateFactory), :mod:`.topics` (the
 declared Kafka topics and the retention check ``validate`` warns with).
+
+May import :mod:`app.coordinator` and what lies below it (``app/__init__.py`` lists the layers); never
+:mod:`app.audit`, :mod:`app.service` or :mod:`app.commands`.
 """
 
 from app.config.compile import (
@@ -43,7 +46,8 @@ from app.config.compile import (
 )
 from app.config.errors import ConfigError
 from app.config.parse import SECRET_ENV, load, loads, operator_name, parse
-from app.config.schema import PipelineModel, ServiceConfig, json_schema
+from app.config.schema.document import ServiceConfig, json_schema
+from app.config.schema.pipeline import PipelineModel
 from app.config.topics import TopicSettings, retention_warnings
 
 __all__ = [

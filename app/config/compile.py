@@ -14,9 +14,10 @@ from typing import Any
 
 from app.config.errors import ConfigError
 from app.config.runtime import build
-from app.config.schema import PipelineModel, ServiceConfig
-from app.coordinator import CoordinatorConfig
-from app.topology import Agg, PersistentAggregate, Topology
+from app.config.schema.document import ServiceConfig
+from app.config.schema.pipeline import PipelineModel
+from app.coordinator.coordinator import CoordinatorConfig
+from app.topology.topology import Agg, PersistentAggregate, Topology
 from spouts.kafka.config import KafkaSpoutConfig, redact
 from spouts.kafka.formats import RecordFormat
 from spouts.protocols import SpoutKind

@@ -16,7 +16,9 @@ from pydantic import ValidationError
 from app.config import sql
 from app.config.compile import coordinator_config, spout_config, state_factory
 from app.config.errors import ConfigError, config_error
-from app.config.schema import Document, KafkaModel, PipelineModel, ServiceConfig
+from app.config.schema.document import Document, ServiceConfig
+from app.config.schema.kafka import KafkaModel
+from app.config.schema.pipeline import PipelineModel
 from spouts.kafka.config import KafkaSpoutConfig
 
 #: Environment variables that override secrets (and the settings secrets travel with).

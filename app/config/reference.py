@@ -18,22 +18,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.config.schema import (
-    AuditModel,
-    CapsModel,
-    CassandraModel,
-    Document,
-    HttpModel,
-    KafkaModel,
-    PipelineModel,
-    RegistryModel,
-    ServiceModel,
-    SparkModel,
-    SpoutModel,
-    StateModel,
-    TlsModel,
-    TopicModel,
-)
+from app.config.schema.cassandra import CassandraModel, TlsModel
+from app.config.schema.document import Document
+from app.config.schema.kafka import KafkaModel, RegistryModel, TopicModel
+from app.config.schema.pipeline import CapsModel, PipelineModel, SpoutModel, StateModel
+from app.config.schema.service import AuditModel, HttpModel, ServiceModel
+from app.config.schema.spark import SparkModel
 
 #: The tables of the guide: marker name -> the model whose fields it lists.
 TABLES: dict[str, type[BaseModel]] = {
@@ -147,7 +137,7 @@ def write_all(root: Path) -> list[Path]:
     The guide's field tables, ``docs/config.schema.json`` (the JSON Schema) and the ``config`` property of
     the Helm chart's ``values.schema.json`` (the schema with references inlined).
     """
-    from app.config.schema import chart_schema, json_schema
+    from app.config.schema.document import chart_schema, json_schema
 
     guide, export = root / "docs" / "configuration.md", root / "docs" / "config.schema.json"
     chart_file = root / "helm" / "trident-stream" / "values.schema.json"

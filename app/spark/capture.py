@@ -10,7 +10,7 @@ their number, and no task fails, so none is retried.
 
 A Python function transform cannot be evaluated so, nor can a generator (``explode``, ``inline``,
 ``stack``, ...: Spark refuses a generator nested in an expression) (:func:`capturable` is False):
-such a sink's transform errors are still found by bisection (:func:`app.spark.bad_records.isolate`).
+such a sink's transform errors are still found by bisection (:func:`app.spark.bad_record_finding.isolate`).
 """
 
 from __future__ import annotations

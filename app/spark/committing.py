@@ -20,14 +20,14 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from app.batch import Batch
+from app.failures import spark_fatal as fatal
 from app.metrics import Metrics
-from app.spark import fatal
 from app.spark.processing import COLLECT_ALL, SinkResult
 from app.spark.sharding import by_shard
 from app.spark.state_tables import StateTables
 from app.spark.tasks import CommitAggregates, DriverCache, PersistRows, TaskFaults
-from app.topology import PartitionPersist
+from app.topology.batch import Batch
+from app.topology.topology import PartitionPersist
 from states.aggregators import combine_updater
 from states.errors import StateTableMissingError
 from states.snapshottable import SnapshottableMap

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from app.batch import Batch
 from app.spark import parallelism as parallelism_
+from app.topology.batch import Batch
 
 #: The executor's log (these lines are the executor's, wherever its parts live).
-log = logging.getLogger("app.spark.executor")
+log = logging.getLogger("app.spark.batch_executor")
 
 
 class JobControl:

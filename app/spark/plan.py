@@ -9,13 +9,13 @@ How a sink aggregates a batch:
 
 * ``builtin``: every aggregator is Count, Sum, Min, Max, Latest or First: Spark's own ``count``/
   ``sum``/``min``/``max`` (map-side combine, no Python); ``latest``/``first`` are ``max``/``min``
-  of ``struct(timestamp, partition, offset, value)`` over the record place :mod:`app.upserts` carries.
+  of ``struct(timestamp, partition, offset, value)`` over the record place :mod:`app.topology.upserts` carries.
 * ``fold``: some aggregator is a custom ``combiner(...)``: a Python fold on executors, Arrow in and
   out: ``init``+``combine`` per input partition, shuffle the partials by key, ``combine`` again.
   A custom aggregate's values have its input column's type (``bigint`` without an input column).
 * ``rows``: a ``partition_persist`` sink: the key and value columns of every row, no aggregation.
 
-Values match :class:`app.local.LocalExecutor`: Count counts rows, Sum ignores nulls (0 when all
+Values match :class:`app.topology.local.LocalExecutor`: Count counts rows, Sum ignores nulls (0 when all
 are null), Min/Max ignore nulls, a group with no rows produces nothing.
 """
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.spark.tasks import COMMIT_PARTITION_COLUMN, Fold
-from app.topology import Agg, PartitionPersist, PersistentAggregate, Transform
-from app.upserts import PLACE_COLUMN, hidden_columns, is_stamped, upsert_transforms
+from app.topology.topology import Agg, PartitionPersist, PersistentAggregate, Transform
+from app.topology.upserts import PLACE_COLUMN, hidden_columns, is_stamped, upsert_transforms
 from states.aggregators import STAMPED, CombinerAggregator, Count, First, Max, Min, Sum
 from states.snapshottable import GLOBAL_KEY_COLUMN
 from states.spec import Column, MapSpec

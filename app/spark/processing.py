@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from app.spark import bad_records as bad_records_
+from app.spark import bad_record_finding
 from app.spark import capture as capture_
 from app.spark.jvm import java_frame
 from app.spark.plan import COUNT_COLUMN, SOURCE_COLUMN, CompiledSink, Mode
@@ -60,10 +60,10 @@ class LeftOutRows:
     def add(self, c: CompiledSink, df: Any, observed: ObservationNames) -> None:
         """Take what ``observed`` saw while ``df`` (materialised or collected) ran."""
         if observed.null_keys is not None:
-            self.null_keys.extend(bad_records_.null_key_records(df, observed.null_keys, c.keys, c.sink.name,
+            self.null_keys.extend(bad_record_finding.null_key_records(df, observed.null_keys, c.keys, c.sink.name,
                                                                 c.sink.factory.key_limits(c.spec)))
         if observed.transform_errors is not None:
-            for coords, k in bad_records_.failed_expressions(df, observed.transform_errors).items():
+            for coords, k in bad_record_finding.failed_expressions(df, observed.transform_errors).items():
                 self.failed.setdefault(coords, (c, k))
 
 
@@ -130,16 +130,16 @@ class SinkRuns:
         rows, errors = self._transformed(c, records, capture)
         limits = c.sink.factory.key_limits(c.spec) if c.keys else None  # keys the state refuses: bad records too
         if c.keys and c.carries_source:
-            rows, null_keys = bad_records_.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN, limits)
+            rows, null_keys = bad_record_finding.split_null_keys(rows, c.keys, c.sink.name, SOURCE_COLUMN, limits)
             return rows, ObservationNames(null_keys, errors)
-        return bad_records_.guard_keys(rows, c.keys, c.sink.name, limits), ObservationNames(None, errors)
+        return bad_record_finding.guard_keys(rows, c.keys, c.sink.name, limits), ObservationNames(None, errors)
 
     @staticmethod
     def _transformed(c: CompiledSink, records: Any, capture: bool) -> tuple[Any, str | None]:
         """``c``'s transformed rows (``capture``: in the error-capturing form, failed rows left out, and the name
         of the observation naming them)."""
         if capture:
-            return bad_records_.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
+            return bad_record_finding.split_transform_errors(capture_.capture(records, c.steps), c.sink.name,
                                                        SOURCE_COLUMN, capture_.ERROR_COLUMN)
         return c.transform(records), None
 
@@ -177,7 +177,7 @@ class SinkRuns:
     @staticmethod
     def _keys_split(c: CompiledSink, rows: Any, partitions: int) -> tuple[Any, str]:
         """``rows`` aggregated without the keys the state cannot store, and the observation counting those."""
-        return bad_records_.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name,
+        return bad_record_finding.split_bad_groups(c.aggregate(rows, partitions), c.keys, c.sink.name,
                                              c.sink.factory.key_limits(c.spec))
 
     def checked_per_row(self, c: CompiledSink, records: Any, partitions: int, left_out: LeftOutRows, *,
@@ -208,10 +208,10 @@ class SinkRuns:
         result, name = self._keys_split(c, rows, partitions)
         with _released_on_error(_computed(c, result, collect)) as done:
             left_out.add(c, result, ObservationNames(None, errors))
-            if bad_records_.observed_count(result, name):
+            if bad_record_finding.observed_count(result, name):
                 if named is not None:
                     rows = self._transformed(c, named(), capture)[0]
-                left_out.null_keys.extend(bad_records_.bad_key_records(rows, c.keys, c.sink.name, SOURCE_COLUMN,
+                left_out.null_keys.extend(bad_record_finding.bad_key_records(rows, c.keys, c.sink.name, SOURCE_COLUMN,
                                                                        c.sink.factory.key_limits(c.spec)))
         return done
 

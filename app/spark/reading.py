@@ -8,10 +8,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
-from app.batch import Batch
-from app.spark import bad_records as bad_records_
+from app.spark import bad_record_finding
 from app.spark.record_columns import padded
 from app.spark.tasks import ReadRanges, TaskFaults
+from app.topology.batch import Batch
 from spouts.bad_records import BadRecord
 from spouts.metadata import PartitionMetadata
 from spouts.protocols import ArrowSpout
@@ -57,7 +57,7 @@ class Reads:
         self.tasks = 1  # read tasks per txid at most: chosen from the executors before every txid
         self.records_per_task = READ_TASK_RECORDS
         self.counts = spark.sparkContext.accumulator({}, RangeCounts())
-        self.bad = spark.sparkContext.accumulator({}, bad_records_.SeenBadRecords())
+        self.bad = spark.sparkContext.accumulator({}, bad_record_finding.SeenBadRecords())
 
     def records(self, batch: Batch, ranges: list[Any], rows: Any = None, *, counted: bool = True,
                 spread: bool = False, planned: bool = False) -> Any:

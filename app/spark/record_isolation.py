@@ -6,22 +6,22 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from app.batch import Batch
-from app.error_policy import Action
+from app.bad_records.error_policy import Action
 from app.metrics import Metrics
-from app.spark import bad_records as bad_records_
+from app.spark import bad_record_finding
 from app.spark import capture as capture_
-from app.spark.isolation import Isolation
+from app.spark.isolation_report import Isolation
 from app.spark.jvm import gateway, java_frame, java_session
 from app.spark.plan import SOURCE_COLUMN, CompiledSink
 from app.spark.processing import LeftOutRows, SinkResult, SinkRuns, unpersist
 from app.spark.reading import Reads
-from app.topology import Topology
-from app.upserts import PLACE_COLUMN
+from app.topology.batch import Batch
+from app.topology.topology import Topology
+from app.topology.upserts import PLACE_COLUMN
 from spouts.bad_records import BadRecord, Stage
 
 #: The executor's log (these lines are the executor's, wherever its parts live).
-log = logging.getLogger("app.spark.executor")
+log = logging.getLogger("app.spark.batch_executor")
 
 #: The columns that say where a row's record is in the source (not what it holds).
 _PLACE_COLUMNS = frozenset({"topic", "partition", "offset", "timestamp", SOURCE_COLUMN, PLACE_COLUMN})
@@ -71,7 +71,7 @@ class RecordIsolation:
             if not self.runs.one_row_per_record():  # a failing record's other rows are in the results: run without it
                 unpersist(results)
                 results, left_out = self.runs.results(
-                    self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions,
+                    self.reads.records(batch, ranges, bad_record_finding.leave_out_filter(failing)), partitions,
                     collect=collect)
             return results, left_out, failing
         finally:
@@ -89,7 +89,7 @@ class RecordIsolation:
                 raise error
             iso.done(failing)
             results, left_out = self.runs.results(
-                self.reads.records(batch, ranges, bad_records_.leave_out_filter(failing)), partitions, collect=collect)
+                self.reads.records(batch, ranges, bad_record_finding.leave_out_filter(failing)), partitions, collect=collect)
             return results, left_out, failing
         finally:
             self.isolating = None
@@ -110,26 +110,26 @@ class RecordIsolation:
         sinks = {id(c): i for i, c in enumerate(self.sinks)}
         for coords, (c, k) in sorted(failed.items()):
             by_step.setdefault((sinks[id(c)], capture_.step_of(c.steps, k)), []).append(coords)
-        named: dict[Any, bad_records_.RecordError] = {}
-        with bad_records_.quiet(self.spark):
+        named: dict[Any, bad_record_finding.RecordError] = {}
+        with bad_record_finding.quiet(self.spark):
             for n, ((i, step), records) in enumerate(by_step.items()):
                 named.update(self._errors_at(batch, self.sinks[i], step, records))
                 iso.round(f"errors named at step {step} of sink {self.sinks[i].sink.name}", len(by_step) - n - 1,
                           len(failed))
         out = []
         for coords, (c, k) in sorted(failed.items()):
-            err = named.get(coords) or bad_records_.RecordError(
+            err = named.get(coords) or bad_record_finding.RecordError(
                 Stage.TRANSFORM, "TRANSFORM_ERROR", f"{capture_.expressions(c.steps)[k]!r} failed on this record")
             t, p, o = coords
             out.append(BadRecord(t, p, o, err.stage, err.reason, err.message))
         return out
     def _errors_at(self, batch: Batch, c: CompiledSink, step: int,
-                   records: list[Any]) -> dict[Any, bad_records_.RecordError]:
+                   records: list[Any]) -> dict[Any, bad_record_finding.RecordError]:
         """The error step ``step`` of ``c`` raises on the rows of ``records`` (see :meth:`_name_failures`)."""
         from pyspark.sql import DataFrame
 
-        parts = bad_records_.sub_ranges(records, self.topology.name)
-        read = self.reads.records(batch, parts, bad_records_.keep_only_filter(records), counted=False)
+        parts = bad_record_finding.sub_ranges(records, self.topology.name)
+        read = self.reads.records(batch, parts, bad_record_finding.keep_only_filter(records), counted=False)
         before = capture_.capture(read, c.steps[:step]).drop(capture_.ERROR_COLUMN)
         rows, schema = java_frame(before).collectAsList(), java_frame(before).schema()
         source = before.columns.index(SOURCE_COLUMN)
@@ -137,8 +137,8 @@ class RecordIsolation:
         # rows alike but for their place in the source fail alike, when the step does not read the place
         same = [i for i, n in enumerate(before.columns) if n not in _PLACE_COLUMNS] \
             if not capture_.reads_place(c.steps[step], _PLACE_COLUMNS) else None
-        out: dict[Any, bad_records_.RecordError] = {}
-        by_content: dict[tuple[str, ...], bad_records_.RecordError | None] = {}
+        out: dict[Any, bad_record_finding.RecordError] = {}
+        by_content: dict[tuple[str, ...], bad_record_finding.RecordError | None] = {}
         for j in range(rows.size()):
             row = rows.get(j)
             src = row.getStruct(source)
@@ -158,7 +158,7 @@ class RecordIsolation:
                 c.steps[step].apply(local).collect()
             except Exception as e:  # noqa: BLE001 - the error is what we came for
                 e.__context__ = None  # raised while the txid's first error is handled: name this one only
-                err = bad_records_.record_error(e) or bad_records_.RecordError(
+                err = bad_record_finding.record_error(e) or bad_record_finding.RecordError(
                     Stage.TRANSFORM, "TRANSFORM_ERROR", str(e)[:1000])
                 out[coords] = err
             if content is not None:
@@ -166,25 +166,25 @@ class RecordIsolation:
         return out
 
     def _isolate(self, batch: Batch, ranges: list[Any], iso: Isolation) -> list[BadRecord]:
-        """The records the transforms fail on by themselves (:func:`app.spark.bad_records.isolate`)."""
+        """The records the transforms fail on by themselves (:func:`app.spark.bad_record_finding.isolate`)."""
         coordinates = sorted((r[0], r[1], r[2]) for r in self.reads.records(batch, ranges, counted=False)
                              .select("topic", "partition", "offset").collect())
 
-        def probe(parts: Any) -> bad_records_.RecordError | None:
+        def probe(parts: Any) -> bad_record_finding.RecordError | None:
             records = self.reads.records(batch, parts, counted=False)
             iso.probed()
             try:
-                with bad_records_.quiet(self.spark):
+                with bad_record_finding.quiet(self.spark):
                     for c in self.sinks:
-                        bad_records_.force(self.runs.keyed_rows(c, records)[0])
+                        bad_record_finding.force(self.runs.keyed_rows(c, records)[0])
             except Exception as e:
-                err = bad_records_.record_error(e)
+                err = bad_record_finding.record_error(e)
                 if err is None:
                     raise
                 return err
             return None
 
-        return bad_records_.isolate(coordinates, probe, self.topology.name,
+        return bad_record_finding.isolate(coordinates, probe, self.topology.name,
                                     first_only=self.topology.errors.action is Action.FAIL)
 
 

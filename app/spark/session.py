@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.masters import parse_local
+from app.spark.masters import parse_local
 
 LOCAL_TASK_ATTEMPTS = 4
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])

@@ -1,6 +1,6 @@
 """Which state tables a txid may create, and which must be there: a lost table is never re-created empty.
 
-A table that the progress log records (:meth:`app.progress.ProgressLog.record_table`) held committed state,
+A table that the progress log records (:meth:`app.coordinator.progress.ProgressLog.record_table`) held committed state,
 so finding it missing is :class:`~states.errors.StateTableMissingError`. A table not recorded has had no txid
 yet (a new pipeline, a sink added to an existing one, a sink no key has reached), so a txid creates it
 and records it before writing into it. A rewind with ``--reset-state`` empties the tables: until a txid
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.batch import Batch
 from app.migrations import refuse_moved
 from app.spark.plan import CompiledSink
+from app.topology.batch import Batch
 
 
 class StateTables:

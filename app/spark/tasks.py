@@ -11,7 +11,7 @@ directory (:class:`PartitionCaches`): a key belongs to the same hash partition e
 whichever Python worker commits it, so a stable key set meets a warm cache every txid.
 
 A commit task that meets a fatal state error (a batch behind the state) stops and returns it in
-its stats row instead of failing (:mod:`app.spark.fatal`): Spark would keep only its message.
+its stats row instead of failing (:mod:`app.failures.spark_fatal`): Spark would keep only its message.
 
 ``faults`` (tests): ``faults(point, txid, batch_attempt)`` is called at ``"read"`` after each range
 is read and at ``"commit"`` after a commit task's writes, before ``commit``; it may raise to fail the task
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from app.spark.fatal import CARRIED, encode
+from app.failures.spark_fatal import CARRIED, encode
 from spouts.metadata import PartitionMetadata
 from states.aggregators import CombinerAggregator, combine_updater
 from states.errors import StateTableMissingError
@@ -71,7 +71,7 @@ class ReadRanges:
     Adds ``{(txid, attempt, topic, partition, first_offset): records}`` to ``counts``: a re-read of
     the same range adds the same entry again, so the count is exact however often Spark recomputes.
     ``bad`` (an accumulator) gets the range's undecodable records the same way; ``rows`` filters the
-    records read (the txid's bad records left out, :mod:`app.spark.bad_records`).
+    records read (the txid's bad records left out, :mod:`app.spark.bad_record_finding`).
     """
 
     spout: Any
@@ -81,7 +81,7 @@ class ReadRanges:
     attempt: int
     counts: Any  # a pyspark Accumulator merging dicts (see executor.RangeCounts)
     faults: TaskFaults | None = None
-    bad: Any = None  # a pyspark Accumulator merging dicts (app.spark.bad_records.SeenBadRecords)
+    bad: Any = None  # a pyspark Accumulator merging dicts (app.spark.bad_record_finding.SeenBadRecords)
     rows: Callable[[Any, pa.RecordBatch], pa.RecordBatch] | None = None
     columns: tuple[str, ...] | None = None  # the spout's columns to read (None: all)
 
@@ -160,7 +160,7 @@ def counter_deltas(before: dict[Any, float]) -> str:
 
 
 def _stats(keys: int, before: dict[Any, float], fatal: str | None = None) -> pa.RecordBatch:
-    """A commit task's one output row; ``fatal`` is an :mod:`app.spark.fatal` record that stopped it."""
+    """A commit task's one output row; ``fatal`` is an :mod:`app.failures.spark_fatal` record that stopped it."""
     return pa.RecordBatch.from_arrays([pa.array([keys], pa.int64()), pa.array([counter_deltas(before)]),
                                        pa.array([fatal], pa.string())], schema=STATS_SCHEMA)
 
@@ -338,7 +338,7 @@ class CommitAggregates:
                 # a key's own partition is needed only when the task's keys span several (one range)
                 files.save(self.txid, cache.entries(), dict(zip(keys, parts.to_pylist(), strict=True))
                            if parts is not None and len(files.paths) > 1 else {}, cache.absent_rate)
-        except CARRIED as e:  # stop writing; the driver raises it again (app.spark.fatal)
+        except CARRIED as e:  # stop writing; the driver raises it again (app.failures.spark_fatal)
             fatal = encode(_carried(e, self.factory, self.spec, self.txid))
         yield _stats(written, before, fatal)
 
@@ -367,7 +367,7 @@ class PersistRows:
             if self.faults is not None:
                 self.faults("commit", self.txid, self.attempt)
             state.commit(self.txid)
-        except CARRIED as e:  # stop; the driver raises it again (app.spark.fatal)
+        except CARRIED as e:  # stop; the driver raises it again (app.failures.spark_fatal)
             fatal = encode(_carried(e, self.factory, self.spec, self.txid))
         yield _stats(len(rows), before, fatal)
 

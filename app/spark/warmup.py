@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from app.batch import Batch
 from app.spark.plan import CompiledSink
 from app.spark.processing import SinkRuns
 from app.spark.reading import Reads
-from app.topology import Topology
+from app.topology.batch import Batch
+from app.topology.topology import Topology
 from spouts.metadata import BatchPlan
 from states.errors import StateTableMissingError
 from states.factory import StateFactory
@@ -48,7 +48,7 @@ class OpenState:
 
 
 class Warmed(Protocol):
-    """What a warm-up uses of the executor it warms (:class:`~app.spark.executor.SparkExecutor`)."""
+    """What a warm-up uses of the executor it warms (:class:`~app.spark.batch_executor.SparkExecutor`)."""
 
     @property
     def spark(self) -> Any: ...

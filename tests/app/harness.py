@@ -9,9 +9,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySource, MemorySpout
 from spouts.metadata import Partition
 from spouts.planner import Caps

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.dead_letters import coordinates_of, letter_headers
-from app.error_policy import Action, BadRecordHandler, ErrorPolicy, in_order
-from app.failures import FAILED, Failure, FailurePolicy
+from app.bad_records.dead_letters import coordinates_of, letter_headers
+from app.bad_records.error_policy import Action, BadRecordHandler, ErrorPolicy, in_order
+from app.failures.policy import FAILED, Failure, FailurePolicy
 from app.metrics import Metrics
-from app.spark.bad_records import RecordError, isolate, record_error, sub_ranges
+from app.spark.bad_record_finding import RecordError, isolate, record_error, sub_ranges
 from spouts.bad_records import BadRecord, BadRecordError, Stage
 from spouts.protocols import Record
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.progress import read_progress
+from app.coordinator.progress import read_progress
 from spouts.metadata import Partition
 from spouts.protocols import SpoutKind
 from states.spec import StateKind

@@ -1,4 +1,4 @@
-"""``run`` judges the consistency pair on the keyspace as the cluster has it, before Spark starts (app.access).
+"""``run`` judges the consistency pair on the keyspace as the cluster has it, before Spark starts (app.service.access).
 
 ``validate`` only knows the replication ``create_keyspace`` would create; a keyspace made by a DBA (or since)
 is only known to the start-up check: refused with exit 2 and one line, or run with one warning under
@@ -17,11 +17,11 @@ import pytest
 from cassandra.metadata import NetworkTopologyStrategy, SimpleStrategy
 from prometheus_client import CollectorRegistry
 
-from app import access
-from app.access import StartupError, check_access, check_consistency, driver_local_dc
 from app.config import parse
-from app.failures import BAD_INPUT
+from app.failures.policy import BAD_INPUT
 from app.metrics import Metrics
+from app.service import access
+from app.service.access import StartupError, check_access, check_consistency, driver_local_dc
 from states.cassandra.session import shared_client
 from states.cassandra.settings import CassandraSettings
 from tests.service.test_config import doc

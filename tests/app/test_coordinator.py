@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from app.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.errors import MissingBatchMetadataError
-from app.failures import Failure, FailurePolicy
-from app.guarantees import CombinationError, Guarantee, check_combination
-from app.loop import Outcome
-from app.progress import StoredBatch
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.loop import Outcome
+from app.coordinator.progress import StoredBatch
+from app.failures.errors import MissingBatchMetadataError
+from app.failures.policy import Failure, FailurePolicy
+from app.topology.batch import Batch, BatchLifecycleError, BatchStatus, CommitStats
+from app.topology.guarantees import CombinationError, Guarantee, check_combination
 from spouts.errors import DataLossError
 from spouts.memory import MemorySpout
 from spouts.metadata import BatchPlan, Partition

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from app import dead_letters
-from app.dead_letters import DeadLetterWriter, coordinates_of
-from app.progress import ProgressLog
+from app.bad_records import dead_letters
+from app.bad_records.dead_letters import DeadLetterWriter, coordinates_of
+from app.coordinator.progress import ProgressLog
 from spouts.bad_records import BadRecord, Stage
 from spouts.metadata import PartitionMetadata
 from spouts.protocols import Record

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from app.metrics import Metrics
-from app.spark import executors
-from app.spark.executors import ExecutorWatch
+from app.spark import executor_watch
+from app.spark.executor_watch import ExecutorWatch
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.app.test_health import ScriptedExecutor, cluster, runner_for, wait_for  # noqa: F401 (fixture)
 
@@ -41,7 +41,7 @@ def test_executors_gone_longer_than_the_bound_is_a_problem_logged_once(caplog: p
     seen = FakeCluster()
     metrics = Metrics(CollectorRegistry())
     w = watch(seen, gauge=metrics.spark_executors.labels(master=MASTER))
-    caplog.set_level(logging.INFO, logger="app.spark.executors")
+    caplog.set_level(logging.INFO, logger="app.spark.executor_watch")
     w.poll()
     assert w.problem is None
     assert metrics.value("trident_spark_executors", master=MASTER) == 2
@@ -88,7 +88,7 @@ def test_the_bound_is_configurable_and_positive() -> None:
 
 
 def test_a_local_master_needs_no_watch() -> None:
-    assert executors.watch(SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))) is None
+    assert executor_watch.watch(SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))) is None
 
 
 def test_the_gauge_exists_only_on_a_cluster_master(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,15 +96,15 @@ def test_the_gauge_exists_only_on_a_cluster_master(monkeypatch: pytest.MonkeyPat
     publishes its count labelled with the master."""
     metrics = Metrics(CollectorRegistry())
     local = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))
-    assert executors.watch(local, gauge=metrics.spark_executors) is None
+    assert executor_watch.watch(local, gauge=metrics.spark_executors) is None
     assert [s for f in metrics.registry.collect() for s in f.samples if s.name == "trident_spark_executors"] == []
-    monkeypatch.setattr(executors, "registered_executors", lambda spark: 0)
+    monkeypatch.setattr(executor_watch, "registered_executors", lambda spark: 0)
     spark = SimpleNamespace(sparkContext=SimpleNamespace(master=MASTER))
-    assert executors.watch(spark, gauge=metrics.spark_executors) is not None
+    assert executor_watch.watch(spark, gauge=metrics.spark_executors) is not None
     try:
         assert metrics.registry.get_sample_value("trident_spark_executors", {"master": MASTER}) == 0
     finally:
-        executors.unwatch(spark)
+        executor_watch.unwatch(spark)
 
 
 class WatchedExecutor(ScriptedExecutor):

@@ -11,11 +11,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaException
 
 from app.commands import common
-from app.coordinator import Coordinator
-from app.failures import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
-from app.local import LocalExecutor
-from app.loop import Outcome
-from app.spark import fatal
+from app.coordinator.coordinator import Coordinator
+from app.coordinator.loop import Outcome
+from app.failures import spark_fatal as fatal
+from app.failures.policy import BAD_INPUT, FAILED, Failure, FailureClass, FailurePolicy
+from app.topology.local import LocalExecutor
 from spouts.errors import AccessRefusedError, DataLossError, PartitionUnavailableError
 from spouts.memory import MemoryEmitter, MemorySpout
 from spouts.metadata import Partition
@@ -80,7 +80,7 @@ class TestPolicy:
 
     def test_an_error_s_text_decides_nothing(self) -> None:
         """A state error's name in a message (a traceback from a Spark task) is no class: transient. Tasks carry
-        the state's configuration errors as data (app.spark.fatal), so the driver raises the class itself."""
+        the state's configuration errors as data (app.failures.spark_fatal), so the driver raises the class itself."""
         text = ("An exception was thrown from the Python worker. Traceback (most recent call last):\n"
                 "states.errors.SchemaMismatchError: table 'trident_state' has no column 'word'\n")
         assert not decide(RuntimeError(text)).permanent

@@ -13,12 +13,13 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from app.batch import Batch, CommitStats
 from app.config import compile_pipeline, loads
-from app.failures import BAD_INPUT, FAILED
-from app.health import PipelineState, assess
+from app.failures.policy import BAD_INPUT, FAILED
 from app.metrics import PIPELINE_STATES, Metrics
-from app.service import PipelineRunner, Service
+from app.service.health import PipelineState, assess
+from app.service.process import Service
+from app.service.runner import PipelineRunner
+from app.topology.batch import Batch, CommitStats
 from spouts.errors import PartitionUnavailableError
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster
@@ -226,7 +227,7 @@ def test_healthz_fails_when_a_leased_pipeline_makes_no_step_for_longer_than_the_
         cluster: MockKafkaCluster, tmp_path: Path) -> None:
     """A coordinator stuck in a txid while it holds its lease: /healthz turns 503 (naming the pipeline)
     once no step finished for ``service.live_window_s``, and 200 again when steps resume."""
-    from app.server import HttpServer
+    from app.service.endpoints import HttpServer
 
     executor = HangingExecutor()
     runner, metrics = runner_for(cluster, tmp_path, executor)
@@ -259,7 +260,7 @@ def test_healthz_fails_when_a_leased_pipeline_makes_no_step_for_longer_than_the_
 
 
 def test_healthz_without_a_liveness_check_answers_while_the_process_serves() -> None:
-    from app.server import HttpServer
+    from app.service.endpoints import HttpServer
 
     server = HttpServer("127.0.0.1", 0, lambda: (False, {})).start()
     try:

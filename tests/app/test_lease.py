@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from cassandra import AuthenticationFailed
 
-from app.batch import Batch
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.failures import Decision, FailurePolicy
-from app.lease import take_lease, unique_owner
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.lease import take_lease, unique_owner
+from app.failures.policy import Decision, FailurePolicy
+from app.topology.batch import Batch
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySpout
 from spouts.protocols import SpoutKind
 from states import Count, OpaqueMap
@@ -193,7 +193,7 @@ class TestStandby:
         stop, standing_by = threading.Event(), threading.Event()
         got: list[tuple[int, float] | None] = []
         seen: list[LeaseInfo | None] = []
-        caplog.set_level(logging.INFO, logger="app.lease")
+        caplog.set_level(logging.INFO, logger="app.coordinator.lease")
 
         def told(info: LeaseInfo | None) -> None:
             seen.append(info)
@@ -223,7 +223,7 @@ class TestStandby:
         store = MemoryTransactionalStateStore("t")
         store.acquire_lease("active-1", 30.0)
         stop, logged_when_told = threading.Event(), []
-        caplog.set_level(logging.INFO, logger="app.lease")
+        caplog.set_level(logging.INFO, logger="app.coordinator.lease")
 
         def told(info: LeaseInfo | None) -> None:
             logged_when_told.append("held by active-1 (epoch 1) until" in caplog.text)
@@ -254,7 +254,7 @@ class TestStandby:
         """Cassandra away while the lease is first asked for: retried with the attempt number, then taken."""
         store = UnreachableAtFirst("t", failures=2)
         told: list[object] = []
-        with caplog.at_level(logging.WARNING, logger="app.lease"):
+        with caplog.at_level(logging.WARNING, logger="app.coordinator.lease"):
             taken = take_lease(store, "me", 30.0, threading.Event(), on_standby=told.append,
                                policy=FailurePolicy(retry_backoff_s=(0.0, 0.0)))
         assert taken is not None
@@ -298,7 +298,7 @@ class TestOwnerIdentity:
 
     def test_config_default_owner_is_unique(self) -> None:
         """Two configs without an owner get different owners, each with the hostname as its prefix."""
-        from app.config.schema import ServiceModel
+        from app.config.schema.service import ServiceModel
 
         a, b = ServiceModel().owner_or_unique(), ServiceModel().owner_or_unique()
         assert a != b
@@ -323,7 +323,7 @@ class FakeCompiled:
 
 class TestRunnerStandby:
     def runner(self, world: World) -> Any:
-        from app.service import PipelineRunner
+        from app.service.runner import PipelineRunner
 
         spout = MemorySpout(world.source, SpoutKind.OPAQUE, topology_id="world")
         executor = LocalExecutor(spout.emitter(), [Sink(OpaqueMap(world.backing, metrics=world.metrics.states), Count(),

@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import pytest
 
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySource, MemorySpout
 from spouts.metadata import Partition
 from spouts.protocols import SpoutKind

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from app.loop import Callbacks, Outcome, backoff, run_steps
+from app.coordinator.loop import Callbacks, Outcome, run_steps
+from app.failures.policy import backoff
 
 
 def test_backoff_doubles_from_the_first_wait_and_is_capped() -> None:

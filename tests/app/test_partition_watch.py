@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from app.metrics import Metrics
-from app.partition_watch import PartitionWatch, sharded_tables
+from app.service.partition_watch import PartitionWatch, sharded_tables
 from states.cassandra.partition_size import MIB, ShardedTable
 from states.cassandra.settings import CassandraSettings
 from states.factory import StateFactory
@@ -81,7 +81,7 @@ def test_the_service_watches_the_sharded_tables_of_each_pipeline(monkeypatch: An
     """A pipeline started by the service gets a watch of its sharded tables, asking only while it is active."""
     from types import SimpleNamespace
 
-    from app.service import Service
+    from app.service.process import Service
 
     started: list[PartitionWatch] = []
     monkeypatch.setattr(PartitionWatch, "start", lambda self, stop: started.append(self))
@@ -98,6 +98,6 @@ def test_the_service_watches_the_sharded_tables_of_each_pipeline(monkeypatch: An
     for r in (runner, plain):
         service._watch_partitions(r)  # type: ignore[arg-type]
     assert [(w.pipeline, [c.table for c in w.counts]) for w in started] == [("wc", [ShardedTable("ks", "words", 8)])]
-    assert not started[0]._active()
+    assert not started[0].active()
     runner.role = "active"
-    assert started[0]._active()
+    assert started[0].active()

@@ -14,11 +14,11 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from app.config import loads
-from app.errors import BadRecordsGoneError, MissingBatchMetadataError
-from app.failures import BAD_INPUT, FAILED
+from app.failures import spark_fatal as fatal
+from app.failures.errors import BadRecordsGoneError, MissingBatchMetadataError
+from app.failures.policy import BAD_INPUT, FAILED
 from app.metrics import Metrics
-from app.service import Service
-from app.spark import fatal
+from app.service.process import Service
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from states.errors import (

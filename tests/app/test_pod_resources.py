@@ -10,11 +10,11 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-import app.service
+import app.service.process
 import app.spark.session
 from app.config import loads
 from app.metrics import Metrics
-from app.pod_resources import cpu_limit, memory_limit, sized_spark
+from app.service.pod_resources import cpu_limit, memory_limit, sized_spark
 
 GIB = 1 << 30
 
@@ -79,7 +79,7 @@ def test_driver_memory_is_half_the_limit_unless_configured(tmp_path: Path) -> No
 def test_the_service_starts_spark_sized_to_its_container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``Service`` hands Spark the sized master and driver memory (the cgroup here: 2 cores, 4 GiB)."""
     root = v2(tmp_path, "200000 100000", str(4 * GIB))
-    monkeypatch.setattr(app.service, "sized_spark", lambda master, conf: sized_spark(master, conf, root))
+    monkeypatch.setattr(app.service.process, "sized_spark", lambda master, conf: sized_spark(master, conf, root))
     started: dict[str, object] = {}
     spark = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))  # what the service reads of it
     monkeypatch.setattr(app.spark.session, "spark_session", lambda **kwargs: started.update(kwargs) or spark)
@@ -87,7 +87,7 @@ def test_the_service_starts_spark_sized_to_its_container(tmp_path: Path, monkeyp
            "pipelines": [{"id": "p", "spout": {"topics": ["t"]}, "group_by": ["w"],
                           "transforms": [{"map": ["CAST(value AS STRING) AS w"]}], "aggregates": [{"count": {"as": "n"}}],
                           "state": {"backend": "sqlite", "sqlite_path": str(tmp_path / "s.db"), "table": "t"}}]}
-    service = app.service.Service(loads(yaml.safe_dump(doc)), metrics=Metrics(CollectorRegistry()))
+    service = app.service.process.Service(loads(yaml.safe_dump(doc)), metrics=Metrics(CollectorRegistry()))
     service._start_spark()
     assert started["master"] == "local[2]"
     assert started["conf"] == {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2048m"}
@@ -97,7 +97,7 @@ def test_the_service_starts_spark_sized_to_its_container(tmp_path: Path, monkeyp
 def test_the_sizing_and_the_master_check_read_the_local_syntax_alike(tmp_path: Path, master: str) -> None:
     """Spark's syntax, parsed in one place: a master is resized only when it is a local ``*`` master, with the
     blanks Spark allows around the comma."""
-    from app.masters import is_local, parse_local
+    from app.spark.masters import is_local, parse_local
 
     resized = sized_spark(master, {}, v2(tmp_path, "250000 100000", "max"))[0] != master
     parsed = parse_local(master)

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.failures import FAILED
-from app.progress import read_progress
+from app.coordinator.progress import read_progress
+from app.failures.policy import FAILED
 from spouts.errors import LogRestartedError
 from spouts.memory import MemorySpout
 from spouts.metadata import Partition

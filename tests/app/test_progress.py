@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.progress import (
+from app.coordinator.progress import (
     BATCHES_NAMESPACE,
     COMMITTED_KEY,
     CommittedMarker,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from app.failures import BAD_INPUT, FAILED, Failure, FailurePolicy
-from app.spark import fatal
+from app.failures import spark_fatal as fatal
+from app.failures.policy import BAD_INPUT, FAILED, Failure, FailurePolicy
 from spouts.protocols import SpoutKind
 from states.errors import RowRefusedError, StateTableMissingError
 from states.spec import StateKind

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from app.batch import Batch
-from app.progress import ProgressLog, record_rewind
+from app.coordinator.progress import ProgressLog, record_rewind
 from app.spark.state_tables import StateTables
+from app.topology.batch import Batch
 from spouts.metadata import BatchPlan
 from states.errors import SchemaMismatchError, StateTableMissingError
 from states.factory import StateFactory

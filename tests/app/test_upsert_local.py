@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from app.coordinator import Coordinator
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator
 from app.spark.plan import TupleAggregator
+from app.topology.local import LocalExecutor, Sink
 from spouts.memory import MemorySpout
 from spouts.metadata import Partition
 from spouts.protocols import Record, SpoutKind
@@ -45,7 +45,7 @@ class UpsertWorld(World):
         return coord
 
     def _config(self) -> Any:
-        from app.coordinator import CoordinatorConfig
+        from app.coordinator.coordinator import CoordinatorConfig
 
         return CoordinatorConfig(caps=self.caps, max_pending=self.max_pending, owner="world-owner",
                                  retry_backoff_s=(0.0, 0.0), idle_sleep_s=0.0)

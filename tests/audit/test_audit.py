@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.config import compile_pipeline, load
-from app.progress import read_progress
+from app.coordinator.progress import read_progress
 from states.values import OpaqueValue
 from tests.commands.backends import STATE_BACKENDS, state_section
 from tests.commands.helpers import WORDS_SPEC, cli, forget_opened, run_pipeline, words_of, write_config

@@ -18,7 +18,7 @@ import yaml
 from confluent_kafka import Producer
 
 from app.config import compile_pipeline, load
-from app.coordinator import Coordinator
+from app.coordinator.coordinator import Coordinator
 from app.metrics import Metrics
 from tests.commands.helpers import cli, forget_opened
 from tests.kafka.fixtures import KafkaPeer, unique_topic

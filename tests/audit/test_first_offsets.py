@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.progress import FIRST_OFFSETS_KEY, FirstOffsets, ProgressLog, StoredBatch
+from app.coordinator.progress import FIRST_OFFSETS_KEY, FirstOffsets, ProgressLog, StoredBatch
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.protocols import SpoutKind
 from states.memory import MemoryTransactionalStateStore

@@ -19,7 +19,7 @@ import pytest
 
 import app.config
 from app.config import compile_pipeline, load
-from app.coordinator import Coordinator
+from app.coordinator.coordinator import Coordinator
 from app.metrics import Metrics
 from tests.audit import faults
 from tests.commands.helpers import cli, forget_opened, write_config
@@ -92,16 +92,16 @@ def _misread(offset: int, copies: int) -> Planted:
 
 def _combine_twice(mp: pytest.MonkeyPatch) -> None:
     """The pipeline's commit combines each batch's partial into the stored value twice."""
-    import app.spark.executor
+    import app.spark.batch_executor
     from app.spark.plan import compile_sink as original
 
-    mp.setattr(app.spark.executor, "compile_sink",
+    mp.setattr(app.spark.batch_executor, "compile_sink",
                lambda *a, **k: dataclasses.replace(original(*a, **k), aggregator=faults.TwiceCount()))
 
 
 def _prune_value(mp: pytest.MonkeyPatch) -> None:
     """The pipeline's column pruning leaves out ``value``, the column the sink's words come from."""
-    import app.spark.executor
+    import app.spark.batch_executor
     from app.spark.record_columns import ReadColumns
     from app.spark.record_columns import read_columns as original
 
@@ -109,7 +109,7 @@ def _prune_value(mp: pytest.MonkeyPatch) -> None:
         found = original(*args, **kwargs)
         return ReadColumns(found.named, tuple(c for c in found.named if c != "value"))
 
-    mp.setattr(app.spark.executor, "read_columns", pruned)
+    mp.setattr(app.spark.batch_executor, "read_columns", pruned)
 
 
 DROPPED, REPEATED = 10, 11  # offsets in partition 0 (records 20 and 22: "w6 w2 common", "w1 w1 common")

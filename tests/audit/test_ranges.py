@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.audit.ranges import AuditRefusedError, choose
-from app.progress import ProgressLog, StoredBatch
+from app.coordinator.progress import ProgressLog, StoredBatch
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states.memory.txstate import MemoryTransactionalStateStore
 

@@ -31,10 +31,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.error_policy import ErrorPolicy
+from app.bad_records.error_policy import ErrorPolicy
 from app.metrics import Metrics
 from app.spark import SparkExecutor, spark_session
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from spouts.planner import Caps
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
     rows = {row: ROWS[row] for row in ROWS if row == "clean" or row in args.rows}
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("app.spark.isolation").setLevel(logging.INFO)  # its rounds, with their times
+    logging.getLogger("app.spark.isolation_report").setLevel(logging.INFO)  # its rounds, with their times
     print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; one txid of {args.records} records, "
           f"2 partitions, local[2], errors: skip, {args.state}, "
           f"{'Kafka at ' + args.bootstrap if args.bootstrap else 'librdkafka mock cluster'}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from app.batch import Batch, CommitStats
+from app.topology.batch import Batch, CommitStats
 from spouts.planner import Caps
 from states.cassandra import CassandraSettings
 from states.factory import StateFactory

@@ -1,7 +1,7 @@
 """One measurement each: the raw consume loop, Quix Streams, the product at a batch size, its fixed cost, its latency.
 
 The product runs the word count (``explode(split(value))``, Count per word) through
-:class:`~app.coordinator.Coordinator` and :class:`~app.spark.SparkExecutor` into an opaque state
+:class:`~app.coordinator.coordinator.Coordinator` and :class:`~app.spark.SparkExecutor` into an opaque state
 (SQLite, or the CQL test server), each run under its own topology id reading the topic from its start.
 """
 
@@ -24,13 +24,13 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from prometheus_client import CollectorRegistry
 
-from app.batch import Batch, CommitStats
-from app.config.schema import PipelineModel
-from app.coordinator import Coordinator, CoordinatorConfig
+from app.config.schema.pipeline import PipelineModel
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
 from app.spark import SparkExecutor
 from app.spark.reading import READ_TASK_RECORDS
-from app.topology import Topology
+from app.topology.batch import Batch, CommitStats
+from app.topology.topology import Topology
 from spouts.kafka import KafkaSpout, KafkaSpoutConfig
 from spouts.planner import Caps
 from states import Count

@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.metrics import Metrics
 from app.spark import SparkExecutor
-from app.topology import Topology
+from app.topology.topology import Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
 from states import Count

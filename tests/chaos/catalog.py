@@ -16,6 +16,6 @@ def lane_class(name: str) -> type[Lane]:
 
 def error_policy_built() -> bool:
     """Whether this build has the error policy the bad-records scenario needs (``errors:`` per pipeline)."""
-    from app.config.schema import PipelineModel
+    from app.config.schema.pipeline import PipelineModel
 
     return "errors" in PipelineModel.model_fields

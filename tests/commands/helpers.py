@@ -13,8 +13,8 @@ import yaml
 
 from app.__main__ import main
 from app.config import compile_pipeline, load
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
+from app.topology.local import LocalExecutor, Sink
 from states import factory as state_factory
 from states.aggregators import Count
 from states.spec import Column, MapSpec, StateKind

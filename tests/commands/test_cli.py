@@ -87,7 +87,7 @@ def test_a_bug_shows_its_traceback_with_debug(monkeypatch: pytest.MonkeyPatch) -
 def test_the_drivers_log_of_a_failed_connection_has_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from app.access import fold_driver_tracebacks
+    from app.service.access import fold_driver_tracebacks
 
     fold_driver_tracebacks()
     driver = logging.getLogger("cassandra.cluster")
@@ -119,8 +119,8 @@ def test_an_untrusted_cassandra_certificate_is_found_typed_by_a_handshake(tmp_pa
     import ssl
     import threading
 
-    from app.access import cassandra_tls_refusal
-    from app.refusals import refusal
+    from app.failures.refusals import refusal
+    from app.service.access import cassandra_tls_refusal
     from states.cassandra.settings import CassandraSettings, TlsSettings
 
     if shutil.which("openssl") is None:
@@ -165,7 +165,7 @@ def test_the_folded_log_is_decided_by_the_error_s_type(caplog: pytest.LogCapture
 
     from cassandra import DriverException
 
-    from app.access import fold_driver_tracebacks
+    from app.service.access import fold_driver_tracebacks
 
     class DriverSubclass(DriverException):  # the driver's type, defined in this module
         pass

@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from app.config import compile_pipeline, load
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.progress import ProgressLog, read_progress
 from app.migrations import COPYING, DONE, read_migration
-from app.progress import ProgressLog, read_progress
 from app.spark.state_tables import StateTables
+from app.topology.local import LocalExecutor, Sink
 from states.aggregators import Count
 from states.cassandra.session import shared_client
 from states.errors import LeaseHeldError, SchemaMismatchError

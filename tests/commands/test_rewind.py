@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from app.config import compile_pipeline, load
-from app.local import LocalExecutor
-from app.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
+from app.coordinator.progress import ProgressLog, StoredBatch, read_progress, read_rewinds
+from app.topology.local import LocalExecutor
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states.errors import LeaseHeldError
 from tests.commands.backends import STATE_BACKENDS, state_section
@@ -341,9 +341,9 @@ class _DiesAfterFirstWrite:
 def _killed_mid_commit(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the pipeline until its next txid F has frozen its plan and stored its first key, then 'kill' it: F stays
     frozen, not committed, with one key holding F. The lease is given up as its expiry would."""
-    import app.local
+    import app.topology.local
 
-    monkeypatch.setattr(app.local, "CHUNK", 1)  # one key per write, so the kill lands between two keys
+    monkeypatch.setattr(app.topology.local, "CHUNK", 1)  # one key per write, so the kill lands between two keys
     coordinator = pipeline_coordinator(path, owner="killed-pod")
     executor = coordinator.executor
     assert isinstance(executor, LocalExecutor)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.config import compile_pipeline, load
-from app.progress import ProgressLog, StoredBatch, read_progress
+from app.coordinator.progress import ProgressLog, StoredBatch, read_progress
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from tests.commands.backends import STATE_BACKENDS, state_section
 from tests.commands.helpers import cli, forget_opened, run_pipeline, write_config

@@ -12,20 +12,11 @@ from pydantic_core import PydanticUndefined
 from app.config import parse
 from app.config.compile import coordinator_config, spout_config, state_factory
 from app.config.runtime import _hints, convert
-from app.config.schema import (
-    CapsModel,
-    CassandraModel,
-    FormatModel,
-    KafkaModel,
-    PipelineModel,
-    RegistryModel,
-    SpoutModel,
-    StateModel,
-    TlsModel,
-    TopicModel,
-)
+from app.config.schema.cassandra import CassandraModel, TlsModel
+from app.config.schema.kafka import KafkaModel, RegistryModel, TopicModel
+from app.config.schema.pipeline import CapsModel, FormatModel, PipelineModel, SpoutModel, StateModel
 from app.config.topics import TopicSettings
-from app.coordinator import CoordinatorConfig
+from app.coordinator.coordinator import CoordinatorConfig
 from spouts.kafka.config import KafkaSpoutConfig
 from spouts.kafka.formats import RecordFormat, RegistrySettings
 from spouts.planner import Caps

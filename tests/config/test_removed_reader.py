@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-import app.service
+import app.service.process
 import app.spark.session
 from app.config import loads, parse
 from app.metrics import Metrics
@@ -62,7 +62,7 @@ def test_the_service_warns_at_start_up_about_python(monkeypatch: pytest.MonkeyPa
     """The start-up log says what ``validate`` says, for a config that was never validated (Spark not started)."""
     spark = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))  # what the service reads of it
     monkeypatch.setattr(app.spark.session, "spark_session", lambda **kwargs: spark)
-    service = app.service.Service(loads(yaml.safe_dump(doc(spark={"kafka_reader": "python"}))),
+    service = app.service.process.Service(loads(yaml.safe_dump(doc(spark={"kafka_reader": "python"}))),
                                   metrics=Metrics(CollectorRegistry()))
     with caplog.at_level(logging.WARNING, logger="app.service"):
         service._start_spark()

@@ -13,7 +13,7 @@ import yaml
 
 from app.commands.validate import schema_text
 from app.config import json_schema, parse
-from app.config.schema import chart_schema
+from app.config.schema.document import chart_schema
 from tests.service.test_config import EXAMPLES, ROOT, doc
 
 CHART_SCHEMA = ROOT / "helm" / "trident-stream" / "values.schema.json"

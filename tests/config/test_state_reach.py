@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from app.config import parse
-from app.masters import is_local, state_refusal
+from app.spark.masters import is_local, state_refusal
 from states.factory import StateFactory
 from tests.service.test_config import ROOT, doc, error
 
@@ -91,8 +91,8 @@ def test_demo_on_a_cluster_master_says_to_use_cassandra() -> None:
 
 def test_the_spark_executor_refuses_sqlite_on_a_cluster_master() -> None:
     """A topology built in code (no config) meets the same rule when its executor is made."""
-    from app.spark.executor import SparkExecutor
-    from app.topology import Topology
+    from app.spark.batch_executor import SparkExecutor
+    from app.topology.topology import Topology
     from spouts.kafka import KafkaSpout
     from tests.kafka.helpers import config
     from tests.spark.helpers import word_counts

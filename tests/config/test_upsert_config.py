@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.config import compile_pipeline, describe, parse
-from app.topology import PersistentAggregate
+from app.topology.topology import PersistentAggregate
 from states.aggregators import First, Latest
 from tests.service.test_config import doc, error
 

@@ -203,7 +203,7 @@ def test_a_cassandra_password_without_a_user_is_a_config_error(tmp_path: Any) ->
 
 def test_a_runtime_check_the_models_lack_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever a runtime object refuses at build time is reported at its pipeline, never as a traceback."""
-    from app import coordinator
+    from app.coordinator import coordinator
 
     def refuse(self: Any) -> None:
         raise ValueError("a bound only the coordinator knows")

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from app.commands.topics.cluster import KafkaTopicCluster
-from app.failures import BAD_INPUT, Failure, FailurePolicy
+from app.failures.policy import BAD_INPUT, Failure, FailurePolicy
 from app.kafka_offsets import KafkaOffsets
 from spouts.errors import AccessRefusedError, SourceUnavailableError
 from spouts.kafka import access, consumers, discovery

@@ -16,9 +16,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
+from app.topology.local import LocalExecutor, Sink
 from spouts.errors import DataLossError
 from spouts.kafka import (
     FirstPoll,

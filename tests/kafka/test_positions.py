@@ -20,11 +20,11 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
-from app.coordinator import Coordinator, CoordinatorConfig
-from app.failures import FAILED
-from app.local import LocalExecutor, Sink
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.progress import read_progress
+from app.failures.policy import FAILED
 from app.metrics import Metrics
-from app.progress import read_progress
+from app.topology.local import LocalExecutor, Sink
 from spouts.errors import LogRestartedError, TopicRecreatedError
 from spouts.kafka import FirstPoll, KafkaSpout
 from spouts.kafka.emitter import KafkaEmitter

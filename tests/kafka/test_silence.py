@@ -8,7 +8,7 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.failures import BAD_INPUT, Failure, FailurePolicy
+from app.failures.policy import BAD_INPUT, Failure, FailurePolicy
 from spouts.errors import DataLossError, SourceUnavailableError
 from spouts.kafka import KafkaCoordinator, KafkaSpout
 from spouts.metadata import Partition, PartitionMetadata

@@ -10,11 +10,11 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from app.batch import Batch, CommitStats
 from app.config import compile_pipeline, loads, spout_config
-from app.kafka_watch import KafkaWatch
 from app.metrics import Metrics
-from app.service import PipelineRunner
+from app.service.kafka_watch import KafkaWatch
+from app.service.runner import PipelineRunner
+from app.topology.batch import Batch, CommitStats
 from spouts.kafka import POOL
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from states.spec import StateKind

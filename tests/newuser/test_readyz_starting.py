@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from app.config import loads
 from app.metrics import Metrics
-from app.service import Service
+from app.service.process import Service
 
 
 def test_readyz_lists_each_pipeline_as_starting_before_it_runs(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.error_policy import BadRecordHandler, ErrorPolicy, brief
+from app.bad_records.error_policy import BadRecordHandler, ErrorPolicy, brief
 from app.metrics import Metrics
-from app.spark.isolation import SLOW_S, Isolation
+from app.spark.isolation_report import SLOW_S, Isolation
 from spouts.bad_records import BadRecord, Stage
 
 SPARK_TEXT = ("NumberFormatException: [CAST_INVALID_INPUT] The value 'x99' of the type \"STRING\" cannot be cast to "
@@ -26,7 +26,7 @@ def test_skipping_a_txids_bad_records_is_one_line_naming_the_first(caplog: Any) 
     """200 bad records skipped in one txid: one WARNING line with the count, the kind and the first record's
     coordinates and reason; the 200 per-record lines only at DEBUG."""
     handler = BadRecordHandler("sales", ErrorPolicy.skip(), Metrics(CollectorRegistry()))
-    caplog.set_level(logging.DEBUG, logger="app.error_policy")
+    caplog.set_level(logging.DEBUG, logger="app.bad_records.error_policy")
     handler.settle(4, [cast_error(o) for o in range(99, 20_000, 100)], progress=None)  # type: ignore[arg-type]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert warnings == [("pipeline sales txid 4: skipped 200 bad records (transform CAST_INVALID_INPUT 200); first "
@@ -56,7 +56,7 @@ class Clock:
 def test_a_quick_isolation_logs_nothing_at_info_and_a_slow_one_says_its_rounds(caplog: Any) -> None:
     """Isolation ending within SLOW_S is DEBUG only (the skip line names the records); past it, each round and
     the summary are INFO lines naming the pipeline and txid."""
-    caplog.set_level(logging.INFO, logger="app.spark.isolation")
+    caplog.set_level(logging.INFO, logger="app.spark.isolation_report")
     clock, metrics = Clock(), Metrics(CollectorRegistry())
     quick = Isolation("sales", 3, "transform", 2000, metrics, clock=clock)
     quick.round("error-capturing run", 1, 20)

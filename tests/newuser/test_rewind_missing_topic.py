@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.config import compile_pipeline, load
-from app.progress import read_progress
+from app.coordinator.progress import read_progress
 from tests.commands.helpers import cli, forget_opened, write_config
 from tests.kafka.fixtures import MockKafkaCluster, unique_topic
 

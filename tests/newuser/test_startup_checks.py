@@ -98,7 +98,7 @@ def test_sqlite_path_under_a_file_is_refused_by_validate_and_run(tmp_path: Path)
 
 @pytest.mark.parametrize("name", ["data/ok.db", "fresh/dir/ok.db"])
 def test_a_creatable_sqlite_path_passes(tmp_path: Path, name: str) -> None:
-    from app.access import sqlite_path_problem
+    from app.service.access import sqlite_path_problem
 
     assert sqlite_path_problem(str(tmp_path / name)) is None
     assert sqlite_path_problem(str(tmp_path)) is not None  # a directory

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from app.config import ConfigError, ServiceConfig, compile_pipeline, coordinator_config, describe, load, loads, parse
-from app.coordinator import CoordinatorConfig
-from app.topology import Agg, PersistentAggregate, Topology
+from app.coordinator.coordinator import CoordinatorConfig
+from app.topology.topology import Agg, PersistentAggregate, Topology
 from spouts.kafka import FirstPoll, KafkaSpout, KafkaSpoutConfig, TransactionalKafkaSpout
 from spouts.planner import Caps
 from spouts.protocols import DataLossPolicy

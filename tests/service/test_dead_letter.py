@@ -18,7 +18,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from app.dead_letters import coordinates_of
+from app.bad_records.dead_letters import coordinates_of
 from spouts.kafka.mock_cluster import MockKafkaCluster
 from tests.service import test_kill
 from tests.service.helpers import ServiceProcess, free_port, state_documents

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from app.demo import report
+from app.demo.spark import report
 from tests.service.helpers import ROOT
 
 

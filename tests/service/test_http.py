@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from app.metrics import Metrics
-from app.server import HttpServer
+from app.service.endpoints import HttpServer
 
 
 def get(server: HttpServer, path: str) -> tuple[int, str, bytes]:

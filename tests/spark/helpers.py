@@ -14,10 +14,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.coordinator import Coordinator, CoordinatorConfig
+from app.coordinator.coordinator import Coordinator, CoordinatorConfig
 from app.metrics import Metrics
 from app.spark import SparkExecutor
-from app.topology import Agg, Stream, Topology
+from app.topology.topology import Agg, Stream, Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
 from states import Count, Max, Sum

@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.error_policy import ErrorPolicy
+from app.bad_records.error_policy import ErrorPolicy
 from app.metrics import Metrics
-from app.spark import SparkExecutor
-from app.spark import bad_records as bad_records_
-from app.topology import Agg, Topology
+from app.spark import SparkExecutor, bad_record_finding
+from app.topology.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
 from states import Count, Sum
@@ -330,7 +329,7 @@ def test_isolation_says_what_it_does_in_a_few_lines_and_on_readyz(spark: Any, sp
                                                                   caplog: Any, capfd: Any) -> None:
     """While a txid's transform errors are isolated, the coordinator's health reason says so; the log has
     one start line, one line per round and one summary naming the first bad records (at DEBUG while it is quick,
-app.spark.isolation); the rounds and jobs
+app.spark.isolation_report); the rounds and jobs
     are counted; Spark prints no task stack trace (no task fails)."""
     poison = {b'{"store": "oslo", "amount": "lots"}': "CAST_INVALID_INPUT"}
     data = orders(spark_kafka, 400, poison, every=20, seed=8)
@@ -351,7 +350,7 @@ app.spark.isolation); the rounds and jobs
 
     setattr(executor.isolation, "_errors_at", watched)  # noqa: B010 - watch the naming round
     capfd.readouterr()
-    caplog.set_level("DEBUG", logger="app.spark.isolation")  # INFO only when isolation is slow
+    caplog.set_level("DEBUG", logger="app.spark.isolation_report")  # INFO only when isolation is slow
     try:
         assert coord.run_until_idle() == 1
     finally:
@@ -359,7 +358,7 @@ app.spark.isolation); the rounds and jobs
     assert reasons
     assert all(r is not None and r.startswith("isolating bad records in txid 1: transform") for r in reasons)
     assert coord.source_problem is None
-    lines = [r.getMessage() for r in caplog.records if r.name == "app.spark.isolation"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "app.spark.isolation_report"]
     assert len(lines) == 5, lines  # start, the capturing round, the naming round, the summary, the first records
     assert "isolating bad records (transform stage, 400 records)" in lines[0]
     first = min(data.bad)
@@ -460,7 +459,7 @@ def test_a_failure_between_the_process_job_and_the_search_for_bad_keys_replays_t
     metrics = Metrics(CollectorRegistry())
     name = f"finder-fails-{uuid.uuid4().hex[:6]}"
     t = exploded_sales_by_store(name, data, spark_kafka, factory)
-    find = bad_records_.bad_key_records
+    find = bad_record_finding.bad_key_records
     calls: list[int] = []
 
     def failing_once(*args: Any, **kwargs: Any) -> Any:
@@ -470,7 +469,7 @@ def test_a_failure_between_the_process_job_and_the_search_for_bad_keys_replays_t
             raise RuntimeError(msg)
         return find(*args, **kwargs)
 
-    monkeypatch.setattr(bad_records_, "bad_key_records", failing_once)
+    monkeypatch.setattr(bad_record_finding, "bad_key_records", failing_once)
     run_one_txid(spark, t, factory, metrics)
     assert len(calls) == 2  # the failed search, then the replay's
     assert sqlite_table(tmp_path / "state.db", "sales", ["store"], ["total", "n"]) == data.truth()

@@ -16,11 +16,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from app.dead_letters import coordinates_of
-from app.error_policy import ErrorPolicy
+from app.bad_records.dead_letters import coordinates_of
+from app.bad_records.error_policy import ErrorPolicy
 from app.metrics import Metrics
 from app.spark import SparkExecutor
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.bad_records import BadRecord, BadRecordError, OnBad, Stage
 from spouts.kafka import KafkaSpout
 from spouts.metadata import PartitionMetadata
@@ -268,7 +268,7 @@ def test_quieting_probes_leaves_pyspark_s_own_loggers_alone(tmp_path: Any) -> No
     script = tmp_path / "probe_first.py"
     script.write_text(
         "from pyspark.errors import AnalysisException\n"
-        "from app.spark.bad_records import quiet\n"
+        "from app.spark.bad_record_finding import quiet\n"
         "from app.spark.session import spark_session\n"
         "spark = spark_session(master='local[1]', app_name='probe-first')\n"
         "with quiet(spark):\n"

@@ -7,9 +7,9 @@ from typing import Any, cast
 import pyarrow as pa
 import pytest
 
-from app.batch import Batch
 from app.spark.committing import Commits
 from app.spark.processing import COLLECT_ALL, SinkResult, _released_on_error
+from app.topology.batch import Batch
 from spouts.metadata import BatchPlan
 
 

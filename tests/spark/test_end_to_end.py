@@ -13,11 +13,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.batch import Batch
 from app.metrics import Metrics
 from app.query import query, stored_spec
 from app.spark import GLOBAL_KEY_COLUMN, SparkExecutor
-from app.topology import Agg, Topology
+from app.topology.batch import Batch
+from app.topology.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps
 from states import Count, Sum, combiner
@@ -171,7 +171,7 @@ def test_the_executor_says_how_its_read_tasks_read(spark: Any, spark_kafka: Any,
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
     topology = Topology("e2e-reader")
     word_counts(lines(topology, topic.spout(topology.name)), factory)
-    with caplog.at_level("INFO", logger="app.spark.executor"):
+    with caplog.at_level("INFO", logger="app.spark.batch_executor"):
         SparkExecutor(spark, topology)
     said = [r.getMessage() for r in caplog.records if "read through" in r.getMessage()]
     assert said == [("topology e2e-reader: read tasks read through the native reader (librdkafka's message "

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from app.metrics import Metrics
 from app.spark import SparkExecutor
-from app.topology import Topology
+from app.topology.topology import Topology
 from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.spark.faults import FailOnDriver, FailTask, fired

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.spark import SparkExecutor
-from app.topology import Topology
+from app.topology.topology import Topology
 from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.spark.helpers import Topic, coordinator, expected_words, lines, sqlite_table, word_counts

@@ -22,7 +22,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from prometheus_client import CollectorRegistry
 
 from app.spark import SparkExecutor
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.kafka.formats import RecordFormat, RegistrySettings
 from spouts.planner import Caps
@@ -156,8 +156,8 @@ def test_json_null_and_byte_order_marks_on_a_real_kafka(spark: Any, real_kafka: 
     a partition and not) through the pipeline on a real Kafka: the store holds the good records (a marked object
     is good, as for Python's parser), each bad one is skipped or dead-lettered exactly once, although each txid
     holding one fails once after its dead letters and is replayed; nothing crashes, no txid stalls."""
-    from app.dead_letters import coordinates_of
-    from app.error_policy import ErrorPolicy
+    from app.bad_records.dead_letters import coordinates_of
+    from app.bad_records.error_policy import ErrorPolicy
     from app.metrics import Metrics
     from tests.spark.test_bad_records import dead_letters
 

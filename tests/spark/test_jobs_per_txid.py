@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from pyspark.sql.functions import count, count_distinct, spark_partition_id
 
-from app.batch import Batch
 from app.spark import SparkExecutor
-from app.topology import Topology
+from app.topology.batch import Batch
+from app.topology.topology import Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from spouts.planner import Caps
 from states.factory import StateFactory

@@ -1,6 +1,6 @@
 """The Spark expression that finds keys a state refuses agrees with :meth:`KeyLimits.problem` at the bound.
 
-The process job decides a key is too long in Spark (``app.spark.bad_records``), the commit would be refused
+The process job decides a key is too long in Spark (``app.spark.bad_record_finding``), the commit would be refused
 by the database by its own rule: the two must draw the line at the same byte, for one-column and composite
 keys, for multi-byte characters (bytes count, not characters) and for blobs.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.spark.bad_records import null_key_records, split_null_keys
+from app.spark.bad_record_finding import null_key_records, split_null_keys
 from states.cassandra.limits import FIXED, MAX_KEY_BYTES
 from states.limits import KeyLimits
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.spark import SparkExecutor, parallelism
 from app.spark.parallelism import ExecutorCounts, Parallelism, choose, observe
-from app.topology import Topology
+from app.topology.topology import Topology
 from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.spark.helpers import Topic, coordinator, expected_words, lines, sqlite_table, word_counts
@@ -66,7 +66,7 @@ def test_local_mode_follows_the_cores_between_txids(spark: Any, spark_kafka: Any
     factory = StateFactory(backend="sqlite", sqlite_path=str(tmp_path / "state.db"))
     topology = Topology("follows-cores")
     word_counts(lines(topology, topic.spout(topology.name)), factory)
-    caplog.set_level(logging.INFO, logger="app.spark.executor")
+    caplog.set_level(logging.INFO, logger="app.spark.batch_executor")
     try:
         executor = SparkExecutor(spark, topology, driver_keys=0)  # commit tasks, even of small results
         executor.reads.records_per_task = 1  # a read task per core: the result is shuffled into every commit partition

@@ -13,7 +13,7 @@ from pyspark.sql import functions as sf
 
 from app.spark import GLOBAL_KEY_COLUMN, SparkExecutor
 from app.spark.record_columns import referenced_columns
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
 from states import Count, Latest, combiner

@@ -10,10 +10,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.error_policy import ErrorPolicy
+from app.bad_records.error_policy import ErrorPolicy
 from app.metrics import Metrics
 from app.spark import SparkExecutor
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
 from states import Count, Sum

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.dead_letters import coordinates_of
-from app.error_policy import ErrorPolicy
+from app.bad_records.dead_letters import coordinates_of
+from app.bad_records.error_policy import ErrorPolicy
+from app.coordinator.progress import record_rewind
 from app.metrics import Metrics
-from app.progress import record_rewind
 from app.spark import SparkExecutor
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.bad_records import BadRecordError
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.batch import Batch
-from app.spark import SparkExecutor, TopologyCompileError, fatal
+from app.failures import spark_fatal as fatal
+from app.spark import SparkExecutor, TopologyCompileError
 from app.spark.reading import pack_ranges
 from app.spark.session import default_conf, local_master
-from app.topology import Agg, Topology
+from app.topology.batch import Batch
+from app.topology.topology import Agg, Topology
 from spouts.metadata import BatchPlan, Partition, PartitionMetadata
 from states import Count, Max, StaleBatchError, combiner
 from states import errors as state_errors

@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from app.query import query, stored_spec
 from app.spark import SparkExecutor
 from app.spark.plan import TopologyCompileError
-from app.topology import Agg, Topology
+from app.topology.topology import Agg, Topology
 from spouts.kafka import KafkaSpout
 from spouts.planner import Caps
 from states import Count

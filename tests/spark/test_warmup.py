@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.progress import read_progress
+from app.coordinator.progress import read_progress
 from app.spark import SparkExecutor
-from app.topology import Topology
+from app.topology.topology import Topology
 from spouts.planner import Caps
 from states.factory import StateFactory
 from tests.spark.helpers import Topic, coordinator, expected_words, lines, sqlite_table, word_counts
