@@ -124,3 +124,29 @@ def test_the_process_trees_cpu_keeps_the_seconds_of_a_worker_that_exited() -> No
     finally:
         child.kill()
         child.wait()
+
+
+class _Query:
+    """A stand-in for a finished streaming query: only its progress reports."""
+
+    def __init__(self, reports: int, rows: int = 1000) -> None:
+        self.recentProgress = [{"batchId": i, "numInputRows": rows, "durationMs": {"triggerExecution": 5}}
+                               for i in range(reports)]
+
+
+def test_a_run_is_summed_from_every_micro_batch_or_refused() -> None:
+    """Spark keeps the last ``numRecentProgressUpdates`` reports (100 by default): a run of 200 micro-batches
+    was summed from its last 100 and read "99,000 of 200,000". The session keeps far more, and a run that
+    reaches the limit is refused instead of summed short."""
+    kept = int(sss_peer.session_conf()["spark.sql.streaming.numRecentProgressUpdates"])
+    assert kept == sss_peer.PROGRESS_KEPT >= 200_000 // 1000 * 10
+    assert sum(n for _, n, _ in sss_peer.progress(_Query(200), whole=True)) == 200_000
+    with pytest.raises(RuntimeError, match="progress reports"):
+        sss_peer.progress(_Query(sss_peer.PROGRESS_KEPT), whole=True)
+    assert len(sss_peer.progress(_Query(sss_peer.PROGRESS_KEPT))) == sss_peer.PROGRESS_KEPT  # a running query's look
+
+
+def test_the_cassandra_rows_name_their_layout_and_default_to_the_unset_setting() -> None:
+    assert suite.shard_counts("default,0,16") == [None, 0, 16]
+    assert [suite.layout_name(n) for n in (None, 0, 16)] == [
+        "Cassandra", "Cassandra, a partition per key", "Cassandra, 16 shards"]

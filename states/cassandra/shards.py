@@ -22,7 +22,7 @@ SHARD_COLUMN = "shard"
 SEPARATOR = "\x1f"  # between a composite key's columns
 SHARD_TYPE = "int"
 #: The shards a new state table gets when ``cassandra.shards`` is unset (an existing table keeps its own).
-DEFAULT_SHARDS = 0
+DEFAULT_SHARDS = 16
 MAX_SHARDS = 4096  # a txid's keys spread over at most this many batches; more shards would batch little
 
 

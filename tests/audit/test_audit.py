@@ -143,7 +143,8 @@ def _delete(path: Path, backend: str, word: str) -> None:
 
         s = compiled.state.cassandra
         assert s is not None
-        where, values = ("shard = %s AND word = %s", (shard_of((word,), s.shards), word)) if s.shards else \
+        shards = compiled.state.shards_of("word_counts")
+        where, values = ("shard = %s AND word = %s", (shard_of((word,), shards), word)) if shards else \
             ("word = %s", (word,))
         shared_client(s).session.execute(f"DELETE FROM {s.keyspace}.word_counts WHERE {where}", values)
 

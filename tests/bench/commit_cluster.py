@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> list[Round]:
           f"{args.rounds} rounds, {args.workers} x 1-core workers, split {args.split}", flush=True)
     with cassandra() as base, tempfile.TemporaryDirectory(prefix="bench-commit-cluster-") as workdir:
         settings = CassandraSettings(**{**{f: getattr(base, f) for f in ("contact_points", "port", "local_dc")},
-                                        "keyspace": "bench", "max_concurrency": args.window})
+                                        "keyspace": "bench", "max_concurrency": args.window,
+                                        "shards": 0})  # the LWT-per-key path
         rounds = run(settings, args.keys, args.rounds, args.workers, Path(workdir), args.split)
     report(rounds)
     print(load())

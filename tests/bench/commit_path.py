@@ -308,7 +308,7 @@ def small(base: CassandraSettings, sizes: list[int], windows: list[int], repeat:
     each window size over protocol v4 (the default), and both at a window of 64 over v5 (the earlier default);
     each product run between two raw runs. The ceiling of a repetition is its best raw run of that size.
     Returns per row ``"<keys> <what>"`` the ratios to the ceiling, one per repetition."""
-    settings = replace(base, keyspace="bench")
+    settings = replace(base, keyspace="bench", shards=0)  # the LWT-per-key path
     runs: dict[tuple[int, int, int], SmallCommit] = {}
     found: dict[tuple[int, str, int, int], list[Timed]] = {}  # (keys, what, version, window) -> runs
     plan = [(4, w) for w in windows] + [(5, 64)]
@@ -397,7 +397,8 @@ def main(argv: list[str] | None = None, *, per_key: bool = False) -> dict[str, l
         with cassandra() as base, tempfile.TemporaryDirectory(prefix="bench-commit-") as workdir:
             settings = CassandraSettings(**{**{f: getattr(base, f) for f in ("contact_points", "port", "local_dc",
                                                                                "replication")},
-                                            "keyspace": "bench", "max_concurrency": args.window})
+                                            "keyspace": "bench", "max_concurrency": args.window,
+                                            "shards": 0})  # the LWT-per-key path, beside the bare LWT
             client = CassandraClient(settings)
             try:
                 for rep in range(1, args.repeat + 1):

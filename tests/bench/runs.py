@@ -425,12 +425,14 @@ def fixed_cost(spark: Any, topic: Topic, factory: StateFactory, repeats: int = 5
                   extra=spent, throughput=False, peer="1-record")
 
 
-def latency(spark: Any, topic: Topic, factory: StateFactory, *, rate: int, seconds: float, caps: Caps) -> Figure:
+def latency(spark: Any, topic: Topic, factory: StateFactory, *, rate: int, seconds: float, caps: Caps,
+            state: str = "SQLite") -> Figure:
     """End-to-end latency (produce -> its count visible in the state table) at a steady ``rate`` records/s.
 
     A producer thread writes ``rate`` sentences a second to ``topic`` (fresh: offset k of partition p is
     the k-th record produced to p) while the coordinator runs with ``caps``; each record's latency is
-    the time its txid's commit returned minus the time it was produced.
+    the time its txid's commit returned minus the time it was produced. The state must then equal the
+    producer's truth.
     """
     p = Pipeline(spark, topic, factory, caps.per_batch, caps=caps)
     sent: list[list[float]] = [[] for _ in range(topic.partitions)]
@@ -464,6 +466,7 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, *, rate: int, secon
             time.sleep(0.05)
         run_stop.set()
         runner.join(60)
+        p.check()
     finally:
         stop.set()
         run_stop.set()
@@ -479,7 +482,8 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, *, rate: int, secon
                        if sent[part.partition][off] - t0 >= warm)
     lat.sort()
     records = sum(len(s) for s in sent)
-    fig = Figure(f"product, steady {rate:,} records/s (latency)", records, seconds, 0, len(sizes), throughput=False)
+    fig = Figure(f"product, steady {rate:,} records/s (latency), {state}", records, seconds, 0, len(sizes),
+                 throughput=False)
     fig.extra = {"p50_s": lat[len(lat) // 2], "p99_s": lat[int(len(lat) * 0.99)], "max_s": lat[-1],
                  "mean_txid_records": statistics.mean(sizes) if sizes else 0.0}
     return fig

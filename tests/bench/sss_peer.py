@@ -41,9 +41,15 @@ def package() -> str:
     return f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{pyspark.__version__}"
 
 
+#: Progress reports a query keeps (Spark's default is 100): a run reads its records from every micro-batch's
+#: report, and a run at 1,000 records per trigger over 200,000 records has 200 of them.
+PROGRESS_KEPT = 100_000
+
+
 def session_conf(ivy: Path = IVY) -> dict[str, str]:
     """What the bench's SparkSession needs on top of the service's settings to run this peer."""
-    return {"spark.jars.packages": package(), "spark.jars.ivy": str(ivy.resolve())}
+    return {"spark.jars.packages": package(), "spark.jars.ivy": str(ivy.resolve()),
+            "spark.sql.streaming.numRecentProgressUpdates": str(PROGRESS_KEPT)}
 
 
 class Sink(Protocol):
@@ -116,10 +122,15 @@ class Run:
         return sum(ms for _, ms in self.batches) / 1000
 
 
-def progress(query: Any) -> list[tuple[int, int, float]]:
-    """(batch id, input rows, triggerExecution ms) of the query's recent micro-batches that read records."""
+def progress(query: Any, whole: bool = False) -> list[tuple[int, int, float]]:
+    """(batch id, input rows, triggerExecution ms) of the query's recent micro-batches that read records;
+    ``whole``: of all of them, or an error if Spark dropped reports (a run's records are summed from them)."""
     out = []
-    for p in query.recentProgress:
+    reports = query.recentProgress
+    if whole and len(reports) >= PROGRESS_KEPT:
+        raise RuntimeError(f"{len(reports):,} micro-batches or more: Spark kept only the last "
+                           f"{PROGRESS_KEPT:,} progress reports, so the run's records cannot be summed")
+    for p in reports:
         d = p if isinstance(p, dict) else p.jsonValue() if hasattr(p, "jsonValue") else dict(p)
         if d["numInputRows"]:
             out.append((int(d["batchId"]), int(d["numInputRows"]), float(d["durationMs"]["triggerExecution"])))
@@ -160,7 +171,7 @@ def available_now(spark: Any, bootstrap: str, topic: str, per_trigger: int, sink
         run.wall_s, run.cpu_s = time.perf_counter() - start, cpu() - cpu0
         if query.exception() is not None:
             raise RuntimeError(f"Structured Streaming failed: {query.exception()}")
-        run.batches = [(n, ms) for _, n, ms in progress(query)]
+        run.batches = [(n, ms) for _, n, ms in progress(query, whole=True)]
     return run
 
 

@@ -11,8 +11,11 @@ import pytest
 
 from tests.states.backends import behaviour_kind, cassandra_settings
 
-#: ``cassandra-sharded``: a Cassandra table with its keys in 4 shards (``cassandra.shards``): every command reads it.
-STATE_BACKENDS = ["sqlite", "cassandra", "cassandra-sharded"]
+#: ``cassandra``: ``cassandra.shards`` unset, so the table gets the default layout (16 shards);
+#: ``cassandra-per-key``: ``shards: 0``, a partition per key; every command reads both. ``cassandra-sharded``
+#: (4 shards, a count other than the default) is for the tests that name it.
+STATE_BACKENDS = ["sqlite", "cassandra", "cassandra-per-key"]
+SHARDS = {"cassandra": None, "cassandra-per-key": 0, "cassandra-sharded": 4}
 
 
 def state_section(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[dict[str, Any], Any]:
@@ -20,4 +23,4 @@ def state_section(backend: str, request: pytest.FixtureRequest, tmp_path: Path) 
     if backend == "sqlite":
         return {"backend": "sqlite", "sqlite_path": str(tmp_path / "state.db")}, None
     settings = cassandra_settings(request, behaviour_kind(request))
-    return {"backend": "cassandra"}, replace(settings, shards=4) if backend == "cassandra-sharded" else settings
+    return {"backend": "cassandra"}, replace(settings, shards=SHARDS[backend])

@@ -65,7 +65,7 @@ def write_config(path: Path, *, bootstrap: str, topic: str, state: dict[str, Any
                             "keyspace": cassandra.keyspace, "local_dc": cassandra.local_dc,
                             "protocol_version": cassandra.protocol_version,
                             "backoff_initial_s": 0.02, "max_retries": 8, **(cassandra_extra or {})}
-        if cassandra.shards:
+        if cassandra.shards is not None:
             doc["cassandra"]["shards"] = cassandra.shards
         if cassandra.username:
             doc["cassandra"]["username"] = cassandra.username

@@ -11,8 +11,9 @@ import yaml
 
 from app.config import compile_pipeline, load
 from states.cassandra.reader import CassandraTableReader
+from states.cassandra.shards import DEFAULT_SHARDS
 from states.values import OpaqueValue
-from tests.commands.backends import STATE_BACKENDS, state_section
+from tests.commands.backends import SHARDS, STATE_BACKENDS, state_section
 from tests.commands.helpers import WORDS_SPEC, cli, write_config
 from tests.states.backends import cassandra_peer, cassandra_settings
 
@@ -24,7 +25,9 @@ def seeded(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Path
     state, cassandra = state_section(backend, request, tmp_path)
     path = write_config(tmp_path / "c.yaml", bootstrap="127.0.0.1:1", topic="t", state=state, cassandra=cassandra)
     factory = compile_pipeline(load(path), "wc").state
-    assert factory.shards_of("word_counts") == (4 if backend == "cassandra-sharded" else 0)
+    if backend != "sqlite":
+        shards = SHARDS[backend]
+        assert factory.shards_of("word_counts") == (DEFAULT_SHARDS if shards is None else shards)
     words = sorted(COUNTS)
     factory.backing_map(WORDS_SPEC).multi_put([(w,) for w in words],
                                               [OpaqueValue(5, COUNTS[w], COUNTS[w] - 1) for w in words])
@@ -74,10 +77,13 @@ def test_reader_top_matches_a_sort_of_every_row(backend: str, request: pytest.Fi
     assert [(r or {})["count"] for r in reader.get(WORDS_SPEC, [(k,) for k in keys])] == [COUNTS[k] for k in keys]
 
 
-def test_a_config_without_shards_reads_a_sharded_table(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """A table created with 4 shards, queried through a config that leaves cassandra.shards unset: the keys and
-    the top are read in the table's own layout (the config need not know it)."""
-    path = seeded("cassandra-sharded", request, tmp_path)
+@pytest.mark.parametrize("backend", ["cassandra-sharded", "cassandra-per-key"])
+def test_a_config_without_shards_reads_a_table_in_its_own_layout(backend: str, request: pytest.FixtureRequest,
+                                                                  tmp_path: Path) -> None:
+    """A table created with 4 shards or a partition per key (neither the default), queried through a config that
+    leaves cassandra.shards unset: the keys and the top are read in the table's own layout (the config need not
+    know it)."""
+    path = seeded(backend, request, tmp_path)
     doc = yaml.safe_load(path.read_text())
     del doc["cassandra"]["shards"]
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

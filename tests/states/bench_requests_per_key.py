@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows: list[tuple] = []
     with CqlServer() as server:
         settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="bench",
-                                     local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+                                     local_dc=server.data_center, protocol_version=max(server.protocol_versions),
+                                     shards=0)  # requests per key: the layout of one LWT per key
         client = CassandraClient(settings)
         try:
             for kind in MAPS:

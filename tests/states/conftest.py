@@ -20,5 +20,6 @@ def server(request: pytest.FixtureRequest) -> CqlServer:
 
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, server: CqlServer) -> CassandraSettings:
-    """Settings pointing at that server, in a keyspace of this test's own."""
-    return cassandra_settings(request, "cqlserver")
+    """Settings pointing at that server, in a keyspace of this test's own, tables with a partition per key: these
+    tests count LWTs and reads per key (a sharded table's batches: test_cassandra_shards.py)."""
+    return cassandra_settings(request, "cqlserver", shards=0)

@@ -36,8 +36,9 @@ BUCKETED = MapSpec("bucketed", StateKind.TRANSACTIONAL, (Column("word", "text"),
 
 @pytest.fixture
 def settings(request: pytest.FixtureRequest) -> CassandraSettings:
-    """A keyspace on the real Cassandra when this run has one, else on the CQL test server."""
-    return cassandra_settings(request, behaviour_kind(request))
+    """A keyspace on the real Cassandra when this run has one, else on the CQL test server; tables with a
+    partition per key (``shards: 0``), the layout these tests look at (sharded: test_cassandra_shards.py)."""
+    return cassandra_settings(request, behaviour_kind(request), shards=0)
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def peer(request: pytest.FixtureRequest) -> CassandraPeer:
 
 @pytest.fixture
 def server_settings(request: pytest.FixtureRequest, peer: CassandraPeer) -> CassandraSettings:
-    return cassandra_settings(request, "cqlserver")
+    return cassandra_settings(request, "cqlserver", shards=0)
 
 
 def metrics() -> StateMetrics:
@@ -211,7 +212,8 @@ class TestRoundTrips:
 
     def test_configured_consistency_levels_are_used(self, peer: CassandraPeer, request: pytest.FixtureRequest) -> None:
         """consistency and serial_consistency from the settings reach every read and LWT."""
-        s = cassandra_settings(request, "cqlserver", consistency="QUORUM", serial_consistency="SERIAL")
+        s = cassandra_settings(request, "cqlserver", consistency="QUORUM", serial_consistency="SERIAL",
+                               shards=0)
         state = OpaqueMap(CassandraBackingMap(s, WORDS))
         peer.server.reset_counts()
         commit(state, 1, {("a",): 1})

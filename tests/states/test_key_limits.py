@@ -44,12 +44,12 @@ def test_sqlite_and_memory_have_no_key_limits(tmp_path: Any) -> None:
 @pytest.mark.real_cassandra
 def test_cassandra_limits_match_what_the_server_refuses(request: pytest.FixtureRequest) -> None:
     """For each key, the factory's limits find the problem we expect, and a real Cassandra refuses the
-    key's row exactly when they find one."""
+    key's row of a table with a partition per key exactly when they find one."""
     from cassandra import InvalidRequest
 
     from states.cassandra import CassandraBackingMap
 
-    settings = cassandra_settings(request, "real")
+    settings = cassandra_settings(request, "real", shards=0)
     factory = StateFactory(backend="cassandra", cassandra=settings)
     maps = {spec: CassandraBackingMap(settings, spec) for spec in (ONE, BLOB, TWO)}
     for spec, key, expected in CASES:
@@ -65,3 +65,26 @@ def test_cassandra_limits_match_what_the_server_refuses(request: pytest.FixtureR
             refused = True
         assert refused is (expected is not None), (spec.table, len(key[0]), expected)
 
+
+
+@pytest.mark.real_cassandra
+def test_a_sharded_table_gets_the_same_limits_and_stores_every_key_they_pass(request: pytest.FixtureRequest) -> None:
+    """A sharded table (the default layout) keeps its keys in clustering columns, which Cassandra checks less: it
+    stores an empty key, and it *accepts* a key over 65535 bytes that its next flush then cannot write (the node
+    fails every flush and schema change after it). So the limits are the same as a partition per key's, a key
+    valid in one layout is valid in the other (``migrate`` meets no key its target refuses), and no key the
+    limits refuse is ever sent: this test only sends the keys they pass, and each is stored."""
+    from states.cassandra import CassandraBackingMap
+
+    settings = cassandra_settings(request, "real", shards=4)
+    factory = StateFactory(backend="cassandra", cassandra=settings)
+    maps = {spec: CassandraBackingMap(settings, spec) for spec in (ONE, BLOB, TWO)}
+    for spec, key, expected in CASES:
+        limits = factory.key_limits(spec)
+        assert limits is not None
+        assert limits.problem(key) is expected, (spec.table, len(key[0]), expected)
+        if expected is None:
+            backing = maps[spec]
+            stmt, values, _, _ = backing.cas_request(key, None, OpaqueValue(1, 1, None))
+            backing.client.session.execute(stmt, values)
+            assert backing.multi_get([key])[0] == OpaqueValue(1, 1, None), (spec.table, len(key[0]))

@@ -40,7 +40,7 @@ def test_every_write_sets_the_ttl(request: pytest.FixtureRequest, kind: str) -> 
     from states.cassandra import CassandraBackingMap
     from states.cassandra.session import shared_client
 
-    settings = cassandra_settings(request, kind)
+    settings = cassandra_settings(request, kind, shards=0)  # a sharded table's TTLs: test_sharded_ttl.py
     peer = cassandra_peer(request, kind)
     backing = CassandraBackingMap(settings, SPEC)
     state = OpaqueMap(backing)
