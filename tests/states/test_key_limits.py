@@ -3,6 +3,7 @@ key against the server, so the pre-commit check and the database agree."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,22 +42,26 @@ def test_sqlite_and_memory_have_no_key_limits(tmp_path: Any) -> None:
     assert StateFactory(backend="memory").key_limits(ONE) is None
 
 
-@pytest.mark.real_cassandra
-def test_cassandra_limits_match_what_the_server_refuses(request: pytest.FixtureRequest) -> None:
-    """For each key, the factory's limits find the problem we expect, and a real Cassandra refuses the
-    key's row of a table with a partition per key exactly when they find one."""
-    from cassandra import InvalidRequest
-
+def checked_cases(settings: Any) -> Iterator[tuple[MapSpec, tuple[Any, ...], KeyProblem | None, Any]]:
+    """Each case whose problem the factory's limits find as expected, with its table in ``settings``' layout."""
     from states.cassandra import CassandraBackingMap
 
-    settings = cassandra_settings(request, "real", shards=0)
     factory = StateFactory(backend="cassandra", cassandra=settings)
     maps = {spec: CassandraBackingMap(settings, spec) for spec in (ONE, BLOB, TWO)}
     for spec, key, expected in CASES:
         limits = factory.key_limits(spec)
         assert limits is not None
         assert limits.problem(key) is expected, (spec.table, len(key[0]), expected)
-        backing = maps[spec]
+        yield spec, key, expected, maps[spec]
+
+
+@pytest.mark.real_cassandra
+def test_cassandra_limits_match_what_the_server_refuses(request: pytest.FixtureRequest) -> None:
+    """For each key, the factory's limits find the problem we expect, and a real Cassandra refuses the
+    key's row of a table with a partition per key exactly when they find one."""
+    from cassandra import InvalidRequest
+
+    for spec, key, expected, backing in checked_cases(cassandra_settings(request, "real", shards=0)):
         stmt, values, _, _ = backing.cas_request(key, None, OpaqueValue(1, 1, None))
         try:
             backing.client.session.execute(stmt, values)
@@ -66,7 +71,6 @@ def test_cassandra_limits_match_what_the_server_refuses(request: pytest.FixtureR
         assert refused is (expected is not None), (spec.table, len(key[0]), expected)
 
 
-
 @pytest.mark.real_cassandra
 def test_a_sharded_table_gets_the_same_limits_and_stores_every_key_they_pass(request: pytest.FixtureRequest) -> None:
     """A sharded table (the default layout) keeps its keys in clustering columns, which Cassandra checks less: it
@@ -74,17 +78,8 @@ def test_a_sharded_table_gets_the_same_limits_and_stores_every_key_they_pass(req
     fails every flush and schema change after it). So the limits are the same as a partition per key's, a key
     valid in one layout is valid in the other (``migrate`` meets no key its target refuses), and no key the
     limits refuse is ever sent: this test only sends the keys they pass, and each is stored."""
-    from states.cassandra import CassandraBackingMap
-
-    settings = cassandra_settings(request, "real", shards=4)
-    factory = StateFactory(backend="cassandra", cassandra=settings)
-    maps = {spec: CassandraBackingMap(settings, spec) for spec in (ONE, BLOB, TWO)}
-    for spec, key, expected in CASES:
-        limits = factory.key_limits(spec)
-        assert limits is not None
-        assert limits.problem(key) is expected, (spec.table, len(key[0]), expected)
+    for spec, key, expected, backing in checked_cases(cassandra_settings(request, "real", shards=4)):
         if expected is None:
-            backing = maps[spec]
             stmt, values, _, _ = backing.cas_request(key, None, OpaqueValue(1, 1, None))
             backing.client.session.execute(stmt, values)
             assert backing.multi_get([key])[0] == OpaqueValue(1, 1, None), (spec.table, len(key[0]))
