@@ -14,7 +14,8 @@ def test_a_stable_key_set_costs_one_lwt_per_key_whichever_worker_commits(spark: 
     """4 commit tasks per txid on 2 reused Python workers: after the first txid, no reads and no failed LWTs."""
     server = cql_server_session
     settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
-                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions),
+                                 shards=0)  # LWTs per key: the layout of one LWT per key
     keys = StableKeys(spark_kafka, settings, keys=200)
     keys.produce(5)
     server.reset_counts()
@@ -37,7 +38,8 @@ def test_a_key_meets_its_cache_whether_the_txid_is_read_as_one_partition_or_seve
     cost one LWT per key and no read once the keys are known."""
     server = cql_server_session
     settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
-                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions),
+                                 shards=0)  # LWTs per key: the layout of one LWT per key
     keys = StableKeys(spark_kafka, settings, keys=200, per_partition=200)
     rounds = []
     for partition in (None, 0, None, 2, None):  # spread, one range, spread, one range, spread
@@ -70,7 +72,8 @@ def test_a_cache_file_older_than_its_partition_s_last_commit_is_cold_not_a_faile
     commit: read once (batched), one LWT per key, none failed."""
     server = cql_server_session
     settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
-                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions),
+                                 shards=0)  # LWTs per key: the layout of one LWT per key
     keys = StableKeys(spark_kafka, settings, keys=200)
     keys.produce(4)
     keys.run(spark, 2, commit_partitions=4, driver_keys=0)
@@ -93,7 +96,8 @@ def test_on_the_driver_a_stable_key_set_costs_one_lwt_per_key_and_a_switch_of_pa
     serial read), and the counts are exact."""
     server = cql_server_session
     settings = CassandraSettings(contact_points=(server.host,), port=server.port, keyspace="spark_commit_cache",
-                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions))
+                                 local_dc=server.data_center, protocol_version=max(server.protocol_versions),
+                                 shards=0)  # LWTs per key: the layout of one LWT per key
     keys = StableKeys(spark_kafka, settings, keys=200)
     keys.produce(6)
     server.reset_counts()
