@@ -470,7 +470,8 @@ def latency(spark: Any, topic: Topic, factory: StateFactory, *, rate: int, secon
         run_stop.set()
         runner.join(60)
         read = sum(m.next_offset - m.first_offset for _, b in p.commits.visible for m in b.plan.partitions.values())
-        assert read == sum(len(s) for s in sent), (read, sum(len(s) for s in sent))  # every record produced, once
+        produced = sum(len(s) for s in sent)
+        assert read == produced, (read, produced)  # every record produced, once
         check_counts(p.name, stored_counts(p.factory, p.table), dict.fromkeys(SENTENCE.decode().split(" "), read))
     finally:
         stop.set()
